@@ -1,0 +1,33 @@
+/* cli.h — shared pieces of the cpdit command line: the subcommand table entry and
+ * the helpers every subcommand uses to report errors the same way. */
+#ifndef CPDIT_CLI_H
+#define CPDIT_CLI_H
+
+#include "cpdit_error.h"
+
+/* Exit codes of the cpdit program (DESIGN.md): 0 ok, 1 runtime failure, 2 bad input. */
+enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };
+
+typedef int (*cli_command_fn)(int argc, char **argv);
+
+typedef struct cli_command {
+    const char *name;    /* "run" */
+    const char *summary; /* one line for `cpdit --help` */
+    const char *help;    /* the full text for `cpdit help run` / `cpdit run --help` */
+    cli_command_fn fn;   /* argv[0] is the subcommand name */
+} cli_command;
+
+/* Print "cpdit: <where>: <what>" to stderr and return the exit code of err's status. */
+int cli_report(const cpdit_error *err);
+
+/* Print "cpdit: <sub>: <message>" plus "(see 'cpdit help <sub>')" and return CLI_EXIT_USAGE. */
+int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a whole decimal integer option value in [lo, hi]; on error print a usage error
+ * naming the option and return -1, else 0. */
+int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);
+
+/* The subcommand table, defined in cpdit.c. */
+const cli_command *cli_find_command(const char *name);
+
+#endif

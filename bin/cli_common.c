@@ -1,0 +1,44 @@
+/* cli_common.c — error reporting and option-value parsing shared by all subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int cli_report(const cpdit_error *err)
+{
+    char buf[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
+    fprintf(stderr, "%s\n", cpdit_error_format(err, buf, sizeof buf));
+    if (!err || err->status == CPDIT_OK)
+        return CLI_EXIT_RUNTIME;
+    return err->status == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+}
+
+int cli_usage_error(const char *sub, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cpdit: %s: ", sub);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'cpdit help %s')\n", sub);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = text ? strtol(text, &end, 10) : 0;
+    if (!text || !*text || *end != '\0' || errno == ERANGE) {
+        cli_usage_error(sub, "%s: expected an integer, got '%s'", opt, text ? text : "");
+        return -1;
+    }
+    if (v < lo || v > hi) {
+        cli_usage_error(sub, "%s: %ld is out of range [%ld, %ld]", opt, v, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}

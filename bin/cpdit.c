@@ -1,0 +1,197 @@
+/* cpdit.c — the cpdit program: global options and subcommand dispatch.
+ *
+ *   cpdit [--help | --version] <subcommand> [options]
+ *
+ * Each subcommand lives in its own bin/cmd_*.c file and is listed in `commands` below.
+ * Subcommands whose implementation has not landed yet say so plainly and exit 1.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "build_info.h"
+#include "cli.h"
+#include "kernels/cpu/blas_runtime.h"
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+static int cmd_not_in_build(int argc, char **argv);
+
+/* Which issue of the project tracker brings each subcommand that is not built yet. */
+static const struct {
+    const char *name;
+    const char *what;
+} pending[] = {
+    {"run", "the FLUX pipeline and batch runner"},
+    {"submit", "Slurm integration"},
+    {"probe", "the topology probe"},
+    {"plan", "the topology probe and cost model"},
+    {"tune", "the autotuner"},
+    {"forward", "the FLUX transformer and VAE"},
+    {"tokenize", "the CLIP and T5 tokenizers"},
+    {"bench", "the attention benchmarks"},
+};
+
+static const cli_command commands[] = {
+    {"run", "generate images: one prompt, or a YAML batch manifest",
+     "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "       cpdit run --model DIR|builtin:tiny --prompt P --seed S --width W --height H\n"
+     "                 --steps N [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
+     "                 --output DIR [--ring R] [--ulysses U] [--dump DIR]\n"
+     "\n"
+     "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
+     "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
+     "ranks; each group renders its share of the items and writes PNG files (temporary\n"
+     "file + rename) and one JSON line per item to OUTPUT/index.jsonl.\n",
+     cmd_not_in_build},
+    {"submit", "write an sbatch script for a manifest and submit it",
+     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
+     "\n"
+     "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
+     "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
+     cmd_not_in_build},
+    {"probe", "measure this machine's topology and links",
+     "usage: cpdit probe [--output FILE.json]\n"
+     "\n"
+     "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
+     "ranks, and writes a JSON report that `plan` and `run` use.\n",
+     cmd_not_in_build},
+    {"plan", "show the parallel grid cpdit would choose",
+     "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
+     cmd_not_in_build},
+    {"tune", "time candidate grids and record the fastest",
+     "usage: cpdit tune [--model DIR] [--width W --height H]\n", cmd_not_in_build},
+    {"forward", "run one model component on tensors from a safetensors file",
+     "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
+     "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
+     "                     [--attention-backend B]\n"
+     "\n"
+     "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
+     "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
+     "vae: latent_sample). The output tensor is `sample`, float32. Run under mpirun -np N\n"
+     "with U*R dividing N (the rest is data-parallel).\n",
+     cmd_not_in_build},
+    {"tokenize", "print the CLIP and T5 token ids of a prompt",
+     "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
+     "\n"
+     "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with special tokens.\n",
+     cmd_not_in_build},
+    {"bench", "benchmarks that print tables (attention, sgemm, ...)",
+     "usage: cpdit bench attention [options]   (under mpirun)\n", cmd_not_in_build},
+    {"version", "print the version and what this build contains",
+     "usage: cpdit version   (same as cpdit --version)\n"
+     "\n"
+     "Prints the version, the configure options, whether CUDA, NCCL and cuDNN are compiled\n"
+     "in, the MPI library, hwloc, and which BLAS kernels run on this CPU.\n",
+     cmd_version},
+    {"help", "show help for a subcommand", "usage: cpdit help [SUBCOMMAND]\n", cmd_help},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+const cli_command *cli_find_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+static void print_main_help(FILE *out)
+{
+    fprintf(out,
+            "usage: cpdit [--help | --version] <subcommand> [options]\n"
+            "\n"
+            "cpdit runs FLUX-class diffusion transformers with context-parallel attention\n"
+            "(Ring, Ulysses, Unified, and uneven 'anything' modes) across the ranks of an MPI\n"
+            "job, and turns YAML batches of prompts into PNG files on shared storage.\n"
+            "\n"
+            "subcommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n"
+                 "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n"
+                 "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (argc > 1)
+        return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+    cpdit_build_info_print(stdout);
+    return CLI_EXIT_OK;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_main_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (argc > 2)
+        return cli_usage_error("help", "expected one subcommand name, got %d arguments", argc - 1);
+    const cli_command *c = cli_find_command(argv[1]);
+    if (!c) {
+        fprintf(stderr, "cpdit: help: unknown subcommand '%s' (see 'cpdit --help')\n", argv[1]);
+        return CLI_EXIT_USAGE;
+    }
+    fputs(c->help, stdout);
+    return CLI_EXIT_OK;
+}
+
+static int cmd_not_in_build(int argc, char **argv)
+{
+    (void)argc;
+    const char *what = "a later part of cpdit";
+    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+        if (strcmp(pending[i].name, argv[0]) == 0)
+            what = pending[i].what;
+    fprintf(stderr, "cpdit: %s: this build of cpdit %s does not include %s yet\n", argv[0],
+            cpdit_version_string(), what);
+    return CLI_EXIT_RUNTIME;
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return 0;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* Before anything touches BLAS: make sure the fastest correct kernels for this CPU run
+     * (may re-execute the program once with OPENBLAS_CORETYPE set; see blas_runtime.h). */
+    blas_runtime_ensure_best_core(argc, argv);
+
+    if (argc < 2) {
+        print_main_help(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *first = argv[1];
+    if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
+        print_main_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0)
+        return cmd_version(1, argv + 1);
+    if (first[0] == '-') {
+        fprintf(stderr, "cpdit: unknown option '%s' (see 'cpdit --help')\n", first);
+        return CLI_EXIT_USAGE;
+    }
+    const cli_command *c = cli_find_command(first);
+    if (!c) {
+        fprintf(stderr, "cpdit: unknown subcommand '%s' (see 'cpdit --help')\n", first);
+        return CLI_EXIT_USAGE;
+    }
+    if (c->fn != cmd_help && wants_help(argc - 1, argv + 1)) {
+        fputs(c->help, stdout);
+        return CLI_EXIT_OK;
+    }
+    return c->fn(argc - 1, argv + 1);
+}

@@ -1,0 +1,52 @@
+/* attention_cpu.h — local (single-rank) scaled-dot-product attention on the CPU.
+ *
+ * Layout (DESIGN.md): q is (B, Sq, H, D), k and v are (B, Skv, H, D), out is (B, Sq, H, D),
+ * all fp32 row-major and contiguous; lse is (B, Sq, H) fp32, the natural-log log-sum-exp of
+ * the scaled scores of each query row:  lse = log(sum_j exp(scale * q.k_j)).
+ * No mask (FLUX joint attention is unmasked). scale is usually 1/sqrt(D).
+ * Skv may be 0: then out = 0 and lse = -INFINITY (an empty block; merging it changes nothing).
+ *
+ * attention_cpu_reference  — the plain three-loop definition, kept for tests.
+ * attention_cpu_forward    — the fast blocked online-softmax (flash-attention style) kernel,
+ *                            block products through BLAS, fp32 accumulation.
+ * attention_lse_merge      — merge a partial result (out_b, lse_b) into (out_a, lse_a) in place:
+ *                            lse = log(e^a + e^b), out = out_a e^(a-lse) + out_b e^(b-lse).
+ *                            rows = B*Sq*H rows of D values each.
+ * Both attention functions return CPDIT_OK, CPDIT_ERR_INPUT (negative sizes, D < 1) or
+ * CPDIT_ERR_RUNTIME (allocation failure), err filled. out must not alias q, k or v.
+ *
+ * attention_cpu_forward runs on attention_cpu_get_num_threads() threads: the number given to
+ * attention_cpu_set_num_threads(), or with 0 (the default) the BLAS's thread count
+ * (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / cores). While it runs, OpenBLAS is switched to one
+ * thread per call and restored afterwards (a process-global setting): do not call BLAS from
+ * another thread at the same time.
+ */
+#ifndef CPDIT_ATTENTION_CPU_H
+#define CPDIT_ATTENTION_CPU_H
+
+#include <stddef.h>
+#include "cpdit_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+cpdit_status attention_cpu_reference(float *out, float *lse, const float *q, const float *k,
+                                     const float *v, int B, int Sq, int Skv, int H, int D,
+                                     float scale, cpdit_error *err);
+
+cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, int B, int Sq, int Skv, int H, int D,
+                                   float scale, cpdit_error *err);
+
+/* Worker threads for attention_cpu_forward; n <= 0 means "follow the BLAS thread count". */
+void attention_cpu_set_num_threads(int n);
+int attention_cpu_get_num_threads(void);
+
+void attention_lse_merge(float *out_a, float *lse_a, const float *out_b, const float *lse_b,
+                         size_t rows, int D);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
