@@ -1,10 +1,15 @@
 #!/bin/sh
-# install-deps.sh — install the Debian 12 packages cpdit builds and tests with
-# (idempotent: apt-get skips what is already installed). Needs root or sudo.
+# install-deps.sh [--tests] — install the Debian 12 packages cpdit builds with; with --tests also
+# what the test suite uses to build reference data (python3-numpy, python3-torch, clang for
+# the fuzz targets). Idempotent: only missing packages are installed. Needs root or sudo.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
-      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev
-      python3 python3-numpy"
+      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev"
+case "${1:-}" in
+    --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang" ;;
+    "") ;;
+    *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -13,5 +18,6 @@ done
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
+echo "install-deps.sh: installing$missing" >&2
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
