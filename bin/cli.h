@@ -27,6 +27,10 @@ int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);
 
+/* Subcommands implemented in their own bin/cmd_*.c files (argv[0] is the subcommand). */
+int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
 /* The subcommand table, defined in cpdit.c. */
 const cli_command *cli_find_command(const char *name);
 

@@ -29,8 +29,6 @@ static const struct {
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
     {"forward", "the FLUX transformer and VAE"},
-    {"tokenize", "the CLIP and T5 tokenizers"},
-    {"bench", "the attention benchmarks"},
 };
 
 static const cli_command commands[] = {
@@ -76,9 +74,21 @@ static const cli_command commands[] = {
      "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with special tokens.\n",
-     cmd_not_in_build},
-    {"bench", "benchmarks that print tables (attention, sgemm, ...)",
-     "usage: cpdit bench attention [options]   (under mpirun)\n", cmd_not_in_build},
+     cmd_tokenize},
+    {"bench", "benchmarks that print tables (attention, kernel)",
+     "usage: cpdit bench attention [--batch B] [--txt T] [--img I] [--heads H] [--head-dim D]\n"
+     "                             [--iters N] [--warmup N] [--variants LIST] [--anything]\n"
+     "                             [--ring R --ulysses U] [--sgemm-n N]\n"
+     "       cpdit bench kernel [--batch B] [--heads H] [--head-dims 64,128]\n"
+     "                          [--seq-lens 1024,4096] [--reps N]\n"
+     "\n"
+     "attention: run under mpirun -np N. Times every context-parallel variant (ring,\n"
+     "ring-allgather, ulysses, unified, unified-allgather; or LIST) on every ring x ulysses\n"
+     "grid of N ranks (or only R x U): time per call min/avg/max over ranks, GFLOP/s, MB sent\n"
+     "per rank, and the ratio to the ideal 1/N of the single-rank kernel time.\n"
+     "kernel: the local CPU attention kernel's FLOP rate next to the BLAS SGEMM rate.\n"
+     "Each table starts with the build line, including the BLAS kernels in use.\n",
+     cmd_bench},
     {"version", "print the version and what this build contains",
      "usage: cpdit version   (same as cpdit --version)\n"
      "\n"

@@ -1,0 +1,150 @@
+/* cmd_bench.c — `cpdit bench attention|kernel [options]`: benchmarks that print tables.
+ *
+ *   cpdit bench attention   context-parallel attention on every grid of the MPI job (run it
+ *                           under mpirun -np N); variants ring, ring-allgather, ulysses,
+ *                           unified, unified-allgather; time, GFLOP/s, bytes per rank, ratio
+ *                           to the ideal 1/N of the single-rank time.
+ *   cpdit bench kernel      the local CPU attention kernel next to the BLAS SGEMM rate.
+ * Every table starts with the build line (BLAS core in use, MPI, CUDA).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cp_attention_bench.h"
+#include "kernels/cpu/attention_bench.h"
+
+#define SUB "bench"
+#define MAX_LIST 16
+
+/* Parse "64,128" into out[0..n); returns n, or -1 after printing a usage error. */
+static int parse_int_list(const char *opt, const char *text, int *out, int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1000000 || (*end != ',' && *end != '\0') || n == max) {
+            cli_usage_error(SUB, "%s: expected a comma-separated list of at most %d positive "
+                                 "integers, got '%s'", opt, max, text);
+            return -1;
+        }
+        out[n++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (n == 0)
+        cli_usage_error(SUB, "%s: empty list", opt);
+    return n ? n : -1;
+}
+
+static int bench_kernel(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"batch", required_argument, 0, 'b'}, {"heads", required_argument, 0, 'H'},
+        {"head-dims", required_argument, 0, 'd'}, {"seq-lens", required_argument, 0, 's'},
+        {"reps", required_argument, 0, 'r'}, {0, 0, 0, 0}};
+    long batch = 1, heads = 0, reps = 0;
+    int dims[MAX_LIST], lens[MAX_LIST], n_dims = 0, n_lens = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b': if (cli_parse_int(SUB, "--batch", optarg, 1, 64, &batch)) return CLI_EXIT_USAGE; break;
+        case 'H': if (cli_parse_int(SUB, "--heads", optarg, 1, 256, &heads)) return CLI_EXIT_USAGE; break;
+        case 'r': if (cli_parse_int(SUB, "--reps", optarg, 1, 1000, &reps)) return CLI_EXIT_USAGE; break;
+        case 'd': if ((n_dims = parse_int_list("--head-dims", optarg, dims, MAX_LIST)) < 0) return CLI_EXIT_USAGE; break;
+        case 's': if ((n_lens = parse_int_list("--seq-lens", optarg, lens, MAX_LIST)) < 0) return CLI_EXIT_USAGE; break;
+        default:
+            return cli_usage_error(SUB, "kernel: unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(SUB, "kernel: unexpected argument '%s'", argv[optind]);
+    return attention_kernel_bench(stdout, (int)batch, (int)heads, n_dims ? dims : NULL, n_dims,
+                                  n_lens ? lens : NULL, n_lens, (int)reps) == 0
+               ? CLI_EXIT_OK
+               : CLI_EXIT_RUNTIME;
+}
+
+static int bench_attention(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"batch", required_argument, 0, 'b'},   {"txt", required_argument, 0, 't'},
+        {"img", required_argument, 0, 'i'},     {"heads", required_argument, 0, 'H'},
+        {"head-dim", required_argument, 0, 'd'}, {"warmup", required_argument, 0, 'w'},
+        {"iters", required_argument, 0, 'n'},   {"variants", required_argument, 0, 'v'},
+        {"ring", required_argument, 0, 'R'},    {"ulysses", required_argument, 0, 'U'},
+        {"anything", no_argument, 0, 'a'},      {"sgemm-n", required_argument, 0, 'g'},
+        {0, 0, 0, 0}};
+    cp_attention_bench_opts o;
+    cp_attention_bench_defaults(&o);
+    long v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        const char *name = NULL;
+        long lo = 1, hi = 1 << 24;
+        int *dst = NULL;
+        switch (c) {
+        case 'b': name = "--batch"; dst = &o.batch; hi = 64; break;
+        case 't': name = "--txt"; dst = &o.txt; lo = 0; break;
+        case 'i': name = "--img"; dst = &o.img; lo = 0; break;
+        case 'H': name = "--heads"; dst = &o.heads; hi = 1024; break;
+        case 'd': name = "--head-dim"; dst = &o.head_dim; hi = 1024; break;
+        case 'w': name = "--warmup"; dst = &o.warmup; lo = 0; hi = 1000; break;
+        case 'n': name = "--iters"; dst = &o.iters; hi = 100000; break;
+        case 'R': name = "--ring"; dst = &o.ring; hi = 4096; break;
+        case 'U': name = "--ulysses"; dst = &o.ulysses; hi = 4096; break;
+        case 'g': name = "--sgemm-n"; dst = &o.sgemm_n; lo = 0; hi = 16384; break;
+        case 'a': o.anything = 1; continue;
+        case 'v': o.variants = optarg; continue;
+        default:
+            return cli_usage_error(SUB, "attention: unknown or incomplete option '%s'",
+                                   argv[optind - 1]);
+        }
+        if (cli_parse_int(SUB, name, optarg, lo, hi, &v))
+            return CLI_EXIT_USAGE;
+        *dst = (int)v;
+    }
+    if (optind < argc)
+        return cli_usage_error(SUB, "attention: unexpected argument '%s'", argv[optind]);
+    if (o.txt + o.img < 1)
+        return cli_usage_error(SUB, "attention: --txt plus --img must be at least 1 token");
+    if ((o.ring == 0) != (o.ulysses == 0))
+        return cli_usage_error(SUB, "attention: give both --ring and --ulysses, or neither "
+                                    "(then every grid of the job is measured)");
+
+    MPI_Init(NULL, NULL);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cpdit_status st = cp_attention_bench(rank == 0 ? stdout : NULL, MPI_COMM_WORLD, &o, &err);
+    int code = CLI_EXIT_OK;
+    if (st != CPDIT_OK) {
+        if (rank == 0)
+            code = cli_report(&err);
+        else
+            code = st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+    }
+    MPI_Finalize();
+    return code;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(SUB, "which benchmark? 'attention' or 'kernel'");
+    if (strcmp(argv[1], "attention") == 0)
+        return bench_attention(argc - 1, argv + 1);
+    if (strcmp(argv[1], "kernel") == 0)
+        return bench_kernel(argc - 1, argv + 1);
+    return cli_usage_error(SUB, "unknown benchmark '%s' (expected 'attention' or 'kernel')", argv[1]);
+}

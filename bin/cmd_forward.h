@@ -1,0 +1,38 @@
+/* cmd_forward.h — `cpdit forward`: run one model component on tensors from a safetensors file.
+ *
+ *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
+ *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
+ *                 [--attention-backend B] [--verbose]
+ *
+ * cmd_forward parses the options, initialises MPI, and runs the component on every rank of
+ * the job; rank 0 writes the output. The transformer part lives in cmd_forward.c; the VAE
+ * part is provided by the VAE module as vae_forward_command (below) and linked in when that
+ * module is part of the build.
+ */
+#ifndef CPDIT_CMD_FORWARD_H
+#define CPDIT_CMD_FORWARD_H
+
+#include "cpdit_error.h"
+
+typedef struct forward_options {
+    const char *model;             /* --model DIR (pipeline root, component folder or file) */
+    const char *component;         /* --component: "transformer" or "vae" */
+    const char *inputs;            /* --inputs IN.safetensors */
+    const char *output;            /* --output OUT.safetensors */
+    const char *attention_backend; /* --attention-backend: a cp_attention variant name */
+    int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
+    int anything;                  /* --anything: uneven lengths / head shares allowed */
+    int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */
+    int world_rank, world_size;    /* of MPI_COMM_WORLD, filled after MPI_Init */
+} forward_options;
+
+/* `cpdit forward ...`; argv[0] is "forward". Returns the process exit code (0, 1, 2). */
+int cmd_forward(int argc, char **argv);
+
+/* The VAE decoder's forward (latent_sample -> sample), called on every rank after MPI_Init
+ * with the parsed options; rank 0 writes opt->output. Returns CPDIT_OK or the status with err
+ * filled (every rank should return the same status; rank 0's message is printed). Defined by
+ * the VAE module; referenced weakly here so that a build without it still links. */
+cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err);
+
+#endif

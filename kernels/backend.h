@@ -1,0 +1,97 @@
+/* backend.h — the kernel table: the ops the models call, one table per backend.
+ *
+ * Model code (lib/flux_transformer.c, ...) never calls BLAS or a loop kernel directly: it calls
+ * through a `const cpdit_backend *`, so that a GPU backend plugs in with its own table and
+ * the model code stays one copy. Attention is NOT in this table: it goes through the
+ * context-parallel entry point (lib/cp_attention.h), which runs the local kernel itself.
+ *
+ * Conventions for every op:
+ *   - tensors are fp32, row-major; "rows x dim" means `rows` vectors of `dim` contiguous floats;
+ *   - buffers belong to the backend's memory (host memory for the CPU backend): allocate
+ *     activations with alloc/free of the same table;
+ *   - unless an op says otherwise, y may alias x (in place), and sizes of 0 are no-ops;
+ *   - the ops do not fail on valid arguments; `linear` returns a status because a backend may
+ *     need workspace or a library handle.
+ * Weights follow PyTorch's nn.Linear storage: W is (out, in) row-major, and
+ *   linear: y = x W^T + b.
+ */
+#ifndef CPDIT_KERNELS_BACKEND_H
+#define CPDIT_KERNELS_BACKEND_H
+
+#include <stddef.h>
+
+#include "cpdit_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cpdit_backend {
+    const char *name; /* "cpu", ... */
+
+    /* Memory for activations: bytes rounded up to the backend's alignment; free(NULL) is fine.
+     * alloc returns NULL when memory runs out. */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+
+    /* y (M, N) with row stride ldy  =  x (M, K) with row stride ldx  ·  W^T  (+ b).
+     * W: (N, K) contiguous (nn.Linear's (out, in)); b: (N) or NULL. y must not alias x or W.
+     * ldx >= K, ldy >= N. With accumulate = 1, y += x W^T (+ b) instead of y = ... */
+    cpdit_status (*linear)(float *y, int ldy, const float *x, int ldx, const float *w,
+                           const float *b, int M, int K, int N, int accumulate,
+                           cpdit_error *err);
+
+    /* LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) * gamma + beta, the
+     * variance biased (divide by dim) as torch.nn.LayerNorm. x, y (rows, dim); gamma, beta
+     * (dim) or NULL (no affine: gamma = 1, beta = 0). */
+    void (*layer_norm)(float *y, const float *x, const float *gamma, const float *beta,
+                       size_t rows, int dim, float eps);
+
+    /* RMSNorm over the last dim: y = x / sqrt(mean(x^2) + eps) * weight. x, y (rows, dim),
+     * weight (dim) or NULL. For per-head Q/K norms call it with rows = tokens * heads and
+     * dim = head_dim. */
+    void (*rms_norm)(float *y, const float *x, const float *weight, size_t rows, int dim,
+                     float eps);
+
+    /* Rotary embedding in place, pairwise-interleaved as diffusers' apply_rotary_emb with
+     * use_real=True, use_real_unbind_dim=-1: for each token s, head h, pair i (0 <= i < D/2),
+     * with a = x[s,h,2i], b = x[s,h,2i+1]:
+     *   x[s,h,2i]   = a cos[s,2i]   - b sin[s,2i]
+     *   x[s,h,2i+1] = b cos[s,2i+1] + a sin[s,2i+1]
+     * x (S, H, D); cos, sin (S, D) (each pair's two entries are equal in FLUX's table). D even. */
+    void (*rope)(float *x, const float *cos, const float *sin, int S, int H, int D);
+
+    /* y = gelu(x) with the tanh approximation (torch's approximate="tanh"):
+     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements. */
+    void (*gelu_tanh)(float *y, const float *x, size_t n);
+
+    /* y = silu(x) = x / (1 + e^-x). n elements. */
+    void (*silu)(float *y, const float *x, size_t n);
+
+    /* y = a + b, n elements (y may alias a or b). */
+    void (*add)(float *y, const float *a, const float *b, size_t n);
+
+    /* AdaLN modulation: y[r] = x[r] * (1 + scale) + shift for each of rows rows.
+     * x, y (rows, dim); shift, scale (dim). */
+    void (*modulate)(float *y, const float *x, const float *shift, const float *scale,
+                     size_t rows, int dim);
+
+    /* Gated residual: h[r] += gate * x[r] for each of rows rows. h, x (rows, dim) with row
+     * strides ldh and ldx (>= dim); gate (dim). h must not alias x. */
+    void (*gated_residual)(float *h, int ldh, const float *x, int ldx, const float *gate,
+                           size_t rows, int dim);
+
+    /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r]. */
+    void (*copy_rows)(float *dst, int ldd, const float *src, int lds, size_t rows, int dim);
+} cpdit_backend;
+
+/* The CPU backend (kernels/cpu/backend_cpu.c): OpenBLAS SGEMM and loop kernels. */
+const cpdit_backend *cpdit_backend_cpu(void);
+
+/* A backend by name ("cpu"); NULL when this build has no such backend. */
+const cpdit_backend *cpdit_backend_by_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

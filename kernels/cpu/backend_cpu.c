@@ -1,0 +1,138 @@
+/* backend_cpu.c — the CPU kernel table: memory, linear layers through cblas_sgemm, and the
+ * elementwise ops (add, AdaLN modulate, gated residual, strided row copy). Norms, RoPE and
+ * activations live in their own files (see backend_cpu.h).
+ */
+#include "config.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+
+#define CPU_WHERE "kernels/cpu"
+
+/* ------------------------------------------------------------------ memory */
+
+void *cpu_alloc(size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    if (bytes > SIZE_MAX - CPU_ALLOC_ALIGN)
+        return NULL;
+    const size_t rounded = (bytes + CPU_ALLOC_ALIGN - 1) / CPU_ALLOC_ALIGN * CPU_ALLOC_ALIGN;
+    return aligned_alloc(CPU_ALLOC_ALIGN, rounded);
+}
+
+void cpu_free(void *p)
+{
+    free(p);
+}
+
+/* ------------------------------------------------------------------ linear */
+
+/* y (M, N; ldy) = x (M, K; ldx) W^T (+ b), W (N, K): one SGEMM; the bias is broadcast into y
+ * first and the product added (beta = 1), so the sum is formed once. */
+cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const float *w,
+                        const float *b, int M, int K, int N, int accumulate, cpdit_error *err)
+{
+    if (M < 0 || K < 0 || N < 0 || ldx < K || ldy < N)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, CPU_WHERE,
+                               "linear: bad sizes M %d K %d N %d ldx %d ldy %d", M, K, N, ldx,
+                               ldy);
+    if (M == 0 || N == 0)
+        return CPDIT_OK;
+    float beta = accumulate ? 1.0f : 0.0f;
+    if (b) {
+        for (int r = 0; r < M; r++) {
+            float *yr = y + (size_t)r * ldy;
+            if (accumulate)
+                for (int j = 0; j < N; j++)
+                    yr[j] += b[j];
+            else
+                memcpy(yr, b, (size_t)N * sizeof(float));
+        }
+        beta = 1.0f;
+    }
+    if (K == 0) {
+        if (!accumulate && !b)
+            for (int r = 0; r < M; r++)
+                memset(y + (size_t)r * ldy, 0, (size_t)N * sizeof(float));
+        return CPDIT_OK;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, ldx, w, K, beta, y,
+                ldy);
+    return CPDIT_OK;
+}
+
+/* ------------------------------------------------------------------ elementwise */
+
+void cpu_add(float *y, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+void cpu_modulate(float *y, const float *x, const float *shift, const float *scale, size_t rows,
+                  int dim)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * (size_t)dim;
+        float *yr = y + r * (size_t)dim;
+        for (int j = 0; j < dim; j++)
+            yr[j] = xr[j] * (1.0f + scale[j]) + shift[j];
+    }
+}
+
+void cpu_gated_residual(float *h, int ldh, const float *x, int ldx, const float *gate,
+                        size_t rows, int dim)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *hr = h + r * (size_t)ldh;
+        const float *xr = x + r * (size_t)ldx;
+        for (int j = 0; j < dim; j++)
+            hr[j] += gate[j] * xr[j];
+    }
+}
+
+void cpu_copy_rows(float *dst, int ldd, const float *src, int lds, size_t rows, int dim)
+{
+    if (ldd == dim && lds == dim) {
+        memmove(dst, src, rows * (size_t)dim * sizeof(float));
+        return;
+    }
+    for (size_t r = 0; r < rows; r++)
+        memmove(dst + r * (size_t)ldd, src + r * (size_t)lds, (size_t)dim * sizeof(float));
+}
+
+/* ------------------------------------------------------------------ the table */
+
+static const cpdit_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .linear = cpu_linear,
+    .layer_norm = cpu_layer_norm,
+    .rms_norm = cpu_rms_norm,
+    .rope = cpu_rope,
+    .gelu_tanh = cpu_gelu_tanh,
+    .silu = cpu_silu,
+    .add = cpu_add,
+    .modulate = cpu_modulate,
+    .gated_residual = cpu_gated_residual,
+    .copy_rows = cpu_copy_rows,
+};
+
+const cpdit_backend *cpdit_backend_cpu(void)
+{
+    return &cpu_backend;
+}
+
+const cpdit_backend *cpdit_backend_by_name(const char *name)
+{
+    if (name && strcmp(name, "cpu") == 0)
+        return &cpu_backend;
+    return NULL;
+}

@@ -1,0 +1,349 @@
+/* test_vae_decoder.c — the VAE decoder's kernels and plumbing, and (with --reference DIR) the
+ * whole decoder against tests/reference/vae_reference.py.
+ *
+ * Without arguments (no Python needed):
+ *   - conv2d_cpu (3x3 and 1x1, with and without bias, several row bands) vs the direct loops:
+ *     max |diff| <= 1e-5 · max|ref| (fp32 GEMM vs double accumulation);
+ *   - group_norm_cpu (+ SiLU) vs a plain float64 computation: <= 1e-5 absolute;
+ *   - nearest 2x upsampling: exact;
+ *   - vae_latents_denormalize: z / 0.3611 + 0.1159 rounded twice, bit-exact;
+ *   - the parameter table: names, shapes, count for a FLUX-sized config; load errors.
+ * With --reference DIR (DIR/cases.txt, DIR/<case>/{model/, inputs.safetensors,
+ * expected.safetensors}): vae_forward_file on each case; relative error
+ * max |out - ref| / max |ref| <= 1e-4 (reference computed in float64).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/conv2d_cpu.h"
+#include "kernels/cpu/group_norm_cpu.h"
+#include "safetensors.h"
+#include "test_tmpdir.h"
+#include "test_util.h"
+#include "vae_decoder.h"
+
+#define CONV_REL_TOL 1e-5
+#define NORM_ABS_TOL 1e-5
+#define VAE_REL_TOL 1e-4
+
+static unsigned long long lcg_state = 12345;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg_state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static float *rand_buf(size_t n)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+static double max_abs(const float *a, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int with_bias,
+                           size_t col_bytes)
+{
+    const size_t nin = (size_t)B * Cin * H * W, nout = (size_t)B * Cout * H * W;
+    float *in = rand_buf(nin), *wt = rand_buf((size_t)Cout * Cin * K * K),
+          *bias = rand_buf((size_t)Cout), *out = malloc(nout * sizeof *out),
+          *ref = malloc(nout * sizeof *ref);
+    cpdit_error err;
+    CHECK(in && wt && bias && out && ref);
+    if (in && wt && bias && out && ref) {
+        CHECK(conv2d_cpu_banded(out, in, wt, with_bias ? bias : NULL, B, Cin, Cout, H, W, K,
+                                col_bytes, &err) == CPDIT_OK);
+        CHECK(conv2d_cpu_reference(ref, in, wt, with_bias ? bias : NULL, B, Cin, Cout, H, W, K,
+                                   &err) == CPDIT_OK);
+        const double d = max_diff(out, ref, nout), m = max_abs(ref, nout);
+        CHECK_MSG(d <= CONV_REL_TOL * m, "conv B%d %d->%d %dx%d k%d bias%d bands %zu: "
+                  "max diff %.3g (max %.3g)", B, Cin, Cout, H, W, K, with_bias, col_bytes, d, m);
+    }
+    free(in), free(wt), free(bias), free(out), free(ref);
+}
+
+static void test_conv(void)
+{
+    test_conv_case(1, 3, 5, 7, 9, 3, 1, CONV2D_COL_BYTES_MAX);
+    test_conv_case(2, 4, 3, 6, 5, 3, 0, CONV2D_COL_BYTES_MAX);
+    test_conv_case(2, 8, 6, 11, 13, 3, 1, 1);          /* one row per band */
+    test_conv_case(1, 8, 6, 11, 13, 3, 1, 8 * 9 * 13 * 4 * 4); /* 4-row bands, last partial */
+    test_conv_case(1, 6, 4, 5, 7, 1, 1, CONV2D_COL_BYTES_MAX);
+    test_conv_case(1, 2, 2, 1, 1, 3, 1, CONV2D_COL_BYTES_MAX); /* 1x1 image: padding only */
+    test_conv_case(1, 3, 2, 9, 2, 5, 1, CONV2D_COL_BYTES_MAX); /* kernel wider than image */
+    cpdit_error err;
+    float x[4] = {0};
+    CHECK(conv2d_cpu(x, x, x, NULL, 1, 1, 1, 2, 2, 2, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "even");
+    CHECK(conv2d_cpu(x, x, x, NULL, 0, 1, 1, 2, 2, 3, &err) == CPDIT_ERR_INPUT);
+}
+
+static void test_group_norm(void)
+{
+    const int B = 2, C = 6, G = 3;
+    const size_t S = 10;
+    float *x = rand_buf((size_t)B * C * S), *g = rand_buf(C), *b = rand_buf(C),
+          *y = malloc((size_t)B * C * S * sizeof *y);
+    CHECK(x && g && b && y);
+    if (!(x && g && b && y))
+        return;
+    for (size_t i = 0; i < (size_t)B * C * S; i++)
+        x[i] = x[i] * 3.0f + 1.5f; /* a mean far from 0 */
+    group_norm_cpu(y, x, g, b, B, C, S, G, 1e-6f, CPU_ACT_SILU);
+    double worst = 0;
+    const int cpg = C / G;
+    for (int bb = 0; bb < B; bb++)
+        for (int gg = 0; gg < G; gg++) {
+            const float *xs = x + ((size_t)bb * C + gg * cpg) * S;
+            double mean = 0, var = 0;
+            for (size_t i = 0; i < cpg * S; i++)
+                mean += xs[i];
+            mean /= cpg * S;
+            for (size_t i = 0; i < cpg * S; i++)
+                var += (xs[i] - mean) * (xs[i] - mean);
+            var /= cpg * S;
+            for (int k = 0; k < cpg; k++)
+                for (size_t i = 0; i < S; i++) {
+                    const int c = gg * cpg + k;
+                    double v = (xs[k * S + i] - mean) / sqrt(var + 1e-6) * g[c] + b[c];
+                    v = v / (1.0 + exp(-v));
+                    worst = fmax(worst, fabs(v - y[((size_t)bb * C + c) * S + i]));
+                }
+        }
+    CHECK_MSG(worst <= NORM_ABS_TOL, "group norm max diff %.3g", worst);
+    /* in place gives the same */
+    float *z = malloc((size_t)B * C * S * sizeof *z);
+    if (z) {
+        memcpy(z, x, (size_t)B * C * S * sizeof *z);
+        group_norm_cpu(z, z, g, b, B, C, S, G, 1e-6f, CPU_ACT_SILU);
+        CHECK(memcmp(z, y, (size_t)B * C * S * sizeof *z) == 0);
+    }
+    CHECK(cpu_activation_from_name("swish") == CPU_ACT_SILU);
+    CHECK(cpu_activation_from_name("tanh") == -1);
+    float a[3] = {-1.0f, 0.0f, 2.0f};
+    activation_cpu(a, 3, CPU_ACT_RELU);
+    CHECK(a[0] == 0.0f && a[2] == 2.0f);
+    free(x), free(g), free(b), free(y), free(z);
+}
+
+static void test_upsample(void)
+{
+    const float in[2 * 2 * 3] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    float out[2 * 4 * 6];
+    upsample_nearest2x_cpu(out, in, 2, 2, 3);
+    int ok = 1;
+    for (int n = 0; n < 2; n++)
+        for (int y = 0; y < 4; y++)
+            for (int x = 0; x < 6; x++)
+                ok &= out[(n * 4 + y) * 6 + x] == in[(n * 2 + y / 2) * 3 + x / 2];
+    CHECK(ok);
+}
+
+static void test_denormalize(void)
+{
+    autoencoder_kl_config c;
+    autoencoder_kl_config_defaults(&c);
+    c.scaling_factor = 0.3611;
+    c.has_shift_factor = true;
+    c.shift_factor = 0.1159;
+    float z[3] = {1.0f, -0.7f, 2.5f};
+    float e[3];
+    for (int i = 0; i < 3; i++) {
+        volatile float q = z[i] / 0.3611f;
+        e[i] = q + 0.1159f;
+    }
+    vae_latents_denormalize(&c, z, 3);
+    CHECK(memcmp(z, e, sizeof z) == 0);
+    c.has_shift_factor = false;
+    float w[1] = {0.18215f};
+    c.scaling_factor = 0.18215;
+    vae_latents_denormalize(&c, w, 1);
+    CHECK(w[0] == 1.0f);
+}
+
+static void test_param_table(void)
+{
+    /* FLUX.1's VAE: 4 levels (128, 256, 512, 512), 2 layers per block, 16 latent channels,
+     * no post_quant_conv. diffusers' decoder has 138 tensors for it (8 + 2·10 + attention 10
+     * + up blocks: 3 resnets each, conv_shortcut in two of them, 3 upsamplers, + 4 out). */
+    autoencoder_kl_config c;
+    autoencoder_kl_config_defaults(&c);
+    c.latent_channels = 16;
+    c.n_blocks = 4;
+    const int ch[4] = {128, 256, 512, 512};
+    memcpy(c.block_out_channels, ch, sizeof ch);
+    c.layers_per_block = 2;
+    c.use_post_quant_conv = false;
+    vae_decoder *d = NULL;
+    cpdit_error err;
+    CHECK(vae_decoder_create(&d, &c, &err) == CPDIT_OK);
+    if (!d)
+        return;
+    CHECK(vae_decoder_upscale(d) == 8);
+    const size_t n = vae_decoder_param_count(d);
+    /* conv_in 2, mid: 2 resnets · 8 + attention 10, up: 12 resnets · 8 + 2 shortcuts · 2,
+     * 3 upsamplers · 2, norm_out 2, conv_out 2 */
+    CHECK_MSG(n == 2 + 16 + 10 + 96 + 4 + 6 + 2 + 2, "param count %zu", n);
+    vae_param_info info;
+    size_t total = 0;
+    int found_shortcut = 0, found_attn = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(vae_decoder_param_at(d, i, &info) == 0);
+        total += info.count;
+        if (strcmp(info.name, "decoder.up_blocks.2.resnets.0.conv_shortcut.weight") == 0)
+            found_shortcut = info.ndim == 4 && info.shape[0] == 256 && info.shape[1] == 512 &&
+                             info.shape[2] == 1;
+        if (strcmp(info.name, "decoder.mid_block.attentions.0.to_out.0.weight") == 0)
+            found_attn = info.ndim == 2 && info.shape[0] == 512 && info.shape[1] == 512;
+    }
+    CHECK(found_shortcut && found_attn);
+    /* diffusers' FLUX VAE decoder has 49,545,475 parameters */
+    CHECK_MSG(total == 49545475, "total parameters %zu", total);
+    CHECK(vae_decoder_param_at(d, n, &info) == -1);
+    vae_decoder_param_at(d, 0, &info);
+    CHECK(strcmp(info.name, "decoder.conv_in.weight") == 0);
+    /* decode errors */
+    float z[16];
+    CHECK(vae_decode(d, z, 1, 0, 1, z, &err) == CPDIT_ERR_INPUT);
+    vae_decoder_free(d);
+    /* an unknown activation is refused */
+    snprintf(c.act_fn, sizeof c.act_fn, "tanh");
+    CHECK(vae_decoder_create(&d, &c, &err) == CPDIT_ERR_INPUT);
+}
+
+static void test_load_errors(void)
+{
+    char *dir = tmpdir_make("vae");
+    CHECK(dir != NULL);
+    if (!dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("{\"_class_name\": \"AutoencoderKL\", \"block_out_channels\": [8, 8], "
+              "\"norm_num_groups\": 4, \"latent_channels\": 4, \"layers_per_block\": 1}", f);
+        fclose(f);
+    }
+    /* weights file holding only conv_in: the first missing tensor is named */
+    const int64_t shape[4] = {4, 4, 1, 1};
+    float w[16] = {0};
+    safetensors_write_tensor t = {"post_quant_conv.weight", CPDIT_DTYPE_F32, 4, shape, w,
+                                  CPDIT_DTYPE_F32};
+    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
+    cpdit_error err;
+    CHECK(safetensors_write(path, &t, 1, NULL, 0, &err) == CPDIT_OK);
+    vae_decoder *d = NULL;
+    CHECK(vae_decoder_load(&d, dir, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "post_quant_conv.bias");
+    /* a wrong shape is reported with both shapes */
+    const int64_t bad[2] = {4, 4};
+    t.shape = bad;
+    t.ndim = 2;
+    CHECK(safetensors_write(path, &t, 1, NULL, 0, &err) == CPDIT_OK);
+    CHECK(vae_decoder_load(&d, dir, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "(4, 4, 1, 1)");
+    /* forward: missing input tensor */
+    char in[4200], out[4200];
+    snprintf(in, sizeof in, "%s/in.safetensors", dir);
+    snprintf(out, sizeof out, "%s/out.safetensors", dir);
+    const int64_t zs[4] = {1, 4, 2, 2};
+    safetensors_write_tensor zt = {"latents", CPDIT_DTYPE_F32, 4, zs, w, CPDIT_DTYPE_F32};
+    CHECK(safetensors_write(in, &zt, 1, NULL, 0, &err) == CPDIT_OK);
+    CHECK(vae_forward_file(dir, in, out, &err) == CPDIT_ERR_INPUT); /* weights fail first */
+    tmpdir_remove(dir);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- against PyTorch */
+
+static int compare_case(const char *root, const char *name)
+{
+    char model[4096], in[4096], expected[4096], out[4096];
+    snprintf(model, sizeof model, "%s/%s/model", root, name);
+    snprintf(in, sizeof in, "%s/%s/inputs.safetensors", root, name);
+    snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
+    snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
+    cpdit_error err;
+    cpdit_status st = vae_forward_file(model, in, out, &err);
+    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
+    if (st != CPDIT_OK)
+        return 0;
+    safetensors_file *fo = NULL, *fe = NULL;
+    CHECK(safetensors_open(&fo, out, &err) == CPDIT_OK);
+    CHECK(safetensors_open(&fe, expected, &err) == CPDIT_OK);
+    const safetensors_tensor *to = fo ? safetensors_find(fo, "sample") : NULL;
+    const safetensors_tensor *te = fe ? safetensors_find(fe, "sample") : NULL;
+    CHECK(to && te && to->dtype == CPDIT_DTYPE_F32 && to->ndim == 4 && te->ndim == 4);
+    if (to && te && to->ndim == 4 && te->ndim == 4) {
+        CHECK_MSG(memcmp(to->shape, te->shape, 4 * sizeof to->shape[0]) == 0,
+                  "%s: shape differs", name);
+        float *a = malloc(to->nelem * sizeof *a), *b = malloc(te->nelem * sizeof *b);
+        if (a && b && to->nelem == te->nelem &&
+            safetensors_tensor_read_f32(to, a, to->nelem, &err) == CPDIT_OK &&
+            safetensors_tensor_read_f32(te, b, te->nelem, &err) == CPDIT_OK) {
+            const double d = max_diff(a, b, te->nelem), m = max_abs(b, te->nelem);
+            fprintf(stderr, "%s: output (%lld, %lld, %lld, %lld), max |ref| %.4g, "
+                    "max |diff| %.3g, relative %.3g\n", name, (long long)te->shape[0],
+                    (long long)te->shape[1], (long long)te->shape[2], (long long)te->shape[3],
+                    m, d, d / m);
+            CHECK_MSG(d <= VAE_REL_TOL * m, "%s: relative error %.3g > %.0e", name, d / m,
+                      VAE_REL_TOL);
+        } else {
+            CHECK_MSG(0, "%s: cannot read the outputs", name);
+        }
+        free(a), free(b);
+    }
+    safetensors_close(fo);
+    safetensors_close(fe);
+    return 1;
+}
+
+static void test_reference(const char *root)
+{
+    char path[4096], name[256];
+    snprintf(path, sizeof path, "%s/cases.txt", root);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "no %s", path);
+    if (!f)
+        return;
+    int n = 0;
+    while (fscanf(f, "%255s", name) == 1)
+        n += compare_case(root, name);
+    fclose(f);
+    CHECK_MSG(n >= 2, "only %d reference cases", n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--reference") == 0) {
+        test_reference(argv[2]);
+        TEST_MAIN_END();
+    }
+    test_conv();
+    test_group_norm();
+    test_upsample();
+    test_denormalize();
+    test_param_table();
+    test_load_errors();
+    TEST_MAIN_END();
+}
