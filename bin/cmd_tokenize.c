@@ -18,8 +18,6 @@
 
 #define SUB "tokenize"
 
-int cmd_tokenize(int argc, char **argv);
-
 static void print_ids(const char *label, const int32_t *ids, size_t n)
 {
     printf("%s:", label);

@@ -8,7 +8,8 @@
  * Conventions for every op:
  *   - tensors are fp32, row-major; "rows x dim" means `rows` vectors of `dim` contiguous floats;
  *   - buffers belong to the backend's memory (host memory for the CPU backend): allocate
- *     activations with alloc/free of the same table;
+ *     activations with alloc/free of the same table and move host data in and out with
+ *     upload/download;
  *   - unless an op says otherwise, y may alias x (in place), and sizes of 0 are no-ops;
  *   - the ops do not fail on valid arguments; `linear` returns a status because a backend may
  *     need workspace or a library handle.
@@ -33,6 +34,10 @@ typedef struct cpdit_backend {
      * alloc returns NULL when memory runs out. */
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
+    /* Copies between host memory and the backend's memory (plain memcpy on the CPU): model
+     * inputs, tables built on the host and outputs cross here and nowhere else. */
+    void (*upload)(void *dst, const void *host_src, size_t bytes);
+    void (*download)(void *host_dst, const void *src, size_t bytes);
 
     /* y (M, N) with row stride ldy  =  x (M, K) with row stride ldx  ·  W^T  (+ b).
      * W: (N, K) contiguous (nn.Linear's (out, in)); b: (N) or NULL. y must not alias x or W.

@@ -79,7 +79,9 @@ cpdit_status cp_attention_validate(const cp_attention_config *cfg, int ring, int
                                    cpdit_error *err);
 
 /* The entry point (collective over g->cp). out (B, S_local, H, D) and lse (B, S_local, H) are
- * written; lse may be NULL when not wanted. q/k/v/out may be NULL when S_local = 0. Returns
+ * written; lse may be NULL when not wanted. q/k/v/out may be NULL when S_local = 0. The
+ * workspace stays with the grid (cp_grid_scratch_get) for the next call: one call at a time
+ * per grid. Returns
  * CPDIT_OK; CPDIT_ERR_INPUT for configurations that cannot work (see validate); or
  * CPDIT_ERR_RUNTIME (out of memory or communication failure on any rank of the group). */
 cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, float *out,

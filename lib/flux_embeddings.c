@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "flux_internal.h"
@@ -55,22 +56,33 @@ cpdit_status flux_time_text_embed(float *temb, const flux_transformer *m, const 
                                   const float *pooled, int B, float *work, cpdit_error *err)
 {
     const flux_global_weights *w = &m->global;
-    float *proj = work;                                     /* (B, 256) */
-    float *scaled = proj + (size_t)B * FLUX_TIMESTEP_CHANNELS; /* (B) */
-    float *h = scaled + B;                                  /* (B, E) */
+    const size_t proj_floats = (size_t)B * FLUX_TIMESTEP_CHANNELS;
+    float *proj = work;                                     /* (B, 256) backend memory */
+    float *h = proj + proj_floats;                          /* (B, E) */
+    float *pooled_dev = h + (size_t)B * m->cfg.inner_dim;   /* (B, pooled) */
+    float *host = malloc((proj_floats + (size_t)B) * sizeof(float)); /* sinusoid, scaled t */
+    if (!host)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "flux", "out of memory");
+    float *scaled = host + proj_floats;
+    cpdit_status st;
+
     for (int b = 0; b < B; b++)
         scaled[b] = timestep[b] * FLUX_TIME_SCALE;
-    flux_timestep_embedding(proj, scaled, B);
-    if (mlp_embed(temb, &w->time_1, &w->time_2, proj, B, h, 0, be, err))
-        return err ? err->status : CPDIT_ERR_RUNTIME;
-    if (m->cfg.guidance_embeds) {
+    flux_timestep_embedding(host, scaled, B);
+    be->upload(proj, host, proj_floats * sizeof(float));
+    st = mlp_embed(temb, &w->time_1, &w->time_2, proj, B, h, 0, be, err);
+    if (!st && m->cfg.guidance_embeds) {
         for (int b = 0; b < B; b++)
             scaled[b] = guidance[b] * FLUX_TIME_SCALE;
-        flux_timestep_embedding(proj, scaled, B);
-        if (mlp_embed(temb, &w->guid_1, &w->guid_2, proj, B, h, 1, be, err))
-            return err ? err->status : CPDIT_ERR_RUNTIME;
+        flux_timestep_embedding(host, scaled, B);
+        be->upload(proj, host, proj_floats * sizeof(float));
+        st = mlp_embed(temb, &w->guid_1, &w->guid_2, proj, B, h, 1, be, err);
     }
-    return mlp_embed(temb, &w->text_1, &w->text_2, pooled, B, h, 1, be, err);
+    free(host);
+    if (st)
+        return st;
+    be->upload(pooled_dev, pooled, (size_t)B * m->cfg.pooled_projection_dim * sizeof(float));
+    return mlp_embed(temb, &w->text_1, &w->text_2, pooled_dev, B, h, 1, be, err);
 }
 
 void flux_rope_table(float *cos_out, float *sin_out, const float *ids, int S,

@@ -133,8 +133,12 @@ static inline int flux_group_single(const flux_transformer *m, int i)
 void flux_timestep_embedding(float *out, const float *t, int B);
 
 /* temb (B, inner) = timestep_embedder(proj(1000 t)) [+ guidance_embedder(proj(1000 g))]
- * + text_embedder(pooled). work: scratch of at least B * (FLUX_TIMESTEP_CHANNELS + 1 + inner)
- * floats. */
+ * + text_embedder(pooled). timestep, guidance, pooled: host memory; temb and work: backend
+ * memory, work of at least flux_embed_work_floats(m, B) floats. */
+static inline size_t flux_embed_work_floats(const flux_transformer_config *c, int B)
+{
+    return (size_t)B * (FLUX_TIMESTEP_CHANNELS + c->inner_dim + c->pooled_projection_dim);
+}
 cpdit_status flux_time_text_embed(float *temb, const flux_transformer *m, const cpdit_backend *be,
                                   const float *timestep, const float *guidance,
                                   const float *pooled, int B, float *work, cpdit_error *err);

@@ -268,25 +268,37 @@ static cpdit_status check_inputs(const flux_transformer *m, const flux_cp *cp,
     return CPDIT_OK;
 }
 
-/* All activation buffers of one forward in one allocation. */
+/* All activation buffers of one forward in one allocation (backend memory). */
 typedef struct fwd_bufs {
     flux_acts a;
     float *temb, *stemb, *work;
+    float *stage; /* inputs on their way in, the output on its way out */
 } fwd_bufs;
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
 
 static cpdit_status alloc_bufs(fwd_bufs *f, flux_transformer *m, const cpdit_backend *be,
                                const flux_inputs *in, cpdit_error *err)
 {
+    const flux_transformer_config *c = &m->cfg;
     const size_t B = (size_t)in->batch, S = (size_t)in->txt_len + in->img_len;
-    const size_t E = (size_t)m->cfg.inner_dim, D = (size_t)m->cfg.attention_head_dim;
+    const size_t E = (size_t)c->inner_dim, D = (size_t)c->attention_head_dim;
     const size_t F = FLUX_MLP_RATIO * E;
     const size_t tok = B * S * E;
+    const size_t out_dim = (size_t)c->patch_size * c->patch_size * c->out_channels;
+    const size_t stage = max3(B * in->img_len * (size_t)c->in_channels,
+                              B * in->txt_len * (size_t)c->joint_attention_dim,
+                              B * in->img_len * out_dim);
     const size_t sizes[] = {tok, tok, tok, tok, tok, tok, /* x n q k v o */
                             B * S * (E + F),             /* mlp */
                             B * 2 * 6 * E,               /* mod */
                             B * E, B * E,                /* temb stemb */
-                            B * (FLUX_TIMESTEP_CHANNELS + 1 + E), /* work */
-                            S * D, S * D};               /* rope cos sin */
+                            flux_embed_work_floats(c, in->batch), /* work */
+                            S * D, S * D,                /* rope cos sin */
+                            stage};
     enum { NB = sizeof sizes / sizeof sizes[0] };
     const size_t align = 16; /* floats: keep each buffer on a 64-byte boundary */
     size_t total = 0;
@@ -317,7 +329,7 @@ static cpdit_status alloc_bufs(fwd_bufs *f, flux_transformer *m, const cpdit_bac
     a->img = in->img_len;
     a->S = (int)S;
     a->inner = (int)E;
-    a->H = m->cfg.num_attention_heads;
+    a->H = c->num_attention_heads;
     a->D = (int)D;
     a->x = p[0], a->n = p[1], a->q = p[2], a->k = p[3], a->v = p[4], a->o = p[5];
     a->mlp = p[6];
@@ -328,6 +340,25 @@ static cpdit_status alloc_bufs(fwd_bufs *f, flux_transformer *m, const cpdit_bac
     a->stemb = f->stemb;
     a->rope_cos = p[11];
     a->rope_sin = p[12];
+    f->stage = p[13];
+    return CPDIT_OK;
+}
+
+/* The RoPE table of the local tokens (text rows, then image rows), built on the host. */
+static cpdit_status rope_upload(flux_transformer *m, const cpdit_backend *be,
+                                const flux_inputs *in, flux_acts *a, cpdit_error *err)
+{
+    const size_t D = (size_t)a->D, n = (size_t)a->S * D;
+    float *host = malloc((2 * n + 1) * sizeof(float));
+    if (!host)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, FLUX_WHERE, "out of memory (RoPE table)");
+    float *cs = host, *sn = host + n;
+    flux_rope_table(cs, sn, in->txt_ids, a->txt, &m->cfg);
+    flux_rope_table(cs + (size_t)a->txt * D, sn + (size_t)a->txt * D, in->img_ids, a->img,
+                    &m->cfg);
+    be->upload((float *)a->rope_cos, cs, n * sizeof(float));
+    be->upload((float *)a->rope_sin, sn, n * sizeof(float));
+    free(host);
     return CPDIT_OK;
 }
 
@@ -337,38 +368,39 @@ static cpdit_status embed(flux_transformer *m, const cpdit_backend *be, const fl
 {
     flux_acts *a = &f->a;
     const flux_global_weights *w = &m->global;
+    const int in_ch = m->cfg.in_channels, joint = m->cfg.joint_attention_dim;
     cpdit_status st = flux_time_text_embed(f->temb, m, be, in->timestep, in->guidance,
                                            in->pooled_projections, a->B, f->work, err);
     if (st)
         return st;
     be->silu(f->stemb, f->temb, (size_t)a->B * a->inner);
-    for (int b = 0; b < a->B; b++) {
-        float *xt = a->x + (size_t)b * a->S * a->inner;
-        float *xi = xt + (size_t)a->txt * a->inner;
-        const float *hs = in->hidden_states + (size_t)b * a->img * m->cfg.in_channels;
-        const float *es = in->encoder_hidden_states + (size_t)b * a->txt * m->cfg.joint_attention_dim;
-        if ((st = be->linear(xi, a->inner, hs, w->x_embedder.in, w->x_embedder.w,
-                             w->x_embedder.b, a->img, w->x_embedder.in, a->inner, 0, err)) ||
-            (st = be->linear(xt, a->inner, es, w->context_embedder.in, w->context_embedder.w,
-                             w->context_embedder.b, a->txt, w->context_embedder.in, a->inner, 0,
-                             err)))
-            return st;
-    }
-    /* RoPE rows follow the joint order: text tokens, then image tokens */
-    float *cs = (float *)a->rope_cos, *sn = (float *)a->rope_sin;
-    const size_t D = (size_t)a->D;
-    flux_rope_table(cs, sn, in->txt_ids, a->txt, &m->cfg);
-    flux_rope_table(cs + (size_t)a->txt * D, sn + (size_t)a->txt * D, in->img_ids, a->img, &m->cfg);
-    return CPDIT_OK;
+    /* image tokens, then text tokens, through the staging buffer; rows of item b go to
+     * [txt | img] of item b */
+    be->upload(f->stage, in->hidden_states, (size_t)a->B * a->img * in_ch * sizeof(float));
+    for (int b = 0; b < a->B && !st; b++)
+        st = be->linear(a->x + ((size_t)b * a->S + a->txt) * a->inner, a->inner,
+                        f->stage + (size_t)b * a->img * in_ch, in_ch, w->x_embedder.w,
+                        w->x_embedder.b, a->img, in_ch, a->inner, 0, err);
+    if (st)
+        return st;
+    be->upload(f->stage, in->encoder_hidden_states,
+               (size_t)a->B * a->txt * joint * sizeof(float));
+    for (int b = 0; b < a->B && !st; b++)
+        st = be->linear(a->x + (size_t)b * a->S * a->inner, a->inner,
+                        f->stage + (size_t)b * a->txt * joint, joint, w->context_embedder.w,
+                        w->context_embedder.b, a->txt, joint, a->inner, 0, err);
+    if (st)
+        return st;
+    return rope_upload(m, be, in, a, err);
 }
 
-/* norm_out (scale, shift) and proj_out on the image rows: out (B, I, out_dim). */
+/* norm_out (scale, shift) and proj_out on the image rows: out (B, I, out_dim), host memory. */
 static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fwd_bufs *f,
                                 float *out, cpdit_error *err)
 {
     flux_acts *a = &f->a;
     const flux_global_weights *w = &m->global;
-    const int E = a->inner;
+    const int E = a->inner, out_dim = w->proj_out.out;
     cpdit_status st = be->linear(a->mod, w->norm_out.out, f->stemb, E, w->norm_out.w,
                                  w->norm_out.b, a->B, E, w->norm_out.out, 0, err);
     if (st)
@@ -379,10 +411,11 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
         float *ni = a->n + ((size_t)b * a->S + a->txt) * E;
         be->layer_norm(ni, xi, NULL, NULL, (size_t)a->img, E, FLUX_NORM_EPS);
         be->modulate(ni, ni, shift, scale, (size_t)a->img, E);
-        if ((st = be->linear(out + (size_t)b * a->img * w->proj_out.out, w->proj_out.out, ni, E,
-                             w->proj_out.w, w->proj_out.b, a->img, E, w->proj_out.out, 0, err)))
+        if ((st = be->linear(f->stage + (size_t)b * a->img * out_dim, out_dim, ni, E,
+                             w->proj_out.w, w->proj_out.b, a->img, E, out_dim, 0, err)))
             return st;
     }
+    be->download(out, f->stage, (size_t)a->B * a->img * out_dim * sizeof(float));
     return CPDIT_OK;
 }
 

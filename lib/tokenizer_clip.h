@@ -16,6 +16,7 @@
  *      keeps both ends; padding (FluxPipeline) repeats <|endoftext|>.
  *
  * Invalid UTF-8 in the input becomes U+FFFD, which step 2 drops.
+ * A loaded tokenizer is read-only: any number of threads may encode with it at once.
  */
 #ifndef CPDIT_TOKENIZER_CLIP_H
 #define CPDIT_TOKENIZER_CLIP_H

@@ -14,6 +14,7 @@
  *      padding (FluxPipeline) uses <pad> (id 0).
  *
  * Invalid UTF-8 in the input becomes U+FFFD first.
+ * A loaded tokenizer is read-only: any number of threads may encode with it at once.
  */
 #ifndef CPDIT_TOKENIZER_T5_H
 #define CPDIT_TOKENIZER_T5_H

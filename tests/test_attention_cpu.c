@@ -67,7 +67,8 @@ static void check_case(int B, int Sq, int Skv, int H, int D, float amp, float sf
     float *l_ref = malloc(nl * sizeof(float) + 1), *l = malloc(nl * sizeof(float) + 1);
     const float scale = sfac / sqrtf((float)D);
     cpdit_error err;
-    CHECK(attention_cpu_reference(o_ref, l_ref, q, k, v, B, Sq, Skv, H, D, scale, &err) == CPDIT_OK);
+    CHECK(attention_cpu_reference(o_ref, l_ref, q, k, v, B, Sq, Skv, H, D, scale, &err) ==
+          CPDIT_OK);
     /* poison the output so missed rows show up */
     for (size_t i = 0; i < nq; i++)
         o[i] = NAN;
@@ -81,8 +82,8 @@ static void check_case(int B, int Sq, int Skv, int H, int D, float amp, float sf
     worst_out = eo > worst_out ? eo : worst_out;
     worst_lse = el > worst_lse ? el : worst_lse;
     CHECK_MSG(eo <= TOL_FAST && el <= TOL_FAST,
-              "B=%d Sq=%d Skv=%d H=%d D=%d: out err %.3g lse err %.3g (tol %.0e)", B, Sq, Skv, H,
-              D, eo, el, TOL_FAST);
+              "B=%d Sq=%d Skv=%d H=%d D=%d: out err %.3g lse err %.3g (tol %.0e)", B, Sq, Skv, H, D,
+              eo, el, TOL_FAST);
     free(q), free(k), free(v), free(o_ref), free(o), free(l_ref), free(l);
 }
 
@@ -92,14 +93,28 @@ static void test_fast_vs_reference(void)
      * (up to 256 queries, fewer when there are few tasks / 512 keys), not multiples of a
      * block, Sq != Skv, Skv = 0, Sq = 0, B = 0 */
     static const int cases[][5] = {
-        {1, 1, 1, 1, 16},     {1, 7, 13, 3, 16},    {2, 61, 67, 3, 64},  {1, 64, 64, 1, 64},
-        {1, 65, 1031, 1, 64}, {2, 131, 1, 3, 128},  {1, 1, 2053, 3, 128}, {1, 97, 1500, 1, 128},
-        {2, 33, 29, 1, 256},  {1, 70, 1100, 1, 256}, {1, 37, 41, 3, 20},   {2, 5, 3, 1, 1},
-        {1, 127, 0, 3, 64},   {2, 3, 0, 1, 20},      {1, 24, 50, 24, 64},  {2, 17, 23, 24, 128},
-        {1, 0, 5, 2, 16},     {0, 3, 3, 2, 16},
+        {1, 1, 1, 1, 16},
+        {1, 7, 13, 3, 16},
+        {2, 61, 67, 3, 64},
+        {1, 64, 64, 1, 64},
+        {1, 65, 1031, 1, 64},
+        {2, 131, 1, 3, 128},
+        {1, 1, 2053, 3, 128},
+        {1, 97, 1500, 1, 128},
+        {2, 33, 29, 1, 256},
+        {1, 70, 1100, 1, 256},
+        {1, 37, 41, 3, 20},
+        {2, 5, 3, 1, 1},
+        {1, 127, 0, 3, 64},
+        {2, 3, 0, 1, 20},
+        {1, 24, 50, 24, 64},
+        {2, 17, 23, 24, 128},
+        {1, 0, 5, 2, 16},
+        {0, 3, 3, 2, 16},
         /* enough heads that full 256-row query blocks are used: Sq past one block,
          * Skv exactly one key block (512) and one past it */
-        {1, 300, 513, 8, 32}, {1, 257, 512, 4, 64},
+        {1, 300, 513, 8, 32},
+        {1, 257, 512, 4, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_case(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4], 1.0f, 1.0f);
@@ -120,7 +135,8 @@ static void test_bad_shape(void)
     float x = 0;
     CHECK(attention_cpu_forward(&x, &x, &x, &x, &x, 1, 1, 1, 1, 0, 1.0f, &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "D=0");
-    CHECK(attention_cpu_reference(&x, &x, &x, &x, &x, 1, -1, 1, 1, 4, 1.0f, &err) == CPDIT_ERR_INPUT);
+    CHECK(attention_cpu_reference(&x, &x, &x, &x, &x, 1, -1, 1, 1, 4, 1.0f, &err) ==
+          CPDIT_ERR_INPUT);
 }
 
 /* Split keys into uneven chunks, compute each with the reference, merge, compare. */
@@ -135,7 +151,8 @@ static void test_lse_merge(void)
     float *l_acc = malloc(nl * 4), *o_part = malloc(nq * 4), *l_part = malloc(nl * 4);
     const float scale = 1.0f / sqrtf((float)D);
     cpdit_error err;
-    CHECK(attention_cpu_reference(o_all, l_all, q, k, v, B, Sq, Skv, H, D, scale, &err) == CPDIT_OK);
+    CHECK(attention_cpu_reference(o_all, l_all, q, k, v, B, Sq, Skv, H, D, scale, &err) ==
+          CPDIT_OK);
 
     /* start from the empty part: out 0, lse -inf */
     CHECK(attention_cpu_reference(o_acc, l_acc, q, k, v, B, Sq, 0, H, D, scale, &err) == CPDIT_OK);
@@ -146,21 +163,26 @@ static void test_lse_merge(void)
         /* keys [cuts[c], cuts[c+1]) of every batch: copy the chunk into contiguous buffers */
         float *kc = malloc((size_t)B * n * row * 4), *vc = malloc((size_t)B * n * row * 4);
         for (int b = 0; b < B; b++) {
-            memcpy(kc + (size_t)b * n * row, k + ((size_t)b * Skv + cuts[c]) * row, (size_t)n * row * 4);
-            memcpy(vc + (size_t)b * n * row, v + ((size_t)b * Skv + cuts[c]) * row, (size_t)n * row * 4);
+            memcpy(kc + (size_t)b * n * row, k + ((size_t)b * Skv + cuts[c]) * row,
+                   (size_t)n * row * 4);
+            memcpy(vc + (size_t)b * n * row, v + ((size_t)b * Skv + cuts[c]) * row,
+                   (size_t)n * row * 4);
         }
-        CHECK(attention_cpu_reference(o_part, l_part, q, kc, vc, B, Sq, n, H, D, scale, &err) == CPDIT_OK);
+        CHECK(attention_cpu_reference(o_part, l_part, q, kc, vc, B, Sq, n, H, D, scale, &err) ==
+              CPDIT_OK);
         attention_lse_merge(o_acc, l_acc, o_part, l_part, nl, D);
         free(kc), free(vc);
     }
     const double eo = norm_err(o_acc, o_all, nq), el = norm_err(l_acc, l_all, nl);
-    CHECK_MSG(eo <= TOL_MERGE && el <= TOL_MERGE, "merged 3 chunks: out err %.3g lse err %.3g", eo, el);
+    CHECK_MSG(eo <= TOL_MERGE && el <= TOL_MERGE, "merged 3 chunks: out err %.3g lse err %.3g", eo,
+              el);
 
     /* merging an empty part (lse -inf) changes nothing, bit for bit */
     float *o_copy = malloc(nq * 4), *l_copy = malloc(nl * 4);
     memcpy(o_copy, o_acc, nq * 4);
     memcpy(l_copy, l_acc, nl * 4);
-    CHECK(attention_cpu_reference(o_part, l_part, q, k, v, B, Sq, 0, H, D, scale, &err) == CPDIT_OK);
+    CHECK(attention_cpu_reference(o_part, l_part, q, k, v, B, Sq, 0, H, D, scale, &err) ==
+          CPDIT_OK);
     attention_lse_merge(o_acc, l_acc, o_part, l_part, nl, D);
     CHECK(memcmp(o_acc, o_copy, nq * 4) == 0 && memcmp(l_acc, l_copy, nl * 4) == 0);
     /* merging into an empty part copies the other one */
@@ -174,7 +196,8 @@ static void test_lse_merge(void)
     attention_lse_merge(o_f, l_f, o_part, l_part, (size_t)Sq * H, D);
     CHECK(norm_err(o_f, o_all, (size_t)Sq * row) <= TOL_FAST);
     free(o_f), free(l_f), free(o_copy), free(l_copy);
-    free(q), free(k), free(v), free(o_all), free(l_all), free(o_acc), free(l_acc), free(o_part), free(l_part);
+    free(q), free(k), free(v), free(o_all), free(l_all), free(o_acc), free(l_acc), free(o_part),
+        free(l_part);
 }
 
 /* distance in units in the last place between two positive floats */

@@ -71,7 +71,7 @@ static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int wi
     CHECK(in && wt && bias && out && ref);
     if (in && wt && bias && out && ref) {
         CHECK(conv2d_cpu_banded(out, in, wt, with_bias ? bias : NULL, B, Cin, Cout, H, W, K,
-                                col_bytes, &err) == CPDIT_OK);
+                                col_bytes, NULL, &err) == CPDIT_OK);
         CHECK(conv2d_cpu_reference(ref, in, wt, with_bias ? bias : NULL, B, Cin, Cout, H, W, K,
                                    &err) == CPDIT_OK);
         const double d = max_diff(out, ref, nout), m = max_abs(ref, nout);
@@ -92,9 +92,9 @@ static void test_conv(void)
     test_conv_case(1, 3, 2, 9, 2, 5, 1, CONV2D_COL_BYTES_MAX); /* kernel wider than image */
     cpdit_error err;
     float x[4] = {0};
-    CHECK(conv2d_cpu(x, x, x, NULL, 1, 1, 1, 2, 2, 2, &err) == CPDIT_ERR_INPUT);
+    CHECK(conv2d_cpu(x, x, x, NULL, 1, 1, 1, 2, 2, 2, NULL, &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "even");
-    CHECK(conv2d_cpu(x, x, x, NULL, 0, 1, 1, 2, 2, 3, &err) == CPDIT_ERR_INPUT);
+    CHECK(conv2d_cpu(x, x, x, NULL, 0, 1, 1, 2, 2, 3, NULL, &err) == CPDIT_ERR_INPUT);
 }
 
 static void test_group_norm(void)

@@ -16,9 +16,9 @@
 #define BENCH_DEFAULT_B 1
 #define BENCH_DEFAULT_H 24
 #define BENCH_DEFAULT_REPS 3
-#define BENCH_SGEMM_N 2048   /* square SGEMM size for the reference rate */
+#define BENCH_SGEMM_N 2048 /* square SGEMM size for the reference rate */
 #define BENCH_SGEMM_REPS 3
-#define BENCH_CHECK_ROWS 8   /* query rows checked against the reference */
+#define BENCH_CHECK_ROWS 8 /* query rows checked against the reference */
 
 static double bench_now(void)
 {
@@ -38,8 +38,8 @@ static void bench_fill(float *p, size_t n, uint64_t seed)
 
 /* The first rows query rows of batch 0 (all heads) against the reference. out: the fast
  * kernel's (B, S, H, D) output. Returns max |diff| / max |ref|, or -1 on failure. */
-static double bench_check(const float *out, const float *q, const float *k, const float *v,
-                          int S, int H, int D, float scale)
+static double bench_check(const float *out, const float *q, const float *k, const float *v, int S,
+                          int H, int D, float scale)
 {
     const int rows = S < BENCH_CHECK_ROWS ? S : BENCH_CHECK_ROWS;
     const size_t n = (size_t)rows * H * D;
@@ -91,7 +91,7 @@ int attention_kernel_bench(FILE *out, int B, int H, const int *head_dims, int n_
     blas_runtime_describe(blas, sizeof blas);
     fprintf(out, "# local attention kernel (attention_cpu_forward), fp32, Sq = Skv = S\n");
     fprintf(out, "# BLAS: %s\n", blas);
-    fprintf(out, "# softmax rows: %s; threads: %d; sgemm: %dx%d SGEMM GFLOP/s measured after each row\n",
+    fprintf(out, "# softmax rows: %s; threads: %d; sgemm: %dx%d SGEMM GFLOP/s after each row\n",
             attention_softmax_isa(), threads, BENCH_SGEMM_N, BENCH_SGEMM_N);
     fprintf(out, "# GFLOP/s counts 4*B*H*S*S*D; err = max|fast-ref|/max|ref| on %d query rows\n",
             BENCH_CHECK_ROWS);
@@ -117,7 +117,8 @@ int attention_kernel_bench(FILE *out, int B, int H, const int *head_dims, int n_
                 /* one untimed warm-up call, then reps timed calls */
                 for (int r = -1; r < reps && rc == 0; r++) {
                     const double t0 = bench_now();
-                    if (attention_cpu_forward(o, lse, q, k, v, B, S, S, H, D, scale, &err) != CPDIT_OK) {
+                    if (attention_cpu_forward(o, lse, q, k, v, B, S, S, H, D, scale, &err) !=
+                        CPDIT_OK) {
                         fprintf(out, "# S=%d D=%d: %s\n", S, D, err.what);
                         rc = 1;
                     }

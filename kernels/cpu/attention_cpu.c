@@ -63,11 +63,11 @@ typedef struct attn_job {
     const float *q, *k, *v;
     int B, Sq, Skv, H, D;
     float scale;
-    int block_q;       /* query rows per task */
-    int block_kv;      /* keys per block: min(ATTN_BLOCK_KV, Skv) */
-    int q_blocks;      /* ceil(Sq / block_q) */
-    long tasks;        /* B * H * q_blocks */
-    long next;         /* atomic task counter */
+    int block_q;  /* query rows per task */
+    int block_kv; /* keys per block: min(ATTN_BLOCK_KV, Skv) */
+    int q_blocks; /* ceil(Sq / block_q) */
+    long tasks;   /* B * H * q_blocks */
+    long next;    /* atomic task counter */
 } attn_job;
 
 /* One task: query rows [i0, i0 + bq) of batch b, head h. s: bq x block_kv scratch;
@@ -156,8 +156,17 @@ cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "attention_cpu_forward",
                                "bad shape B=%d Sq=%d Skv=%d H=%d D=%d", B, Sq, Skv, H, D);
     attn_job job = {
-        .out = out, .lse = lse, .q = q, .k = k, .v = v,
-        .B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D, .scale = scale,
+        .out = out,
+        .lse = lse,
+        .q = q,
+        .k = k,
+        .v = v,
+        .B = B,
+        .Sq = Sq,
+        .Skv = Skv,
+        .H = H,
+        .D = D,
+        .scale = scale,
         .block_q = ATTN_BLOCK_Q,
         .block_kv = Skv < ATTN_BLOCK_KV ? (Skv > 0 ? Skv : 1) : ATTN_BLOCK_KV,
     };

@@ -17,15 +17,15 @@
 
 /* Range reduction and polynomial constants. */
 #define EXP_LOG2E 1.44269504088896341f
-#define EXP_LN2_HI 0.693359375f     /* ln 2 rounded to 11 bits: n * LN2_HI is exact */
-#define EXP_LN2_LO -2.12194440e-4f  /* ln 2 - LN2_HI */
+#define EXP_LN2_HI 0.693359375f       /* ln 2 rounded to 11 bits: n * LN2_HI is exact */
+#define EXP_LN2_LO -2.12194440e-4f    /* ln 2 - LN2_HI */
 #define EXP_MAX_ARG 88.3762626647949f /* above: e^x overflows fp32 */
-#define EXP_P0 1.9875691500e-4f     /* ~1/7! */
-#define EXP_P1 1.3981999507e-3f     /* ~1/6! */
-#define EXP_P2 8.3334519073e-3f     /* ~1/5! */
-#define EXP_P3 4.1665795894e-2f     /* ~1/4! */
-#define EXP_P4 1.6666665459e-1f     /* ~1/3! */
-#define EXP_P5 5.0000001201e-1f     /* ~1/2! */
+#define EXP_P0 1.9875691500e-4f       /* ~1/7! */
+#define EXP_P1 1.3981999507e-3f       /* ~1/6! */
+#define EXP_P2 8.3334519073e-3f       /* ~1/5! */
+#define EXP_P3 4.1665795894e-2f       /* ~1/4! */
+#define EXP_P4 1.6666665459e-1f       /* ~1/3! */
+#define EXP_P5 5.0000001201e-1f       /* ~1/2! */
 #define FLOAT_EXP_BIAS 127
 #define FLOAT_MANT_BITS 23
 
@@ -90,7 +90,8 @@ __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x)
     __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
     y = _mm512_add_ps(y, _mm512_set1_ps(1.0f));
     const __m512i e = _mm512_slli_epi32(
-        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(FLOAT_EXP_BIAS)), FLOAT_MANT_BITS);
+        _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(FLOAT_EXP_BIAS)),
+        FLOAT_MANT_BITS);
     return _mm512_maskz_mul_ps(live, y, _mm512_castsi512_ps(e));
 }
 
@@ -150,7 +151,8 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp8(__m256 x)
     __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
     y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
     const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(FLOAT_EXP_BIAS)), FLOAT_MANT_BITS);
+        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(FLOAT_EXP_BIAS)),
+        FLOAT_MANT_BITS);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
 }
 

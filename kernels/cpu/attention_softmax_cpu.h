@@ -1,6 +1,6 @@
 /* attention_softmax_cpu.h — the row operations of the online softmax in attention_cpu.c:
- * a row maximum, an in-place exp(x - m) that returns the row sum, and a row scale. Vectorised for AVX-512
- * and AVX2+FMA (chosen at run time from the CPU), plain C otherwise.
+ * a row maximum, an in-place exp(x - m) that returns the row sum, and a row scale. Vectorised for
+ * AVX-512 and AVX2+FMA (chosen at run time from the CPU), plain C otherwise.
  *
  * The vector exp is a Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2) with a degree-6
  * polynomial for e^r, then a scale by 2^n through the exponent bits: at most 2 ulp from the

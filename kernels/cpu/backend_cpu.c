@@ -31,6 +31,13 @@ void cpu_free(void *p)
     free(p);
 }
 
+/* upload / download: host and backend memory are the same on the CPU */
+void cpu_copy_bytes(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
 /* ------------------------------------------------------------------ linear */
 
 /* y (M, N; ldy) = x (M, K; ldx) W^T (+ b), W (N, K): one SGEMM; the bias is broadcast into y
@@ -113,6 +120,8 @@ static const cpdit_backend cpu_backend = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .upload = cpu_copy_bytes,
+    .download = cpu_copy_bytes,
     .linear = cpu_linear,
     .layer_norm = cpu_layer_norm,
     .rms_norm = cpu_rms_norm,

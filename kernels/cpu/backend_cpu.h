@@ -40,6 +40,7 @@ extern "C" {
 
 void *cpu_alloc(size_t bytes);
 void cpu_free(void *p);
+void cpu_copy_bytes(void *dst, const void *src, size_t bytes);
 
 cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const float *w,
                         const float *b, int M, int K, int N, int accumulate, cpdit_error *err);

@@ -98,13 +98,13 @@ static const struct {
     const char *name;
     int tier;
 } core_tiers[] = {
-    {"Unknown", 0},     {"Katmai", 0},         {"Coppermine", 0},  {"Northwood", 0},
-    {"Prescott", 0},    {"Banias", 0},         {"Atom", 0},        {"Core2", 0},
-    {"Penryn", 0},      {"Dunnington", 0},     {"Nehalem", 0},     {"Athlon", 0},
-    {"Opteron", 0},     {"Opteron_SSE3", 0},   {"Barcelona", 0},   {"Nano", 0},
-    {"Bobcat", 0},      {"generic", 0},        {"Sandybridge", 1}, {"Bulldozer", 1},
-    {"Piledriver", 1},  {"Steamroller", 1},    {"Excavator", 1},   {"Haswell", 2},
-    {"Zen", 2},         {"SkylakeX", 3},       {"Cooperlake", 3},  {"SapphireRapids", 3},
+    {"Unknown", 0},    {"Katmai", 0},       {"Coppermine", 0},  {"Northwood", 0},
+    {"Prescott", 0},   {"Banias", 0},       {"Atom", 0},        {"Core2", 0},
+    {"Penryn", 0},     {"Dunnington", 0},   {"Nehalem", 0},     {"Athlon", 0},
+    {"Opteron", 0},    {"Opteron_SSE3", 0}, {"Barcelona", 0},   {"Nano", 0},
+    {"Bobcat", 0},     {"generic", 0},      {"Sandybridge", 1}, {"Bulldozer", 1},
+    {"Piledriver", 1}, {"Steamroller", 1},  {"Excavator", 1},   {"Haswell", 2},
+    {"Zen", 2},        {"SkylakeX", 3},     {"Cooperlake", 3},  {"SapphireRapids", 3},
 };
 
 int blas_core_tier(const char *core_name)
@@ -118,13 +118,14 @@ int blas_core_tier(const char *core_name)
 }
 
 /* f: CPU features; detected: OpenBLAS's core name. Returns the core to force or NULL. */
-const char *blas_runtime_choose_core(const blas_cpu_features *f, const char *detected,
-                                     char *why, size_t why_n)
+const char *blas_runtime_choose_core(const blas_cpu_features *f, const char *detected, char *why,
+                                     size_t why_n)
 {
     const int have = blas_core_tier(detected);
     if (have < 0)
         return NULL; /* a name this table does not know: a newer OpenBLAS, trust it */
-    const int amd = strcmp(f->vendor, "AuthenticAMD") == 0 || strcmp(f->vendor, "HygonGenuine") == 0;
+    const int amd =
+        strcmp(f->vendor, "AuthenticAMD") == 0 || strcmp(f->vendor, "HygonGenuine") == 0;
     int want = 0;
     const char *name = NULL, *reason = "";
     if (f->os_zmm && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx2 && f->fma) {
@@ -205,12 +206,14 @@ int blas_runtime_reexec_for(const char *detected, int argc, char **argv)
     if (argc < 1 || !argv || !argv[0]) {
         snprintf(how_chosen, sizeof how_chosen,
                  "detected by OpenBLAS; %s would be faster (%s), no argv to re-exec with: "
-                 "set OPENBLAS_CORETYPE=%s", best, why, best);
+                 "set OPENBLAS_CORETYPE=%s",
+                 best, why, best);
         return -1;
     }
     char mark[192];
     snprintf(mark, sizeof mark, "%s|%s", detected, why);
-    if (setenv("OPENBLAS_CORETYPE", best, 1) == 0 && setenv(BLAS_RUNTIME_MARKER_ENV, mark, 1) == 0) {
+    if (setenv("OPENBLAS_CORETYPE", best, 1) == 0 &&
+        setenv(BLAS_RUNTIME_MARKER_ENV, mark, 1) == 0) {
         fflush(NULL);
         execv("/proc/self/exe", argv);
     }
@@ -265,8 +268,8 @@ void blas_runtime_ensure_best_core(int argc, char **argv)
         if (best)
             snprintf(how_chosen, sizeof how_chosen,
                      "OPENBLAS_CORETYPE=%s set by the user; this CPU supports %s (%s): unset "
-                     "it, or set %s=auto, for faster SGEMM", user, best, why,
-                     BLAS_RUNTIME_POLICY_ENV);
+                     "it, or set %s=auto, for faster SGEMM",
+                     user, best, why, BLAS_RUNTIME_POLICY_ENV);
         else
             snprintf(how_chosen, sizeof how_chosen, "OPENBLAS_CORETYPE=%s set by the user", user);
         return;

@@ -47,12 +47,12 @@ extern "C" {
 
 /* What the CPU and OS offer for SIMD (each field 0 or 1, except vendor/family/model). */
 typedef struct blas_cpu_features {
-    char vendor[13];      /* "GenuineIntel", "AuthenticAMD", ... */
-    int family, model;    /* display family and model (base + extended) */
+    char vendor[13];   /* "GenuineIntel", "AuthenticAMD", ... */
+    int family, model; /* display family and model (base + extended) */
     int sse3, avx, fma, avx2;
     int avx512f, avx512bw, avx512dq, avx512vl, avx512_bf16;
-    int os_ymm;           /* XCR0 has SSE+AVX state: the OS saves ymm registers */
-    int os_zmm;           /* XCR0 has opmask+zmm state: the OS saves zmm registers */
+    int os_ymm; /* XCR0 has SSE+AVX state: the OS saves ymm registers */
+    int os_zmm; /* XCR0 has opmask+zmm state: the OS saves zmm registers */
 } blas_cpu_features;
 
 /* Fill f from cpuid/xgetbv of the running CPU (all zero on non-x86 builds). */
@@ -66,8 +66,8 @@ int blas_core_tier(const char *core_name);
  * detected, or NULL to leave the detection alone (it is as good as the CPU supports, or the
  * name is unknown). When a name is returned and why/why_n are given, why receives the
  * features that justify it, e.g. "avx512f avx512bw avx512dq avx512vl". */
-const char *blas_runtime_choose_core(const blas_cpu_features *f, const char *detected,
-                                     char *why, size_t why_n);
+const char *blas_runtime_choose_core(const blas_cpu_features *f, const char *detected, char *why,
+                                     size_t why_n);
 
 /* See the comment at the top. argv must be main()'s argv (argv[argc] == NULL). Call before
  * creating threads or initialising MPI. Returns normally unless it re-executes; calls after

@@ -63,16 +63,26 @@ static void im2col_band(float *col, const float *in_b, int Cin, int H, int W, in
     }
 }
 
+void conv2d_workspace_free(conv2d_workspace *ws)
+{
+    if (!ws)
+        return;
+    free(ws->col);
+    ws->col = NULL;
+    ws->bytes = 0;
+}
+
 cpdit_status conv2d_cpu(float *out, const float *in, const float *weight, const float *bias,
-                        int B, int Cin, int Cout, int H, int W, int K, cpdit_error *err)
+                        int B, int Cin, int Cout, int H, int W, int K, conv2d_workspace *ws,
+                        cpdit_error *err)
 {
     return conv2d_cpu_banded(out, in, weight, bias, B, Cin, Cout, H, W, K, CONV2D_COL_BYTES_MAX,
-                             err);
+                             ws, err);
 }
 
 cpdit_status conv2d_cpu_banded(float *out, const float *in, const float *weight,
                                const float *bias, int B, int Cin, int Cout, int H, int W, int K,
-                               size_t col_bytes_max, cpdit_error *err)
+                               size_t col_bytes_max, conv2d_workspace *ws, cpdit_error *err)
 {
     cpdit_status st = check_sizes(B, Cin, Cout, H, W, K, err);
     if (st != CPDIT_OK)
@@ -93,11 +103,18 @@ cpdit_status conv2d_cpu_banded(float *out, const float *in, const float *weight,
     int band = fit > (size_t)H ? H : (int)fit;
     if (band < 1)
         band = 1;
-    float *col = malloc((size_t)band * row_bytes);
-    if (!col)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "conv2d",
-                               "out of memory for a %zu-byte column buffer",
-                               (size_t)band * row_bytes);
+    conv2d_workspace temp = {NULL, 0};
+    conv2d_workspace *w = ws ? ws : &temp;
+    const size_t need = (size_t)band * row_bytes;
+    if (w->bytes < need) {
+        free(w->col);
+        w->col = malloc(need);
+        w->bytes = w->col ? need : 0;
+        if (!w->col)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "conv2d",
+                                   "out of memory for a %zu-byte column buffer", need);
+    }
+    float *col = w->col;
     for (int b = 0; b < B; b++) {
         const float *in_b = in + (size_t)b * Cin * HW;
         float *out_b = out + (size_t)b * Cout * HW;
@@ -111,7 +128,7 @@ cpdit_status conv2d_cpu_banded(float *out, const float *in, const float *weight,
         }
         add_bias(out_b, bias, Cout, HW);
     }
-    free(col);
+    conv2d_workspace_free(&temp);
     return CPDIT_OK;
 }
 

@@ -1,0 +1,206 @@
+/* flux_bench.c — time the FLUX transformer forward on a CP grid, against SGEMM.
+ *
+ *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
+ *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
+ *
+ * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
+ * as cpdit forward splits them; after one warm-up forward, K timed forwards (default 3) run
+ * with a barrier before each. Before that, rank 0 measures SGEMM (n = BENCH_SGEMM_N) with P
+ * threads (default 2) while the other ranks wait. One table row:
+ *   grid       dp x ring x ulysses
+ *   tokens     text + image tokens per item
+ *   best_ms avg_ms   the slowest rank's forward time, best and mean over the reps
+ *   GFLOP      linear layers + attention (4 S^2 H D per block) of the whole batch
+ *   GFLOP/s    GFLOP / best time: the rate of all ranks together
+ *   sgemm      SGEMM GFLOP/s measured just before, P threads on rank 0
+ *   %sgemm     GFLOP/s / sgemm
+ *   rss_MiB    peak resident size of the largest rank
+ * Weights are converted to fp32 once and kept (weight cache on), as a sampler loop would.
+ * Prints to stdout from rank 0; never asserts on time (benchmarks do not gate CI).
+ */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cp_attention.h"
+#include "flux_shard.h"
+#include "flux_transformer.h"
+#include "grid.h"
+#include "kernels/cpu/blas_runtime.h"
+
+#define BENCH_SGEMM_N 1024
+#define BENCH_SGEMM_REPS 3
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float urand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+static float *rand_buf(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; p && i < n; i++)
+        p[i] = urand();
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    blas_runtime_ensure_best_core(argc, argv);
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *model_dir = NULL;
+    int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
+    int header = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(k, "--anything")) { anything = 1; continue; }
+        if (!strcmp(k, "--header")) { header = 1; continue; }
+        if (!strcmp(k, "--model")) model_dir = v;
+        else if (!strcmp(k, "--batch")) B = atoi(v);
+        else if (!strcmp(k, "--txt")) T = atoi(v);
+        else if (!strcmp(k, "--img-h")) h = atoi(v);
+        else if (!strcmp(k, "--img-w")) w = atoi(v);
+        else if (!strcmp(k, "--ring")) R = atoi(v);
+        else if (!strcmp(k, "--ulysses")) U = atoi(v);
+        else if (!strcmp(k, "--reps")) reps = atoi(v);
+        else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
+        else {
+            if (rank == 0)
+                fprintf(stderr, "flux_bench: unknown option %s\n", k);
+            MPI_Finalize();
+            return 2;
+        }
+        i++;
+    }
+    if (!model_dir || B < 1 || T < 0 || h < 1 || w < 1 || reps < 1) {
+        if (rank == 0)
+            fprintf(stderr, "usage: flux_bench --model DIR [--batch B] [--txt T] [--img-h h "
+                            "--img-w w] [--ring R] [--ulysses U] [--anything] [--reps K]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    const int I = h * w;
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    flux_transformer *m = NULL;
+    cp_grid *g = NULL;
+    cp_seq_layout layout;
+    int rc = 1;
+    if (flux_transformer_open(&m, model_dir, &err) ||
+        cp_grid_create(MPI_COMM_WORLD, 0, R, U, &g, &err) ||
+        flux_shard_layout(&layout, g->cp_size, T, I, &err)) {
+        fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    flux_transformer_set_weight_cache(m, SIZE_MAX);
+    const flux_transformer_config *c = flux_transformer_config_of(m);
+    int b0, nb;
+    flux_shard_batch(B, g->dp, g->dp_index, &b0, &nb);
+    const int tl = layout.txt_len[g->cp_rank], il = layout.img_len[g->cp_rank];
+    float *hs = rand_buf((size_t)nb * il * c->in_channels);
+    float *ehs = rand_buf((size_t)nb * tl * c->joint_attention_dim);
+    float *pooled = rand_buf((size_t)nb * c->pooled_projection_dim);
+    float *ts = rand_buf((size_t)nb), *gd = rand_buf((size_t)nb);
+    float *txt_ids = calloc((size_t)tl * c->n_axes + 1, sizeof(float));
+    float *img_ids = calloc((size_t)il * c->n_axes + 1, sizeof(float));
+    for (int i = 0; i < il; i++) { /* (0, row, col) of image token img_start + i */
+        const int t = layout.img_start[g->cp_rank] + i;
+        img_ids[(size_t)i * c->n_axes + 1] = (float)(t / w);
+        img_ids[(size_t)i * c->n_axes + 2] = (float)(t % w);
+    }
+    const int out_dim = c->patch_size * c->patch_size * c->out_channels;
+    float *out = malloc(((size_t)nb * il * out_dim + 1) * sizeof(float));
+    flux_inputs in = {nb, tl, il, hs, ehs, pooled, ts, c->guidance_embeds ? gd : NULL,
+                      txt_ids, img_ids};
+    flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL}, &layout};
+
+    /* SGEMM on rank 0 while the others wait */
+    double sgemm = 0;
+    if (rank == 0) {
+        const int saved = blas_runtime_get_num_threads();
+        blas_runtime_set_num_threads(sgemm_threads);
+        sgemm = blas_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
+        blas_runtime_set_num_threads(saved);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    double best = 1e30, sum = 0;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (converts the weights) */
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = now_s();
+        cpdit_status st = nb > 0 ? flux_transformer_forward(m, NULL, &cp, &in, out, &err)
+                                 : CPDIT_OK;
+        double t = now_s() - t0, tmax = 0;
+        int bad = st != CPDIT_OK, any_bad = 0;
+        MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any_bad) {
+            if (bad)
+                fprintf(stderr, "flux_bench: rank %d: %s: %s\n", rank, err.where, err.what);
+            goto done;
+        }
+        if (r >= 0) {
+            best = tmax < best ? tmax : best;
+            sum += tmax;
+        }
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    long peak = ru.ru_maxrss, max_peak = 0;
+    MPI_Reduce(&peak, &max_peak, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        const long long S = (long long)T + I;
+        const double flops =
+            flux_transformer_linear_flops(m, B, T, I) +
+            (c->num_layers + c->num_single_layers) *
+                cp_attention_flops(B, S, c->num_attention_heads, c->attention_head_dim);
+        char gd_text[96];
+        snprintf(gd_text, sizeof gd_text, "%dx%dx%d%s", g->dp, g->ring, g->ulysses,
+                 anything ? "+any" : "");
+        if (header)
+            printf("%-14s %6s %10s %9s %9s %8s %9s %9s %7s %8s\n", "grid(dpxRxU)", "ranks",
+                   "tokens", "best_ms", "avg_ms", "GFLOP", "GFLOP/s", "sgemm", "%sgemm",
+                   "rss_MiB");
+        const double rate = flops / best * 1e-9;
+        printf("%-14s %6d %4d+%-5d %9.1f %9.1f %8.2f %9.1f %9.1f %6.0f%% %8.1f\n", gd_text,
+               size, T, I, best * 1e3, sum / reps * 1e3, flops * 1e-9, rate, sgemm,
+               sgemm > 0 ? 100.0 * rate / sgemm : 0.0, (double)max_peak / 1024.0);
+        fflush(stdout);
+    }
+    rc = 0;
+done:
+    free(hs);
+    free(ehs);
+    free(pooled);
+    free(ts);
+    free(gd);
+    free(txt_ids);
+    free(img_ids);
+    free(out);
+    cp_seq_layout_free(&layout);
+    cp_grid_destroy(g);
+    flux_transformer_close(m);
+    MPI_Finalize();
+    return rc;
+}
