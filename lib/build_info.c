@@ -83,7 +83,7 @@ void cpdit_build_info_print(FILE *out)
 
 void cpdit_build_info_line(char *buf, size_t size)
 {
-    char blas[256], mpi[160];
+    char blas[512], mpi[160];
     blas_runtime_describe(blas, sizeof blas);
     mpi_library_line(mpi, sizeof mpi);
     snprintf(buf, size, "cpdit %s | BLAS %s | %s | CUDA %s", cpdit_version_string(), blas, mpi,

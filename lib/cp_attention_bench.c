@@ -24,6 +24,7 @@
 #define BYTES_PER_MB 1e6
 #define MS_PER_S 1e3
 #define FLOP_PER_GFLOP 1e9
+#define PERCENT 100.0
 
 void cp_attention_bench_defaults(cp_attention_bench_opts *o)
 {
@@ -214,7 +215,7 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
     fill_random(buf, 3 * n, 1000u + (unsigned)g->world_rank);
     const float scale = 1.0f / sqrtf((float)D);
     cpdit_comm *comms[3] = {g->cp, g->ring_comm, g->ulysses_comm};
-    double tsum = 0.0, best = INFINITY;
+    double tsum = 0.0, best = INFINITY, ksum = 0.0;
     cpdit_status st = CPDIT_OK;
     for (int i = 0; i < o->warmup + o->iters && st == CPDIT_OK; i++) {
         if (i == o->warmup)
@@ -228,6 +229,7 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
         MPI_Allreduce(&dt, &call, 1, MPI_DOUBLE, MPI_MAX, world);
         if (i >= o->warmup) {
             tsum += dt;
+            ksum += g->last_kernel_seconds;
             best = call < best ? call : best;
         }
     }
@@ -236,7 +238,9 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
         for (int c = 0; c < 3; c++)
             sent += (double)comms[c]->bytes_sent;
         double mean = tsum / o->iters, mb = sent / o->iters / BYTES_PER_MB;
+        double share = tsum > 0 ? ksum / tsum : 0.0, share_avg = 0.0;
         double tmin, tmax, tavg, mbmax;
+        MPI_Reduce(&share, &share_avg, 1, MPI_DOUBLE, MPI_SUM, 0, world);
         MPI_Reduce(&mean, &tmin, 1, MPI_DOUBLE, MPI_MIN, 0, world);
         MPI_Reduce(&mean, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, world);
         MPI_Reduce(&mean, &tavg, 1, MPI_DOUBLE, MPI_SUM, 0, world);
@@ -245,12 +249,14 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
             int world_size;
             MPI_Comm_size(world, &world_size);
             tavg /= world_size;
+            share_avg /= world_size;
             double gflops = cp_attention_flops(B, S, H, D) / best / FLOP_PER_GFLOP;
             double ideal = t1 / (R * U);
-            fprintf(out, "%-18s %-6s %9.2f %9.2f %9.2f %9.2f %9.1f %10.2f %8.2f %8.2f\n",
+            fprintf(out, "%-18s %-6s %9.2f %9.2f %9.2f %9.2f %9.1f %10.2f %8.2f %8.2f %7.1f\n",
                     cp_attention_config_name(cfg), gridname, tmin * MS_PER_S, tavg * MS_PER_S,
                     tmax * MS_PER_S, best * MS_PER_S, gflops, mbmax,
-                    t1 > 0 ? best / ideal : NAN, tloc > 0 ? best / tloc : NAN);
+                    t1 > 0 ? best / ideal : NAN, tloc > 0 ? best / tloc : NAN,
+                    PERCENT * share_avg);
         }
     }
     free(buf);
@@ -325,11 +331,13 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
                 "# GFLOP/s, ratio and vs_local use best. ratio = best / (single-rank time / "
                 "(ring*ulysses)): 1.00 needs a core per rank\n"
                 "# vs_local = best / (each rank's own share of the kernel work, all ranks at "
-                "once: %.2f ms): 1.00 = no CP overhead\n",
+                "once: %.2f ms): 1.00 = no CP overhead\n"
+                "# kernel%% = share of each rank's call time spent in the local kernel (average "
+                "over ranks); the rest is communication, copies, merges, waiting\n",
                 tloc * MS_PER_S);
-        fprintf(out, "%-18s %-6s %9s %9s %9s %9s %9s %10s %8s %8s\n", "# variant", "RxU",
+        fprintf(out, "%-18s %-6s %9s %9s %9s %9s %9s %10s %8s %8s %7s\n", "# variant", "RxU",
                 "min_ms", "avg_ms", "max_ms", "best_ms", "GFLOP/s", "MB_sent/rk", "ratio",
-                "vs_local");
+                "vs_local", "kernel%");
     }
     for (int cp = 1; cp <= N; cp++) {
         if (N % cp)

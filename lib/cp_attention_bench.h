@@ -9,7 +9,8 @@
  *   vs_local = max time / Tloc, where Tloc is the slowest rank's own share of the kernel work
  *              (its local queries against the whole sequence) run by all ranks at once: the
  *              ideal on this machine whatever its core count; the excess is the CP overhead
- *              (communication, merges, copies).
+ *              (communication, merges, copies);
+ *   kernel%  = share of the call spent in the local kernel (average over ranks).
  * Warm-up calls first, then timed calls; every call starts after a barrier.
  */
 #ifndef CPDIT_CP_ATTENTION_BENCH_H

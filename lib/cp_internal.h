@@ -50,6 +50,7 @@ typedef struct cp_problem {
     float scale;
     cp_local_attention_fn local;
     cpdit_error *cerr;
+    double *kernel_seconds; /* accumulates the time spent in the kernel */
 } cp_problem;
 
 /* Run the kernel, recording a failure in p->cerr (the first one wins). */

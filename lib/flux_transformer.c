@@ -419,6 +419,24 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
     return CPDIT_OK;
 }
 
+/* With a grid: make a local failure (out of memory converting a block, ...) everyone's
+ * before the next collective, so that no rank waits for a peer that gave up. One small
+ * allreduce over the CP group per block. */
+static cpdit_status group_agree(const flux_cp *cp, cpdit_status st, cpdit_error *err)
+{
+    if (!cp || !cp->grid)
+        return st;
+    long long worst = st;
+    cpdit_error local;
+    cpdit_error_clear(&local);
+    if (cpdit_comm_allreduce(cp->grid->cp, &worst, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &local))
+        return st ? st : cpdit_error_set(err, CPDIT_ERR_RUNTIME, local.where, "%s", local.what);
+    if (worst && !st)
+        return cpdit_error_set(err, (cpdit_status)worst, FLUX_WHERE,
+                               "another rank of the CP group failed (its message says why)");
+    return st;
+}
+
 cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *be,
                                       const flux_cp *cp, const flux_inputs *in, float *out,
                                       cpdit_error *err)
@@ -426,21 +444,21 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
     if (!be)
         be = cpdit_backend_cpu();
     cpdit_status st = check_inputs(m, cp, in, err);
-    if (st)
-        return st;
     fwd_bufs f;
-    if ((st = alloc_bufs(&f, m, be, in, err)))
-        return st;
-    st = flux_weights_acquire(m, flux_group_global(), err);
+    if (!st)
+        st = alloc_bufs(&f, m, be, in, err);
+    if (!st)
+        st = flux_weights_acquire(m, flux_group_global(), err);
     if (!st)
         st = embed(m, be, in, &f, err);
+    st = group_agree(cp, st, err);
     for (int i = 0; !st && i < m->cfg.num_layers; i++) {
-        st = flux_weights_acquire(m, flux_group_double(i), err);
+        st = group_agree(cp, flux_weights_acquire(m, flux_group_double(i), err), err);
         if (!st)
             st = flux_double_block(&m->dbl[i], &f.a, be, cp, err);
     }
     for (int i = 0; !st && i < m->cfg.num_single_layers; i++) {
-        st = flux_weights_acquire(m, flux_group_single(m, i), err);
+        st = group_agree(cp, flux_weights_acquire(m, flux_group_single(m, i), err), err);
         if (!st)
             st = flux_single_block(&m->sgl[i], &f.a, be, cp, err);
     }

@@ -61,14 +61,15 @@ static cpdit_status check_shape(bind_ctx *c, const safetensors_tensor *t, const 
         snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
     else
         snprintf(want, sizeof want, "[%lld]", (long long)rows);
+    char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
+    if (strcmp(disk_name, diff_name))
+        snprintf(alias, sizeof alias, " (diffusers' '%s')", diff_name);
     const flux_transformer_config *cf = &c->m->cfg;
     return cpdit_error_set(c->err, CPDIT_ERR_INPUT, c->m->where,
-                           "tensor '%s'%s%s%s has shape %s but this config needs %s "
-                           "(inner_dim %d = %d heads x %d)",
-                           disk_name, strcmp(disk_name, diff_name) ? " (diffusers '" : "",
-                           strcmp(disk_name, diff_name) ? diff_name : "",
-                           strcmp(disk_name, diff_name) ? "')" : "", got, want, cf->inner_dim,
-                           cf->num_attention_heads, cf->attention_head_dim);
+                           "tensor '%s'%s has shape %s but this config needs %s (inner_dim %d "
+                           "= %d heads x %d)",
+                           disk_name, alias, got, want, cf->inner_dim, cf->num_attention_heads,
+                           cf->attention_head_dim);
 }
 
 static cpdit_status add_param(bind_ctx *c, const float **dst, const char *diff_name,

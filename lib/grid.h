@@ -35,6 +35,9 @@ typedef struct cp_grid {
      * freed with the grid), so repeated calls do not fault in fresh pages every time. One
      * cp_attention call at a time per grid. */
     struct cp_grid_scratch *scratch;
+    /* Seconds the last cp_attention call on this grid spent in the local attention kernel on
+     * this rank (the rest of the call: communication, packing, merges, waiting). */
+    double last_kernel_seconds;
 } cp_grid;
 
 /* Check degrees against a world of world_size ranks and resolve dp = 0 ("the rest": world_size

@@ -228,8 +228,11 @@ static void avx2_sincosf(float x, float *s, float *c)
 
 #define NORMAL_CHUNK 16
 #define NORMAL_HALF 8
+/* randn is normal(mean 0, std 1): the kernels end with `· std + mean`; · 1 is exact, + 0 is
+ * exact too but turns -0 into +0, so it is kept. */
+#define TORCH_MEAN 0.0f
 
-/* normal_fill_16_AVX2 with mean 0, std 1 (its final fma(n, 1, 0) is exact). */
+/* normal_fill_16_AVX2 (its final fma(n, std, mean) = n + 0). */
 static void normal_fill_16_avx2(float *d)
 {
     const float two_pi = (float)(2.0f * TORCH_PI);
@@ -240,8 +243,8 @@ static void normal_fill_16_avx2(float *d)
         const float theta = two_pi * u2;
         float s, c;
         avx2_sincosf(theta, &s, &c);
-        d[j] = radius * c;
-        d[j + NORMAL_HALF] = radius * s;
+        d[j] = radius * c + TORCH_MEAN;
+        d[j + NORMAL_HALF] = radius * s + TORCH_MEAN;
     }
 }
 
@@ -254,8 +257,8 @@ static void normal_fill_16_default(float *d)
         const float u2 = d[j + NORMAL_HALF];
         const float radius = sqrtf(-2.0f * logf(u1));
         const float theta = (float)(2.0 * TORCH_PI * (double)u2);
-        d[j] = radius * cosf(theta);
-        d[j + NORMAL_HALF] = radius * sinf(theta);
+        d[j] = radius * cosf(theta) + TORCH_MEAN;
+        d[j + NORMAL_HALF] = radius * sinf(theta) + TORCH_MEAN;
     }
 }
 
@@ -277,6 +280,56 @@ void torch_randn_f32(torch_generator *g, float *out, size_t n, torch_normal_kern
         for (int i = 0; i < NORMAL_CHUNK; i++)
             tail[i] = torch_uniform_f32(g);
         fill16(tail);
+    }
+}
+
+/* ---------------------------------------------------------------- bfloat16 randn */
+
+#define BF16_RANDOM_BITS 8 /* bfloat16 mantissa digits */
+
+/* float -> nearest-even bfloat16, returned as a float (c10::BFloat16's conversion). */
+static float bf16_round(float f)
+{
+    uint32_t u = bits_from_f32(f);
+    if ((u & 0x7fffffffu) > F32_EXP_MASK) /* NaN */
+        return f32_from_bits(0x7fc00000u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return f32_from_bits(u & 0xffff0000u);
+}
+
+/* normal_fill_16<c10::BFloat16>: every operator rounds its float result to bfloat16; θ is
+ * computed in double and converted double -> float -> bfloat16. */
+static void normal_fill_16_bf16(float *d)
+{
+    for (int j = 0; j < NORMAL_HALF; j++) {
+        const float u1 = bf16_round(1.0f - d[j]);
+        const float u2 = d[j + NORMAL_HALF];
+        const float lg = bf16_round(logf(u1));
+        const float radius = bf16_round(sqrtf(bf16_round(-2.0f * lg)));
+        const float theta = bf16_round((float)(2.0 * TORCH_PI * (double)u2));
+        d[j] = bf16_round(radius * bf16_round(cosf(theta))) + TORCH_MEAN;
+        d[j + NORMAL_HALF] = bf16_round(radius * bf16_round(sinf(theta))) + TORCH_MEAN;
+    }
+}
+
+void torch_randn_bf16(torch_generator *g, float *out, size_t n)
+{
+    if (n < TORCH_NORMAL_FILL_MIN) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = bf16_round((float)torch_normal_f64(g)); /* double -> float -> bf16 */
+        return;
+    }
+    const uint32_t mask = (1u << BF16_RANDOM_BITS) - 1u;
+    const float scale = 1.0f / (float)(1u << BF16_RANDOM_BITS);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)(torch_generator_random(g) & mask) * scale; /* exact in bf16 */
+    for (size_t i = 0; i + NORMAL_CHUNK <= n; i += NORMAL_CHUNK)
+        normal_fill_16_bf16(out + i);
+    if (n % NORMAL_CHUNK != 0) {
+        float *tail = out + n - NORMAL_CHUNK;
+        for (int i = 0; i < NORMAL_CHUNK; i++)
+            tail[i] = (float)(torch_generator_random(g) & mask) * scale;
+        normal_fill_16_bf16(tail);
     }
 }
 

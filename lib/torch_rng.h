@@ -22,8 +22,8 @@
  *     between calls and that manual_seed clears).
  *
  * Diffusers' FLUX pipeline draws latents of shape (B, 16, H/8, W/8) in ONE call with one
- * generator (float32 when the pipeline's dtype is float32; with bf16 PyTorch takes a different,
- * bf16 path that this file does not reproduce).
+ * generator, in the pipeline's dtype: float32 (torch_randn_f32) or bfloat16 (torch_randn_bf16,
+ * a different path with different values).
  */
 #ifndef CPDIT_TORCH_RNG_H
 #define CPDIT_TORCH_RNG_H
@@ -76,6 +76,13 @@ double torch_normal_f64(torch_generator *g);
  * generator advances exactly as PyTorch's does (n draws, + 16 when 16 does not divide n, for
  * n >= 16). n = 0 draws nothing. A shape (B, C, H, W) is the same as n = B*C*H*W. */
 void torch_randn_f32(torch_generator *g, float *out, size_t n, torch_normal_kernel kernel);
+
+/* out[0..n) = torch.randn(n, generator=g, dtype=torch.bfloat16), each value as the float
+ * equal to it. This is what FluxPipeline draws when the pipeline runs in bfloat16 (its latents
+ * take the text embeddings' dtype): uniforms of 8 bits, and PyTorch's portable normal_fill
+ * kernel with every intermediate rounded to bfloat16 (the same on every CPU, given the C
+ * library's logf/sinf/cosf); n < 16 uses normal_distribution<double> as for float32. */
+void torch_randn_bf16(torch_generator *g, float *out, size_t n);
 
 /* Convenience: a fresh generator seeded with seed, then torch_randn_f32. Errors: out NULL
  * with n > 0 (INPUT). */

@@ -12,7 +12,7 @@
 # Without PyTorch those comparisons are skipped, but the BFL checks still run: the same
 # weights under the original single-file names (fused qkv / linear1, final (shift, scale))
 # must give exactly the diffusers result, with a config.json beside the file (A) and with
-# the config inferred from the shapes (C).
+# the config inferred from the shapes and ComfyUI's "model.diffusion_model." prefix (C).
 # Exit 77 when cpdit has no `forward` in this build.
 set -u
 CPDIT=${CPDIT:-./cpdit}
@@ -77,7 +77,8 @@ case_run B --heads 5 --head-dim 32 --axes 8,12,12 --layers 1 --single 2 --in 12 
     --patch 2 --joint 40 --pooled 20 --guidance 0 --dtype F16 --seed 2 -- \
     --batch 2 --txt 9 --img-h 4 --img-w 5 --seed 2 --ids3d --id0 1
 case_run C --heads 2 --head-dim 128 --axes 16,56,56 --layers 1 --single 1 --in 64 --joint 64 \
-    --pooled 32 --guidance 1 --dtype F32 --seed 3 --bfl "$tmp/C.bfl.safetensors" -- \
+    --pooled 32 --guidance 1 --dtype F32 --seed 3 --bfl "$tmp/C.bfl.safetensors" \
+    --bfl-prefix model.diffusion_model. -- \
     --batch 1 --txt 5 --img-h 6 --img-w 6 --seed 3
 case_run D --heads 4 --head-dim 64 --axes 8,28,28 --layers 1 --single 1 --in 32 --joint 48 \
     --pooled 16 --guidance 0 --dtype BF16 --seed 4 -- \
@@ -106,7 +107,7 @@ else
     echo "FAIL: A in BFL layout: cpdit forward failed"; fail=1
 fi
 if forward "$tmp/C.bfl.safetensors" "$tmp/C.in.safetensors" "$tmp/C.bfl.out.safetensors"; then
-    check "C in BFL layout (single file, config from shapes)" "$TOOL" compare \
+    check "C in BFL layout (single file, ComfyUI prefix, config from shapes)" "$TOOL" compare \
         "$tmp/C.bfl.out.safetensors" "$tmp/C.out.safetensors" --tol 0
 else
     echo "FAIL: C in BFL layout: cpdit forward failed"; fail=1
@@ -145,6 +146,21 @@ for n in 1 3; do
         echo "FAIL: num_layers $n vs a 2-block checkpoint: exit $rc: $msg"; fail=1
     fi
 done
+
+# same inner_dim, other head split: the per-head norm weights have the wrong shape
+rm -rf "$tmp/A_h" && mkdir "$tmp/A_h" &&
+    sed -e 's/"num_attention_heads": 3/"num_attention_heads": 6/' \
+        -e 's/"attention_head_dim": 16/"attention_head_dim": 8/' \
+        -e 's/"axes_dims_rope": \[4, 6, 6\]/"axes_dims_rope": [2, 2, 4]/' \
+        "$tmp/A/config.json" >"$tmp/A_h/config.json" &&
+    ln -s "$tmp/A/diffusion_pytorch_model.safetensors" "$tmp/A_h/"
+msg=$(forward "$tmp/A_h" "$tmp/A.in.safetensors" "$tmp/bad.out.safetensors" 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && echo "$msg" | grep -q "tensor 'transformer_blocks.0.attn.norm_q.weight' has shape \[16\]"; then
+    echo "ok: 6 heads x 8 vs a 3 x 16 checkpoint -> exit 2: $msg"
+else
+    echo "FAIL: 6 heads x 8 vs a 3 x 16 checkpoint: exit $rc: $msg"; fail=1
+fi
 
 [ -z "$PY" ] && echo "note: PyTorch comparisons skipped (no python3 with torch)"
 exit $fail

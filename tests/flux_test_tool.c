@@ -3,10 +3,12 @@
  *   flux_test_tool make-model DIR [--heads H] [--head-dim D] [--axes a,b,c] [--layers L]
  *                  [--single S] [--in C] [--out C] [--patch P] [--joint J] [--pooled P]
  *                  [--guidance 0|1] [--dtype F32|BF16|F16] [--seed N] [--bfl FILE]
+ *                  [--bfl-prefix P]
  *       A random FLUX transformer in the diffusers layout: DIR/config.json and
  *       DIR/diffusion_pytorch_model.safetensors. With --bfl, the same weights are also written
  *       to FILE under the original BFL names (fused qkv / linear1, final modulation as
- *       (shift, scale)). Weights: uniform with std 1/sqrt(fan_in) (linears), 1 + small noise
+ *       (shift, scale)), each name prefixed with P (e.g. ComfyUI's "model.diffusion_model.").
+ *       Weights: uniform with std 1/sqrt(fan_in) (linears), 1 + small noise
  *       (RMSNorm weights), small biases; stored in --dtype (default BF16).
  *   flux_test_tool make-inputs FILE --model DIR --batch B --txt T --img-h h --img-w w
  *                  [--seed N] [--id0 V] [--ids3d]
@@ -330,7 +332,7 @@ static int make_model(int argc, char **argv)
 {
     if (argc < 3)
         return 2;
-    const char *dir = argv[2], *bfl = NULL;
+    const char *dir = argv[2], *bfl = NULL, *bfl_prefix = "";
     model_args a = {.heads = 3, .head_dim = 16, .axes = {4, 6, 6}, .n_axes = 3, .layers = 1,
                     .single = 1, .in = 16, .out = 0, .patch = 1, .joint = 32, .pooled = 24,
                     .guidance = 1, .dtype = CPDIT_DTYPE_BF16};
@@ -351,6 +353,7 @@ static int make_model(int argc, char **argv)
         else if (!strcmp(k, "--dtype")) a.dtype = cpdit_dtype_from_name(v);
         else if (!strcmp(k, "--seed")) rng = 12345 + 7919 * (uint64_t)atoll(v);
         else if (!strcmp(k, "--bfl")) bfl = v;
+        else if (!strcmp(k, "--bfl-prefix")) bfl_prefix = v;
         else {
             fprintf(stderr, "flux_test_tool: make-model: unknown option %s\n", k);
             return 2;
@@ -385,6 +388,11 @@ static int make_model(int argc, char **argv)
         return 1;
     if (bfl) {
         build_bfl(&b, &d, &a);
+        for (int i = 0; i < b.n; i++) {
+            char full[NAME_MAX_LEN];
+            snprintf(full, sizeof full, "%s%s", bfl_prefix, b.names[i]);
+            memcpy(b.names[i], full, sizeof full);
+        }
         if (write_list(bfl, &b, a.dtype))
             return 1;
     }

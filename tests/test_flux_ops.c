@@ -270,6 +270,11 @@ int main(void)
 
     float *p = be->alloc(1000);
     CHECK(p && ((uintptr_t)p % CPU_ALLOC_ALIGN) == 0);
+    const float host[3] = {1.0f, -2.0f, 3.5f};
+    float back[3] = {0};
+    be->upload(p, host, sizeof host);
+    be->download(back, p, sizeof back);
+    CHECK(memcmp(host, back, sizeof host) == 0);
     be->free(p);
     be->free(NULL);
 

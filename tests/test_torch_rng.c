@@ -5,8 +5,8 @@
  * calls on one generator, an FNV-1a hash of all float32 values and the first/last 8 values as
  * bit patterns. Tolerance: none — every value must have the same bits (the emulation is exact,
  * so any difference is a bug; a one-ulp difference in 1 value of 10^6 changes the hash).
- * The "default" kernel cases call the C library's logf/sinf/cosf, like PyTorch's portable
- * kernel: they hold for glibc (the library PyTorch used when making them).
+ * The "default" kernel and "bf16" cases call the C library's logf/sinf/cosf, like PyTorch's
+ * portable kernel: they hold for glibc (the library PyTorch used when making them).
  * Also: MT19937's published first output, the 32-bit seed truncation, the state after a
  * twist, and argument errors.
  */
@@ -58,9 +58,10 @@ static int run_case(char *line, int lineno)
         CHECK_MSG(0, "line %d: cannot parse", lineno);
         return 0;
     }
-    torch_normal_kernel kernel;
+    torch_normal_kernel kernel = TORCH_NORMAL_AVX2;
     cpdit_error err;
-    CHECK(torch_normal_kernel_from_name(kname, &kernel, &err) == CPDIT_OK);
+    const int bf16 = strcmp(kname, "bf16") == 0;
+    CHECK(bf16 || torch_normal_kernel_from_name(kname, &kernel, &err) == CPDIT_OK);
 
     size_t sizes[MAX_SIZES], n = 0;
     int nsizes = 0;
@@ -77,7 +78,10 @@ static int run_case(char *line, int lineno)
     torch_generator_init(&g, (uint64_t)seed);
     size_t off = 0;
     for (int i = 0; i < nsizes; i++) {
-        torch_randn_f32(&g, v + off, sizes[i], kernel);
+        if (bf16)
+            torch_randn_bf16(&g, v + off, sizes[i]);
+        else
+            torch_randn_f32(&g, v + off, sizes[i], kernel);
         off += sizes[i];
     }
 

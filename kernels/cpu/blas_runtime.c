@@ -252,12 +252,14 @@ void blas_runtime_ensure_best_core(int argc, char **argv)
                  user ? user : "detected by OpenBLAS", BLAS_RUNTIME_POLICY_ENV);
         return;
     }
-    if (user && policy && strcmp(policy, "auto") == 0) {
-        /* the user asked cpdit to override OPENBLAS_CORETYPE when it is worse than the CPU */
+    if (user && !(policy && strcmp(policy, "keep") == 0)) {
+        /* default ("auto"): an OPENBLAS_CORETYPE naming an older core than the CPU supports is
+         * replaced — sites pin old cores in login environments and forget them; the user can
+         * say CPDIT_BLAS_CORE=keep to keep it */
         blas_runtime_reexec_for(blas_runtime_core_name(), argc, argv);
         if (strncmp(how_chosen, "detected by OpenBLAS", 20) == 0)
-            snprintf(how_chosen, sizeof how_chosen, "OPENBLAS_CORETYPE=%s, kept by %s=auto", user,
-                     BLAS_RUNTIME_POLICY_ENV);
+            snprintf(how_chosen, sizeof how_chosen,
+                     "OPENBLAS_CORETYPE=%s set by the user, as good as the CPU allows", user);
         return;
     }
     if (user) { /* respect it, but say when the CPU could do better */
@@ -267,11 +269,12 @@ void blas_runtime_ensure_best_core(int argc, char **argv)
         const char *best = blas_runtime_choose_core(&f, blas_runtime_core_name(), why, sizeof why);
         if (best)
             snprintf(how_chosen, sizeof how_chosen,
-                     "OPENBLAS_CORETYPE=%s set by the user; this CPU supports %s (%s): unset "
-                     "it, or set %s=auto, for faster SGEMM",
-                     user, best, why, BLAS_RUNTIME_POLICY_ENV);
+                     "OPENBLAS_CORETYPE=%s kept by %s=keep; this CPU supports %s (%s): unset "
+                     "%s for faster SGEMM",
+                     user, BLAS_RUNTIME_POLICY_ENV, best, why, BLAS_RUNTIME_POLICY_ENV);
         else
-            snprintf(how_chosen, sizeof how_chosen, "OPENBLAS_CORETYPE=%s set by the user", user);
+            snprintf(how_chosen, sizeof how_chosen, "OPENBLAS_CORETYPE=%s kept by %s=keep", user,
+                     BLAS_RUNTIME_POLICY_ENV);
         return;
     }
     blas_runtime_reexec_for(blas_runtime_core_name(), argc, argv);

@@ -7,8 +7,9 @@
  * to choose the core is the environment variable OPENBLAS_CORETYPE, read in that constructor.
  *
  * blas_runtime_ensure_best_core() therefore, first thing in main():
- *   1. leaves everything alone when the user set OPENBLAS_CORETYPE, or when the BLAS is not
- *      OpenBLAS, or when OpenBLAS's core is already as good as the CPU supports;
+ *   1. leaves everything alone when the BLAS is not OpenBLAS, or when OpenBLAS's core
+ *      (detected, or named by the user's OPENBLAS_CORETYPE) is already as good as the CPU
+ *      supports;
  *   2. otherwise sets OPENBLAS_CORETYPE to the best core for the CPU's features (from cpuid and
  *      xgetbv: the OS must save the wider registers) and re-executes the program
  *      (/proc/self/exe, same argv, same pid — fine under mpirun/srun before MPI_Init), with the
@@ -16,9 +17,11 @@
  * OpenBLAS built for a single target (no DYNAMIC_ARCH in openblas_get_config()) ignores
  * OPENBLAS_CORETYPE, so then nothing is re-executed; the description says what the CPU offers.
  * If the re-exec fails, the program continues with the detected core (never aborts).
- * The environment variable CPDIT_BLAS_CORE changes the policy: "off" = never touch the core;
- * "auto" = also replace a user's OPENBLAS_CORETYPE when it names an older core than the CPU
- * supports (for sites whose login environment pins an old core); unset = the default above.
+ * A user's OPENBLAS_CORETYPE that names an older core than the CPU supports is replaced too
+ * (sites pin old cores in login environments and forget them; cpdit's job is the fastest
+ * correct kernels). The environment variable CPDIT_BLAS_CORE changes the policy:
+ * "keep" = keep a user's OPENBLAS_CORETYPE whatever it names (the description says what the
+ * CPU could do); "off" = never touch the core; unset or "auto" = the default above.
  *
  * Core tiers (OpenBLAS 0.3.21 names):
  *   0 SSE only: Prescott, Core2, Nehalem, Barcelona, Atom, ... ("Unknown" too)
@@ -42,7 +45,7 @@ extern "C" {
 
 /* The name of the environment variable that marks a process already re-executed. */
 #define BLAS_RUNTIME_MARKER_ENV "CPDIT_BLAS_CORE_FORCED"
-/* The policy variable: unset, "auto" or "off" (see above). */
+/* The policy variable: unset/"auto", "keep" or "off" (see above). */
 #define BLAS_RUNTIME_POLICY_ENV "CPDIT_BLAS_CORE"
 
 /* What the CPU and OS offer for SIMD (each field 0 or 1, except vendor/family/model). */

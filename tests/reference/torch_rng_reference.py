@@ -8,6 +8,8 @@ portable normal kernel ("default") instead of the AVX2 one ("avx2").
 
 Line format (one case per line, '#' lines are comments):
     <kernel> <seed> <sizes> <n> <fnv> <k> <head...> <tail...>
+kernel: "avx2" or "default" (float32 randn with that CPU kernel), or "bf16" (dtype bfloat16,
+values written as the equal float32);
 sizes: comma-separated numel of successive torch.randn calls on ONE generator; n: their sum;
 fnv: FNV-1a 64 over the little-endian float32 bytes of all n values, in draw order;
 head/tail: the first and last k = min(8, n) values as float32 bit patterns (hex).
@@ -23,6 +25,8 @@ SIZES = [[1], [7], [15], [16], [17], [33], [385], [1 * 16 * 8 * 8], [1 * 16 * 64
          [2 * 16 * 32 * 48], [1 * 16 * 128 * 128]]
 SEQUENCES = [[7, 5], [1, 1, 1], [20, 3], [3, 20], [17, 17, 9]]
 DEFAULT_KERNEL_CASES = [(0, [16]), (0, [17]), (42, [1 * 16 * 64 * 64]), (1, [385]), (5, [3, 20])]
+BF16_CASES = [(seed, sizes) for seed in (0, 42, 2**63 - 1)
+              for sizes in ([7], [16], [17], [1 * 16 * 64 * 64], [2 * 16 * 32 * 48], [3, 20])]
 
 FNV_OFFSET = 0xcbf29ce484222325
 FNV_PRIME = 0x100000001b3
@@ -39,8 +43,9 @@ def fnv1a64(data):
 CHILD = r"""
 import sys, torch
 seed = int(sys.argv[1]); sizes = [int(s) for s in sys.argv[2].split(',')]
+dtype = torch.bfloat16 if sys.argv[3] == 'bf16' else torch.float32
 g = torch.Generator('cpu').manual_seed(seed)
-out = torch.cat([torch.randn(n, generator=g, dtype=torch.float32) for n in sizes])
+out = torch.cat([torch.randn(n, generator=g, dtype=dtype).float() for n in sizes])
 sys.stdout.buffer.write(out.numpy().astype('<f4').tobytes())
 """
 
@@ -51,7 +56,7 @@ def case(kernel, seed, sizes):
         env["ATEN_CPU_CAPABILITY"] = "default"
     else:
         env.pop("ATEN_CPU_CAPABILITY", None)
-    raw = subprocess.run([sys.executable, "-c", CHILD, str(seed), ",".join(map(str, sizes))],
+    raw = subprocess.run([sys.executable, "-c", CHILD, str(seed), ",".join(map(str, sizes)), kernel],
                          env=env, check=True, stdout=subprocess.PIPE).stdout
     n = len(raw) // 4
     words = ["%08x" % int.from_bytes(raw[4 * i:4 * i + 4], "little") for i in range(n)]
@@ -70,6 +75,8 @@ def main():
             print(case("avx2", seed, sizes), flush=True)
     for seed, sizes in DEFAULT_KERNEL_CASES:
         print(case("default", seed, sizes), flush=True)
+    for seed, sizes in BF16_CASES:
+        print(case("bf16", seed, sizes), flush=True)
 
 
 if __name__ == "__main__":
