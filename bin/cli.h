@@ -30,6 +30,8 @@ int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, l
 /* Subcommands implemented in their own bin/cmd_*.c files (argv[0] is the subcommand). */
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* The subcommand table, defined in cpdit.c. */
 const cli_command *cli_find_command(const char *name);

@@ -23,25 +23,33 @@ static const struct {
     const char *name;
     const char *what;
 } pending[] = {
-    {"run", "the FLUX pipeline and batch runner"},
     {"submit", "Slurm integration"},
     {"probe", "the topology probe"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
-    {"forward", "the FLUX transformer and VAE"},
 };
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
      "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
-     "       cpdit run --model DIR|builtin:tiny --prompt P --seed S --width W --height H\n"
-     "                 --steps N [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
-     "                 --output DIR [--ring R] [--ulysses U] [--dump DIR]\n"
+     "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
+     "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
+     "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
+     "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
      "ranks; each group renders its share of the items and writes PNG files (temporary\n"
-     "file + rename) and one JSON line per item to OUTPUT/index.jsonl.\n",
+     "file + rename) and one JSON line per item to OUTPUT/index.jsonl.\n"
+     "\n"
+     "Without a manifest: one image, OUTPUT/00000-SEED-SLUG.png (default output: out/).\n"
+     "Defaults: seed 0; 1024x1024 for a folder, 256x256 for builtin:tiny; 28 steps for\n"
+     "guidance-distilled models (FLUX.1-dev), 4 otherwise (schnell); guidance 3.5.\n"
+     "Without --ring/--ulysses all ranks form one Ulysses group. Sizes whose token count\n"
+     "does not divide the group switch on the uneven ('anything') attention modes.\n"
+     "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
+     "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
+     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
      cmd_not_in_build},
     {"submit", "write an sbatch script for a manifest and submit it",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
@@ -63,13 +71,15 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B]\n"
+     "                     [--attention-backend B] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
      "vae: latent_sample). The output tensor is `sample`, float32. Run under mpirun -np N\n"
-     "with U*R dividing N (the rest is data-parallel).\n",
-     cmd_not_in_build},
+     "with U*R dividing N (the rest is data-parallel). --attention-backend picks the\n"
+     "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
+     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
+     cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
      "\n"

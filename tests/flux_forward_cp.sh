@@ -8,7 +8,7 @@
 #   leave Ulysses ranks without heads).
 # Model D: 4 heads x 64, 1 + 1 blocks, batch 3, 6 text + 26 image tokens (32 in total: neither
 #   part divides 4 or 8, but cpdit's layout evens the totals so the strict modes run), and
-#   data-parallel groups (batch 3 over 2 or 3 groups).
+#   data-parallel groups (batch 3 over 2, 3 or 4 groups: one group without an item).
 # Needs no PyTorch. Exit 77 without mpirun or without `cpdit forward` in this build.
 set -u
 CPDIT=${CPDIT:-./cpdit}
@@ -68,6 +68,7 @@ grid A 7 --ring 7 --anything --attention-backend ring-allgather
 grid A 8 --ring 8 --anything
 grid A 8 --ulysses 8 --anything
 grid D 2
+grid D 4
 grid D 4 --ulysses 4
 grid D 4 --ring 2 --attention-backend ulysses
 grid D 6 --ring 2

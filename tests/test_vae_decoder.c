@@ -330,7 +330,7 @@ static void test_reference(const char *root)
     while (fscanf(f, "%255s", name) == 1)
         n += compare_case(root, name);
     fclose(f);
-    CHECK_MSG(n >= 2, "only %d reference cases", n);
+    CHECK_MSG(n >= 3, "only %d reference cases", n);
 }
 
 int main(int argc, char **argv)

@@ -38,6 +38,11 @@ CASES = {
                         latent_channels=4, use_post_quant_conv=False, batch=2, h=8, w=12,
                         dtype=torch.float16, legacy_attention=True, scaling_factor=0.18215,
                         shift_factor=None),
+    # No mid-block attention, odd latent sides, BF16 weights.
+    "no_attention": dict(block_out_channels=[8, 16], layers_per_block=1, norm_num_groups=8,
+                         latent_channels=8, use_post_quant_conv=True, batch=1, h=3, w=5,
+                         dtype=torch.bfloat16, legacy_attention=False, scaling_factor=1.0,
+                         shift_factor=0.0, mid_block_add_attention=False),
 }
 
 
@@ -92,12 +97,13 @@ def make_params(cfg, gen):
         conv("post_quant_conv", lat, lat, 1)
     conv("decoder.conv_in", lat, ch[-1], 3)
     resnet("decoder.mid_block.resnets.0", ch[-1], ch[-1])
-    a = "decoder.mid_block.attentions.0"
-    norm(a + ".group_norm", ch[-1])
-    names = (["query", "key", "value", "proj_attn"] if cfg["legacy_attention"]
-             else ["to_q", "to_k", "to_v", "to_out.0"])
-    for n in names:
-        linear(a + "." + n, ch[-1])
+    if cfg.get("mid_block_add_attention", True):
+        a = "decoder.mid_block.attentions.0"
+        norm(a + ".group_norm", ch[-1])
+        names = (["query", "key", "value", "proj_attn"] if cfg["legacy_attention"]
+                 else ["to_q", "to_k", "to_v", "to_out.0"])
+        for n in names:
+            linear(a + "." + n, ch[-1])
     resnet("decoder.mid_block.resnets.1", ch[-1], ch[-1])
     rev = list(reversed(ch))
     prev = rev[0]
@@ -150,7 +156,8 @@ def decode(cfg, p, z):
         x = conv(x, "post_quant_conv", 0)
     x = conv(x, "decoder.conv_in", 1)
     x = resnet(x, "decoder.mid_block.resnets.0")
-    x = attention(x, "decoder.mid_block.attentions.0")
+    if cfg.get("mid_block_add_attention", True):
+        x = attention(x, "decoder.mid_block.attentions.0")
     x = resnet(x, "decoder.mid_block.resnets.1")
     n = len(cfg["block_out_channels"])
     for i in range(n):
@@ -170,7 +177,8 @@ def config_json(cfg):
          "down_block_types": ["DownEncoderBlock2D"] * n, "force_upcast": True,
          "in_channels": 3, "latent_channels": cfg["latent_channels"],
          "latents_mean": None, "latents_std": None,
-         "layers_per_block": cfg["layers_per_block"], "mid_block_add_attention": True,
+         "layers_per_block": cfg["layers_per_block"],
+         "mid_block_add_attention": cfg.get("mid_block_add_attention", True),
          "norm_num_groups": cfg["norm_num_groups"], "out_channels": 3, "sample_size": 64,
          "scaling_factor": cfg["scaling_factor"], "shift_factor": cfg["shift_factor"],
          "up_block_types": ["UpDecoderBlock2D"] * n, "use_post_quant_conv":

@@ -1,0 +1,102 @@
+/* cmd_run.c — `cpdit run`: parse the options, start MPI, and run one item or a manifest. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmd_run.h"
+
+#define SUB "run"
+
+static int parse_float(const char *opt, const char *text, float lo, float hi, float *out)
+{
+    char *end = NULL;
+    double v = text ? strtod(text, &end) : 0;
+    if (!text || !*text || *end || !(v >= lo && v <= hi)) {
+        cli_usage_error(SUB, "%s: expected a number in [%g, %g], got '%s'", opt, lo, hi,
+                        text ? text : "");
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+/* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
+static int parse_seed(const char *text, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    if (text && text[0] == '-') {
+        long long v = strtoll(text, &end, 10);
+        if (*end || errno) {
+            cli_usage_error(SUB, "--seed: expected an integer, got '%s'", text);
+            return -1;
+        }
+        *out = (uint64_t)v;
+        return 0;
+    }
+    unsigned long long v = text ? strtoull(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno) {
+        cli_usage_error(SUB, "--seed: expected an integer, got '%s'", text ? text : "");
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"prompt", required_argument, 0, 'p'},
+        {"negative-prompt", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
+        {"width", required_argument, 0, 'W'},    {"height", required_argument, 0, 'H'},
+        {"steps", required_argument, 0, 'S'},    {"guidance", required_argument, 0, 'g'},
+        {"true-cfg", required_argument, 0, 'c'}, {"output", required_argument, 0, 'o'},
+        {"dump", required_argument, 0, 'd'},     {"ring", required_argument, 0, 'R'},
+        {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
+        {"attention", required_argument, 0, 'A'},
+        {"max-sequence-length", required_argument, 0, 'L'},
+        {0, 0, 0, 0}};
+    run_item_options o;
+    run_item_defaults(&o);
+    long v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.model = optarg; break;
+        case 'p': o.prompt = optarg; break;
+        case 'n': o.negative_prompt = optarg; break;
+        case 'o': o.output = optarg; break;
+        case 'd': o.dump = optarg; break;
+        case 'A': o.variant = optarg; break;
+        case 'a': o.anything = 1; break;
+        case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; break;
+        case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; break;
+        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; break;
+        case 'W': if (cli_parse_int(SUB, "--width", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.width = (int)v; break;
+        case 'H': if (cli_parse_int(SUB, "--height", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.height = (int)v; break;
+        case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; break;
+        case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ring = (int)v; break;
+        case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ulysses = (int)v; break;
+        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; o.max_sequence_length = (int)v; break;
+        default:
+            return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(SUB, "unexpected argument '%s' (manifests: cpdit run FILE.yaml)",
+                               argv[optind]);
+    if (!o.prompt)
+        return cli_usage_error(SUB, "--prompt is required without a manifest");
+    MPI_Init(NULL, NULL);
+    int code = run_item(&o);
+    MPI_Finalize();
+    return code;
+}

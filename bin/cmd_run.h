@@ -1,0 +1,29 @@
+/* cmd_run.h — the pieces of `cpdit run`: option parsing (cmd_run.c), one item without a
+ * manifest (cmd_run_item.c), and a manifest batch (cmd_run_batch.c). */
+#ifndef CPDIT_CMD_RUN_H
+#define CPDIT_CMD_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct run_item_options {
+    const char *model;           /* folder or builtin:tiny */
+    const char *prompt;
+    const char *negative_prompt;
+    uint64_t seed;
+    int width, height, steps;    /* 0: defaults of the model */
+    float guidance, true_cfg;
+    int max_sequence_length;     /* 0: 512 (dev) / 256 (schnell) */
+    const char *output;          /* folder */
+    const char *dump;            /* NULL or folder */
+    int ring, ulysses, anything;
+    const char *variant;         /* cp_attention_config_parse spelling */
+} run_item_options;
+
+void run_item_defaults(run_item_options *o);
+/* Runs under MPI (after MPI_Init); returns the exit code, the same on every rank. */
+int run_item(const run_item_options *o);
+/* File-name slug of a prompt: lower-case ASCII words joined by '-', at most max-1 chars. */
+void run_slug(const char *prompt, char *out, size_t max);
+
+#endif

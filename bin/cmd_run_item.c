@@ -1,0 +1,151 @@
+/* cmd_run_item.c — `cpdit run --model DIR|builtin:tiny --prompt P ...`: one image, no manifest.
+ *
+ * Every rank of the MPI job takes part: the ranks form dp groups of ring x ulysses; the item
+ * runs on data-parallel group 0 (other groups have nothing to do for a single item and wait).
+ * The PNG is written by CP rank 0 of that group: OUTPUT/00000-<seed>-<slug>.png, through a
+ * temporary file and rename, with the generation parameters as PNG text chunks.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cmd_run.h"
+#include "grid.h"
+#include "pipeline.h"
+#include "png_writer.h"
+
+#define SUB "run"
+
+/* Progress on a terminal: one line rewritten in place; in a log: nothing per step. */
+static void progress_line(int step, int steps, double seconds, void *ctx)
+{
+    (void)ctx;
+    if (!isatty(STDERR_FILENO))
+        return;
+    fprintf(stderr, "\rcpdit: step %d/%d  %.2f s/step", step, steps, seconds);
+    if (step == steps)
+        fputc('\n', stderr);
+}
+
+void run_item_defaults(run_item_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "builtin:tiny";
+    o->width = o->height = 0; /* 0: 1024 for a folder, 256 for builtin:tiny */
+    o->steps = 0;             /* 0: 28 for guidance-distilled (dev), 4 otherwise */
+    o->guidance = 3.5f;
+    o->true_cfg = 1.0f;
+    o->output = "out";
+    o->ring = o->ulysses = 0;
+    o->variant = "auto";
+}
+
+/* "A Photo of: a cat!" -> "a-photo-of-a-cat", at most max chars of [a-z0-9-]. */
+void run_slug(const char *prompt, char *out, size_t max)
+{
+    size_t n = 0;
+    int dash = 0;
+    for (const unsigned char *p = (const unsigned char *)prompt; *p && n + 1 < max; p++) {
+        unsigned char c = *p;
+        if (c >= 'A' && c <= 'Z')
+            c = (unsigned char)(c - 'A' + 'a');
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+            if (dash && n > 0 && n + 2 < max)
+                out[n++] = '-';
+            out[n++] = (char)c;
+            dash = 0;
+        } else {
+            dash = 1;
+        }
+    }
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, max, "image");
+}
+
+int run_item(const run_item_options *o)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cp_grid *g = NULL;
+    pipeline *p = NULL;
+    uint8_t *rgb = NULL;
+    int ring = o->ring ? o->ring : 1, ulysses = o->ulysses ? o->ulysses : 1;
+    if (!o->ring && !o->ulysses) { /* no grid given: every rank in one Ulysses/Ring group */
+        ring = 1;
+        ulysses = size;
+    }
+    cpdit_status st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
+    if (!st)
+        st = pipeline_open(&p, o->model, &err);
+    pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
+                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
+    if (!st) {
+        const int builtin = strncmp(o->model, "builtin:", 8) == 0;
+        if (!prm.width)
+            prm.width = builtin ? 256 : 1024;
+        if (!prm.height)
+            prm.height = builtin ? 256 : 1024;
+        if (!prm.steps)
+            prm.steps = pipeline_is_guidance_distilled(p) ? 28 : 4;
+        st = pipeline_check_params(p, &prm, &err);
+    }
+    pipeline_run run;
+    memset(&run, 0, sizeof run);
+    run.grid = g;
+    run.progress = progress_line;
+    if (!st)
+        st = cp_attention_config_parse(o->variant, &run.attn, &err);
+    run.attn.anything = o->anything;
+    char path[4096], name[160], slug[64];
+    run_slug(o->prompt ? o->prompt : "", slug, 49);
+    snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
+    if (o->dump) {
+        snprintf(path, sizeof path, "%s/%05d", o->dump, 0);
+        run.dump_dir = path;
+    }
+    if (!st && g->dp_index == 0) {
+        st = pipeline_generate(p, &prm, &run, &rgb, &err);
+        if (!st && g->cp_rank == 0) {
+            if (mkdir(o->output, 0777) != 0 && errno != EEXIST)
+                st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, o->output,
+                                     "cannot create the output folder: %s", strerror(errno));
+            char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
+            snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
+            snprintf(steps_text, sizeof steps_text, "%d", prm.steps);
+            snprintf(size_text, sizeof size_text, "%dx%d", prm.width, prm.height);
+            snprintf(guidance_text, sizeof guidance_text, "%g", prm.guidance);
+            cpdit_png_text text[] = {{"prompt", prm.prompt},   {"seed", seed_text},
+                                     {"steps", steps_text},     {"size", size_text},
+                                     {"guidance", guidance_text}, {"model", o->model},
+                                     {"Software", "cpdit " PACKAGE_VERSION}};
+            char out_path[4096 + 200];
+            snprintf(out_path, sizeof out_path, "%s/%s", o->output, name);
+            if (!st)
+                st = cpdit_png_write_rgb8(out_path, rgb, prm.width, prm.height, text,
+                                          (int)(sizeof text / sizeof text[0]), &err);
+            if (!st)
+                printf("%s\n", out_path);
+        }
+    }
+    int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
+    if (st && (rank == 0 || (g && g->cp_rank == 0)))
+        cli_report(&err);
+    int worst = code;
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    free(rgb);
+    pipeline_close(p);
+    cp_grid_destroy(g);
+    return worst;
+}

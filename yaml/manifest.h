@@ -1,0 +1,193 @@
+/* manifest.h — the batch manifest of `cpdit run MANIFEST.yaml`: its schema as C types and the
+ * strict libyaml parser that fills them (yaml/README.md documents every key).
+ *
+ * Parsing is pure: manifest_parse_bytes turns the manifest's bytes into a validated struct
+ * without touching the file system, so every MPI rank can parse the same broadcast bytes and
+ * get the same result (jobs/job_broadcast.c). The checks that look at files (the prompts file
+ * exists, the model folder exists) run on rank 0 only, through MANIFEST_CHECK_FILES.
+ *
+ * Errors are CPDIT_ERR_INPUT with err->where = "FILE:LINE:COL" (1-based, the position libyaml
+ * reports for the offending key or value) and err->what = the message, so the CLI prints
+ * "cpdit: FILE:LINE:COL: message". Errors inside a prompts file read "PROMPTS_FILE:LINE".
+ *
+ * The prompts themselves are not all held here: inline `prompts:` are, but a `prompts_file:`
+ * (100 000+ lines) is streamed by the expansion (jobs/job_items.h).
+ */
+#ifndef CPDIT_MANIFEST_H
+#define CPDIT_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cpdit_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- limits and defaults */
+#define MANIFEST_SIDE_MULTIPLE 16 /* VAE factor 8 x FLUX patch 2: width/height step, pixels */
+#define MANIFEST_SIDE_MIN 16      /* pixels */
+#define MANIFEST_SIDE_MAX 4096    /* pixels; 4096x4096 = 65 536 image tokens */
+#define MANIFEST_STEPS_MAX 1000
+#define MANIFEST_SEQ_LEN_MAX 512 /* T5 tokens: the FLUX pipeline's limit */
+#define MANIFEST_REPEATS_MAX 1000000
+#define MANIFEST_SEEDS_MAX 1000000 /* seeds per list or count */
+#define MANIFEST_SEED_MAX INT64_MAX /* seeds are 0 .. 2^63-1 (JSON-safe integers) */
+#define MANIFEST_DEGREE_MAX 65536  /* dp, ring, ulysses */
+#define MANIFEST_MAX_BYTES (64u << 20) /* a manifest file larger than this is refused */
+
+#define MANIFEST_DEFAULT_STEPS 28
+#define MANIFEST_DEFAULT_GUIDANCE 3.5
+#define MANIFEST_DEFAULT_TRUE_CFG 1.0 /* 1 = off */
+#define MANIFEST_DEFAULT_SIDE 1024
+#define MANIFEST_DEFAULT_SEED 0
+#define MANIFEST_DEFAULT_SEQ_LEN 512
+#define MANIFEST_DEFAULT_OUTPUT_DIR "out"
+#define MANIFEST_DEFAULT_NAME "{index:05d}-{seed}-{slug}.png"
+
+/* A position in the manifest (or a prompts file): 1-based line and column; col 0 = unknown
+ * (JSONL prompts files report lines only). */
+typedef struct manifest_mark {
+    int line;
+    int col;
+} manifest_mark;
+
+typedef struct manifest_size {
+    int width, height; /* pixels, multiples of MANIFEST_SIDE_MULTIPLE */
+} manifest_size;
+
+/* Seeds: an explicit list (list != NULL, n entries) or the range start, start+1, ...,
+ * start+n-1 (list == NULL). Use manifest_seed_at to read the k-th. */
+typedef struct manifest_seeds {
+    uint64_t *list;
+    size_t n;
+    uint64_t start;
+} manifest_seeds;
+
+/* Bits of manifest_settings.set: which fields were given. */
+enum {
+    MANIFEST_SET_STEPS = 1u << 0,
+    MANIFEST_SET_GUIDANCE = 1u << 1,
+    MANIFEST_SET_TRUE_CFG = 1u << 2,
+    MANIFEST_SET_SEQ_LEN = 1u << 3,
+    MANIFEST_SET_NEGATIVE = 1u << 4,
+    MANIFEST_SET_SEED = 1u << 5,  /* a single `seed:` */
+    MANIFEST_SET_SEEDS = 1u << 6, /* `seeds:` list or count */
+    MANIFEST_SET_WIDTH = 1u << 7,
+    MANIFEST_SET_HEIGHT = 1u << 8,
+    MANIFEST_SET_SIZES = 1u << 9,
+    MANIFEST_SET_REPEATS = 1u << 10
+};
+
+/* Generation settings. In manifest.base every scalar field holds its value (given or
+ * default); seeds/sizes/repeats hold the top-level `seeds:`, `sizes:`, `repeats:` when their
+ * bit is set. In a prompt's overrides only the fields whose bit is set mean anything. */
+typedef struct manifest_settings {
+    unsigned set;
+    int steps;
+    double guidance;
+    double true_cfg;
+    int max_sequence_length;
+    char *negative_prompt; /* "" = none; never NULL in base */
+    uint64_t seed;
+    int width, height;
+    manifest_seeds seeds;
+    manifest_size *sizes;
+    size_t n_sizes;
+    int repeats;
+} manifest_settings;
+
+/* One prompt of the inline `prompts:` list (a prompts file yields the same, one at a time). */
+typedef struct manifest_prompt {
+    char *text; /* UTF-8, not empty */
+    manifest_settings over;
+    manifest_mark mark; /* where the prompt is (manifest line:col, or prompts-file line) */
+} manifest_prompt;
+
+typedef enum manifest_prompts_format {
+    MANIFEST_PROMPTS_TEXT = 0, /* one prompt per line, blank lines and # comments skipped */
+    MANIFEST_PROMPTS_JSONL = 1 /* one JSON object per line: {"prompt": ..., overrides} */
+} manifest_prompts_format;
+
+typedef struct manifest_parallel {
+    int is_auto;      /* `parallel: auto` (also when absent): the grid is chosen at run time */
+    int dp;           /* 0 = the rest: world_size / (ring * ulysses) */
+    int ring;         /* >= 1 */
+    int ulysses;      /* >= 1 */
+    int anything;     /* 0/1: allow uneven sequence and head splits */
+} manifest_parallel;
+
+typedef struct manifest {
+    char *path;     /* the manifest's path as given (for messages) */
+    char *base_dir; /* its folder ("" when the path has none): relative inputs resolve here */
+
+    char *model;          /* "builtin:NAME" or a folder path, resolved against base_dir */
+    int model_is_builtin; /* 1 for "builtin:..." */
+    manifest_mark model_mark;
+
+    char *output_dir;    /* relative paths are relative to the working directory */
+    char *name_template; /* checked: see jobs/job_items.h for the template language */
+    manifest_mark name_mark;
+
+    manifest_settings base;
+
+    manifest_prompt *prompts; /* inline prompts, in order */
+    size_t n_prompts;
+
+    char *prompts_file; /* NULL, or the path resolved against base_dir */
+    manifest_prompts_format prompts_format; /* by extension: .jsonl / .json = JSONL */
+    manifest_mark prompts_file_mark;
+
+    manifest_parallel parallel;
+} manifest;
+
+/* Command-line overrides for what changes between runs of the same manifest. Zero / NULL
+ * fields change nothing; anything = -1 keeps the manifest's value. */
+typedef struct manifest_overrides {
+    const char *output_dir;
+    int dp, ring, ulysses;
+    int anything;
+} manifest_overrides;
+#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1}
+
+/* Flags of manifest_parse_bytes / manifest_load. */
+enum {
+    MANIFEST_CHECK_FILES = 1u << 0 /* prompts_file must exist and be readable; a model path
+                                    * must be a folder (rank 0 only) */
+};
+
+/* Parse and validate a manifest from bytes (any bytes: the parser is fuzzed). path names it
+ * in messages and gives the folder relative inputs resolve against. On success *out is a new
+ * manifest (free with manifest_free); on failure *out is NULL and err has
+ * where = "PATH:LINE:COL". */
+cpdit_status manifest_parse_bytes(const char *path, const char *bytes, size_t len,
+                                  unsigned flags, manifest **out, cpdit_error *err);
+
+/* Read the file at path (at most MANIFEST_MAX_BYTES) into a new buffer: *bytes (caller frees)
+ * and *len. Errors name the path. */
+cpdit_status manifest_read_file(const char *path, char **bytes, size_t *len, cpdit_error *err);
+
+/* manifest_read_file + manifest_parse_bytes. */
+cpdit_status manifest_load(const char *path, unsigned flags, manifest **out, cpdit_error *err);
+
+/* Apply command-line overrides (checked: degrees in 1..MANIFEST_DEGREE_MAX, a non-empty
+ * folder). Giving any of dp/ring/ulysses turns `parallel: auto` into explicit degrees with the
+ * others at 1 (dp: the rest). Errors: CPDIT_ERR_INPUT, where = the option. */
+cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
+                                      cpdit_error *err);
+
+void manifest_free(manifest *m);
+
+/* The k-th seed (k < s->n). */
+uint64_t manifest_seed_at(const manifest_seeds *s, size_t k);
+
+/* Resolve a relative path against the manifest's folder ("dir/rel"; absolute paths and an
+ * empty base_dir give a copy of rel). Caller frees; NULL when out of memory. */
+char *manifest_resolve_path(const char *base_dir, const char *rel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
