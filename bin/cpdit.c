@@ -50,7 +50,7 @@ static const cli_command commands[] = {
      "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
      "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
-     cmd_not_in_build},
+     cmd_run},
     {"submit", "write an sbatch script for a manifest and submit it",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
      "\n"

@@ -18,7 +18,7 @@
 #include "image_postprocess.h"
 #include "latent_pack.h"
 #include "model_folder.h"
-#include "pipeline_text.h"
+#include "text_encode.h"
 #include "safetensors.h"
 #include "torch_rng.h"
 #include "vae_decoder.h"
@@ -33,7 +33,7 @@ struct pipeline {
     char *model_dir;
     flux_transformer *transformer;
     vae_decoder *vae;          /* loaded on first decode (CP rank 0 only needs it) */
-    pipeline_text *text;
+    text_encoders *text;
     flow_schedule_config sched;
     int latent_channels;       /* transformer in_channels / 4 */
 };
@@ -79,14 +79,14 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
     p->latent_channels = tc->in_channels / (FLUX_PACK * FLUX_PACK);
     if ((st = flow_schedule_config_load(dir, &p->sched, err)))
         goto fail;
-    if ((st = pipeline_text_open(&p->text, dir, err)))
+    if ((st = text_encoders_load(dir, NULL, &p->text, err)))
         goto fail;
-    if (pipeline_text_pooled_dim(p->text) != tc->pooled_projection_dim ||
-        pipeline_text_t5_dim(p->text) != tc->joint_attention_dim) {
+    if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||
+        text_encoders_t5_dim(p->text) != tc->joint_attention_dim) {
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
                              "text encoders give pooled %d / tokens %d wide, the transformer "
                              "wants pooled_projection_dim %d / joint_attention_dim %d",
-                             pipeline_text_pooled_dim(p->text), pipeline_text_t5_dim(p->text),
+                             text_encoders_pooled_dim(p->text), text_encoders_t5_dim(p->text),
                              tc->pooled_projection_dim, tc->joint_attention_dim);
         goto fail;
     }
@@ -103,7 +103,7 @@ void pipeline_close(pipeline *p)
         return;
     flux_transformer_close(p->transformer);
     vae_decoder_free(p->vae);
-    pipeline_text_close(p->text);
+    text_encoders_free(p->text);
     free(p->model_dir);
     free(p);
 }
@@ -269,10 +269,10 @@ static cpdit_status prepare_item(pipeline *p, const pipeline_params *prm, const 
     }
     if (!b->pooled || !b->t5 || (cfg && (!b->pooled_neg || !b->t5_neg)))
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
-    if ((st = pipeline_text_encode(p->text, prm->prompt, L, b->pooled, b->t5, err)))
+    if ((st = text_encode(p->text, &prm->prompt, NULL, 1, L, b->pooled, b->t5, NULL, err)))
         return st;
-    if (cfg && (st = pipeline_text_encode(p->text, prm->negative_prompt, L, b->pooled_neg,
-                                          b->t5_neg, err)))
+    if (cfg && (st = text_encode(p->text, &prm->negative_prompt, NULL, 1, L, b->pooled_neg,
+                                 b->t5_neg, NULL, err)))
         return st;
 
     /* 2. noise, the same on every rank: torch.randn((1, C, H/8, W/8), generator(seed)) */
@@ -308,7 +308,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     const int cp_size = g ? g->cp_size : 1, cp_rank = g ? g->cp_rank : 0;
     const int C = p->latent_channels, W64 = tc->in_channels;
     const int L = t5_length(p, prm);
-    const int pooled_dim = tc->pooled_projection_dim, t5_dim = tc->joint_attention_dim;
+    const int t5_dim = tc->joint_attention_dim;
     int lh, lw;
     flux_latent_dims(prm->height, prm->width, &lh, &lw, NULL);
     const int S = (lh / FLUX_PACK) * (lw / FLUX_PACK);

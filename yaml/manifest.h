@@ -180,6 +180,18 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
 
 void manifest_free(manifest *m);
 
+/* One line of a prompts file (without its line break) into *out.
+ *   TEXT:  leading/trailing spaces (and a trailing \r) are dropped; an empty line or one
+ *          starting with '#' is skipped; anything else is the prompt, verbatim.
+ *   JSONL: an empty line is skipped; else a JSON string (the prompt) or an object
+ *          {"prompt": ..., overrides} with the keys and types of an inline prompt mapping.
+ * A skipped line gives CPDIT_OK with out->text == NULL. Errors: CPDIT_ERR_INPUT with
+ * where = "FILE:LINE". line_no is 1-based. Free *out with manifest_prompt_free. */
+cpdit_status manifest_prompt_parse_line(manifest_prompts_format format, const char *file,
+                                        int line_no, const char *line, size_t len,
+                                        manifest_prompt *out, cpdit_error *err);
+void manifest_prompt_free(manifest_prompt *p);
+
 /* The k-th seed (k < s->n). */
 uint64_t manifest_seed_at(const manifest_seeds *s, size_t k);
 

@@ -1,0 +1,133 @@
+/* job_check.c — `cpdit run MANIFEST --check`: validate everything a run would, print the
+ * expanded plan, write nothing (see job_run.h). */
+#include "jobs/job_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "jobs/job_index.h"
+
+#define CHECK_SHOW_ITEMS 8     /* items listed under "first items" */
+#define CHECK_PROMPT_CHARS 48  /* prompt text shown per item, bytes (cut at a UTF-8 start) */
+#define CHECK_SIZES_SHOWN 6
+
+/* The first bytes of s, at most max, not cutting a UTF-8 character; "..." when cut. */
+static void short_text(const char *s, char *buf, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max) {
+        memcpy(buf, s, n + 1);
+        return;
+    }
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--;
+    memcpy(buf, s, max);
+    memcpy(buf + max, "...", 4);
+}
+
+static void print_grid(FILE *out, const manifest_parallel *p)
+{
+    if (p->is_auto) {
+        fprintf(out, "grid:      auto (chosen at run time from the rank count and the machine)\n");
+        return;
+    }
+    int cp = p->ring * p->ulysses;
+    if (p->dp)
+        fprintf(out, "grid:      dp %d x ring %d x ulysses %d = %d ranks%s\n", p->dp, p->ring,
+                p->ulysses, p->dp * cp, p->anything ? ", anything" : "");
+    else
+        fprintf(out, "grid:      ring %d x ulysses %d per group, dp = ranks / %d%s\n", p->ring,
+                p->ulysses, cp, p->anything ? ", anything" : "");
+}
+
+cpdit_status manifest_check_command(const char *path, const manifest_overrides *ov, FILE *out,
+                                    cpdit_error *err)
+{
+    manifest *m = NULL;
+    cpdit_status st = manifest_load(path, MANIFEST_CHECK_FILES, &m, err);
+    if (!st)
+        st = manifest_apply_overrides(m, ov, err);
+    job_items *it = NULL;
+    if (!st)
+        st = job_items_open(m, NULL, JOB_ITEMS_CHECK_UNIQUE, &it, err);
+    if (st) {
+        manifest_free(m);
+        return st;
+    }
+    struct stat sb;
+    int out_exists = stat(m->output_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+    int dp = m->parallel.is_auto ? 0 : m->parallel.dp;
+    job_item first[CHECK_SHOW_ITEMS];
+    size_t n_first = 0;
+    uint64_t n = 0, done = 0;
+    const job_item *x;
+    while (!(st = job_items_next(it, &x, err)) && x) {
+        if (n_first < CHECK_SHOW_ITEMS && !(st = job_item_copy(&first[n_first], x, err)))
+            n_first++;
+        if (st)
+            break;
+        if (out_exists) {
+            char *p = job_path_join(m->output_dir, x->file);
+            done += p && job_png_is_complete(p);
+            free(p);
+        }
+        n++;
+    }
+    uint64_t n_prompts = job_items_prompt_count(it);
+    job_items_close(it);
+    if (!st) {
+        const manifest_settings *b = &m->base;
+        fprintf(out, "manifest:  %s (valid)\n", m->path);
+        fprintf(out, "model:     %s\n", m->model);
+        fprintf(out, "prompts:   %llu (%zu inline", (unsigned long long)n_prompts, m->n_prompts);
+        if (m->prompts_file)
+            fprintf(out, ", %llu from %s", (unsigned long long)(n_prompts - m->n_prompts),
+                    m->prompts_file);
+        fprintf(out, ")\n");
+        uint64_t product = n_prompts * b->n_sizes * b->seeds.n * (uint64_t)b->repeats;
+        if (product == n)
+            fprintf(out, "items:     %llu = %llu prompts x %zu sizes x %zu seeds x %d repeats\n",
+                    (unsigned long long)n, (unsigned long long)n_prompts, b->n_sizes,
+                    b->seeds.n, b->repeats);
+        else
+            fprintf(out, "items:     %llu (some prompts override seeds, sizes or repeats)\n",
+                    (unsigned long long)n);
+        fprintf(out, "sizes:    ");
+        for (size_t i = 0; i < b->n_sizes && i < CHECK_SIZES_SHOWN; i++)
+            fprintf(out, " %dx%d", b->sizes[i].width, b->sizes[i].height);
+        fprintf(out, "%s\n", b->n_sizes > CHECK_SIZES_SHOWN ? " ..." : "");
+        fprintf(out, "defaults:  steps %d, guidance %g, true_cfg %g, max_sequence_length %d%s\n",
+                b->steps, b->guidance, b->true_cfg, b->max_sequence_length,
+                b->negative_prompt[0] ? ", with a negative prompt" : "");
+        print_grid(out, &m->parallel);
+        fprintf(out, "output:    %s/%s (index %s/%s)\n", m->output_dir, m->name_template,
+                m->output_dir, JOB_INDEX_FILE_NAME);
+        if (out_exists)
+            fprintf(out, "resume:    %llu of %llu items already done (complete PNGs); %llu to "
+                    "do\n", (unsigned long long)done, (unsigned long long)n,
+                    (unsigned long long)(n - done));
+        else
+            fprintf(out, "resume:    the output folder does not exist yet; %llu to do\n",
+                    (unsigned long long)n);
+        fprintf(out, "first items:\n  %7s %s %10s %9s %5s  %-32s %s\n", "index",
+                dp ? "group" : "", "seed", "size", "steps", "file", "prompt");
+        for (size_t i = 0; i < n_first; i++) {
+            const job_item *y = &first[i];
+            char size[32], group[16] = "", text[CHECK_PROMPT_CHARS + 4];
+            snprintf(size, sizeof size, "%dx%d", y->width, y->height);
+            if (dp)
+                snprintf(group, sizeof group, "%5d", job_assign_group(y->index, dp));
+            short_text(y->prompt, text, CHECK_PROMPT_CHARS);
+            fprintf(out, "  %7llu %s %10llu %9s %5d  %-32s %s\n",
+                    (unsigned long long)y->index, group, (unsigned long long)y->seed, size,
+                    y->steps, y->file, text);
+        }
+        if (n > n_first)
+            fprintf(out, "  ... %llu more\n", (unsigned long long)(n - n_first));
+    }
+    for (size_t i = 0; i < n_first; i++)
+        job_item_free(&first[i]);
+    manifest_free(m);
+    return st;
+}

@@ -1,0 +1,271 @@
+/* job_index.c — index lines (jansson), single-write appends, the tolerant reader, PNG
+ * completeness and temp-file cleanup (see job_index.h). */
+#include "jobs/job_index.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic_file.h"
+
+/* Digits kept for reals (guidance, seconds): enough for any value a user types. */
+#define INDEX_REAL_PRECISION 10
+#define NEW_FILE_MODE 0666 /* before the umask, as fopen() would */
+#define PNG_SIGNATURE_LEN 8
+#define PNG_IEND_CHUNK_LEN 12 /* length 0, "IEND", CRC */
+#define READ_CHUNK (1 << 20)
+
+static const unsigned char PNG_SIGNATURE[PNG_SIGNATURE_LEN] = {0x89, 'P',  'N',  'G',
+                                                               0x0d, 0x0a, 0x1a, 0x0a};
+static const unsigned char PNG_IEND[PNG_IEND_CHUNK_LEN] = {0, 0, 0, 0, 'I', 'E',
+                                                           'N', 'D', 0xae, 0x42, 0x60, 0x82};
+
+char *job_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    int slash = a > 0 && dir[a - 1] != '/';
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    if (slash)
+        p[a++] = '/';
+    memcpy(p + a, name, b + 1);
+    return p;
+}
+
+char *job_index_line(const job_item *item, const job_grid_info *grid, double seconds,
+                     const char *error, size_t *len)
+{
+    json_t *o = json_object();
+    json_t *g = grid ? json_pack("{s:i,s:i,s:i}", "dp", grid->dp, "ring", grid->ring,
+                                 "ulysses", grid->ulysses)
+                     : json_null();
+    if (!o || !g) {
+        json_decref(o);
+        json_decref(g);
+        return NULL;
+    }
+    int bad = 0;
+    bad |= json_object_set_new(o, "index", json_integer((json_int_t)item->index));
+    bad |= json_object_set_new(o, "prompt", json_string(item->prompt));
+    bad |= json_object_set_new(o, "seed", json_integer((json_int_t)item->seed));
+    bad |= json_object_set_new(o, "width", json_integer(item->width));
+    bad |= json_object_set_new(o, "height", json_integer(item->height));
+    bad |= json_object_set_new(o, "steps", json_integer(item->steps));
+    bad |= json_object_set_new(o, "guidance", json_real(item->guidance));
+    bad |= json_object_set_new(o, "grid", g);
+    bad |= json_object_set_new(o, "seconds", seconds >= 0 ? json_real(seconds) : json_null());
+    bad |= json_object_set_new(o, "file", json_string(item->file));
+    bad |= json_object_set_new(o, "status", json_string(error ? "failed" : "ok"));
+    bad |= json_object_set_new(o, "error", error ? json_string(error) : json_null());
+    char *text = bad ? NULL
+                     : json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                         JSON_REAL_PRECISION(INDEX_REAL_PRECISION));
+    json_decref(o);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *line = realloc(text, n + 2);
+    if (!line) {
+        free(text);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    if (len)
+        *len = n + 1;
+    return line;
+}
+
+cpdit_status job_index_append(const char *path, const char *line, size_t len,
+                              cpdit_error *err)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, NEW_FILE_MODE);
+    if (fd < 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot open the index: %s",
+                               strerror(errno));
+    ssize_t n;
+    do
+        n = write(fd, line, len);
+    while (n < 0 && errno == EINTR);
+    int e = errno;
+    int rc = close(fd);
+    if (n < 0 || (size_t)n != len)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path,
+                               "appending an index line: %s (wrote %zd of %zu bytes)",
+                               n < 0 ? strerror(e) : "short write", n < 0 ? (ssize_t)0 : n,
+                               len);
+    if (rc != 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "closing the index: %s",
+                               strerror(errno));
+    return CPDIT_OK;
+}
+
+void job_index_contents_free(job_index_contents *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        free(c->entries[i].file);
+    free(c->entries);
+    free(c->bytes);
+    memset(c, 0, sizeof *c);
+}
+
+/* The whole file into a new buffer; a missing file is empty. */
+static cpdit_status slurp(const char *path, char **bytes, size_t *len, cpdit_error *err)
+{
+    *bytes = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return CPDIT_OK;
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot open the index: %s",
+                               strerror(errno));
+    }
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n + READ_CHUNK > cap) {
+            char *nb = realloc(buf, cap + READ_CHUNK + 1);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "out of memory");
+            }
+            buf = nb;
+            cap += READ_CHUNK;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "reading the index: %s",
+                                   strerror(e));
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *bytes = buf;
+    *len = n;
+    return CPDIT_OK;
+}
+
+cpdit_status job_index_read(const char *path, job_index_contents *out, cpdit_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cpdit_status st = slurp(path, &out->bytes, &out->len, err);
+    if (st)
+        return st;
+    size_t cap = 0, pos = 0;
+    while (pos < out->len) {
+        char *nl = memchr(out->bytes + pos, '\n', out->len - pos);
+        if (!nl) { /* torn last line (killed mid-write): ignored */
+            out->torn_bytes = out->len - pos;
+            break;
+        }
+        size_t llen = (size_t)(nl - (out->bytes + pos)) + 1;
+        json_error_t jerr;
+        json_t *j = json_loadb(out->bytes + pos, llen - 1, 0, &jerr);
+        const char *file = j ? json_string_value(json_object_get(j, "file")) : NULL;
+        const char *status = j ? json_string_value(json_object_get(j, "status")) : NULL;
+        if (!file || !status) {
+            if (llen > 1) /* an empty line is not worth counting */
+                out->n_corrupt++;
+        } else {
+            if (out->n == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                job_index_entry *e = realloc(out->entries, nc * sizeof *e);
+                if (!e) {
+                    json_decref(j);
+                    job_index_contents_free(out);
+                    return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "out of memory");
+                }
+                out->entries = e;
+                cap = nc;
+            }
+            job_index_entry *e = &out->entries[out->n];
+            e->file = strdup(file);
+            e->ok = strcmp(status, "ok") == 0;
+            e->off = pos;
+            e->len = llen;
+            if (!e->file) {
+                json_decref(j);
+                job_index_contents_free(out);
+                return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "out of memory");
+            }
+            out->n++;
+        }
+        json_decref(j);
+        pos += llen;
+    }
+    return CPDIT_OK;
+}
+
+int job_png_is_complete(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    unsigned char head[PNG_SIGNATURE_LEN], tail[PNG_IEND_CHUNK_LEN];
+    struct stat st;
+    int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+             st.st_size >= PNG_SIGNATURE_LEN + PNG_IEND_CHUNK_LEN &&
+             pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+             pread(fd, tail, sizeof tail, st.st_size - PNG_IEND_CHUNK_LEN) ==
+                 (ssize_t)sizeof tail &&
+             memcmp(head, PNG_SIGNATURE, sizeof head) == 0 &&
+             memcmp(tail, PNG_IEND, sizeof tail) == 0;
+    close(fd);
+    return ok;
+}
+
+cpdit_status job_remove_temp_files(const char *dir, int *removed, cpdit_error *err)
+{
+    if (removed)
+        *removed = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return CPDIT_OK;
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "cannot list the output folder: %s",
+                               strerror(errno));
+    }
+    cpdit_status st = CPDIT_OK;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!atomic_file_is_temp_name(e->d_name))
+            continue;
+        char *p = job_path_join(dir, e->d_name);
+        if (!p) {
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+            break;
+        }
+        if (unlink(p) == 0) {
+            if (removed)
+                (*removed)++;
+        } else if (errno != ENOENT) {
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, p, "cannot remove a stale temporary "
+                                 "file: %s", strerror(errno));
+            free(p);
+            break;
+        }
+        free(p);
+    }
+    closedir(d);
+    return st;
+}

@@ -1,0 +1,112 @@
+/* job_index.h — the JSONL index of a batch run, PNG completeness, and resume.
+ *
+ * THE INDEX. OUTPUT_DIR/index.jsonl gets one line per finished or failed item, written by
+ * the group leader that rendered it:
+ *   {"index":3,"prompt":"a red fox","seed":2,"width":208,"height":208,"steps":4,
+ *    "guidance":3.5,"grid":{"dp":2,"ring":1,"ulysses":2},"seconds":1.25,
+ *    "file":"00003-2-a-red-fox.png","status":"ok","error":null}
+ * status is "ok" or "failed" (then error is the reason and no PNG exists); seconds is the
+ * leader's wall time for the item (render + PNG), null for a line re-made on resume (grid is
+ * then null too). A line is appended with ONE write() on a descriptor opened with O_APPEND,
+ * so lines of several groups never interleave on a local or POSIX-compliant parallel file
+ * system (Lustre, GPFS); NFS does not promise atomic appends from several clients.
+ *
+ * READING tolerates what a SIGKILL can leave: trailing bytes without a final '\n' (a torn
+ * line) are ignored, as is any complete line that is not a JSON object with a "file" string.
+ *
+ * RESUME (rank 0, before any group starts). An item is done iff its PNG exists and is
+ * complete (PNG signature at the start, IEND chunk at the end). Then the index is rewritten
+ * (atomically, only when it changes) to hold exactly: the last "ok" line of each file whose
+ * PNG is complete, in their old order, followed by a new line for each done item that had
+ * none (a PNG written just before a kill). "ok" lines whose PNG is gone or damaged (those
+ * items are redone), "failed" lines (those items are retried), duplicates and torn or
+ * corrupt lines are dropped. So after a run that finishes, the index has exactly one line per
+ * item. Stale temporary files (lib/atomic_file.h's ".NAME.tmp.XXXXXX") are removed from the
+ * output folder first: one job per output folder at a time.
+ */
+#ifndef CPDIT_JOB_INDEX_H
+#define CPDIT_JOB_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpdit_error.h"
+#include "jobs/job_items.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JOB_INDEX_FILE_NAME "index.jsonl"
+
+/* Degrees written into "grid". */
+typedef struct job_grid_info {
+    int dp, ring, ulysses;
+} job_grid_info;
+
+/* One index line for item, '\n'-terminated, as a new string (*len its length, may be NULL).
+ * error NULL → status "ok"; else "failed" with that reason. grid NULL and seconds < 0 are
+ * written as null. NULL when out of memory. */
+char *job_index_line(const job_item *item, const job_grid_info *grid, double seconds,
+                     const char *error, size_t *len);
+
+/* Append line (len bytes, ending in '\n') to the index at path with a single write() on an
+ * O_APPEND descriptor (the file is created 0666 & ~umask when missing). A short write is an
+ * error (CPDIT_ERR_RUNTIME: no space, quota). */
+cpdit_status job_index_append(const char *path, const char *line, size_t len,
+                              cpdit_error *err);
+
+typedef struct job_index_entry {
+    char *file; /* "file" of the line */
+    int ok;     /* status "ok" */
+    size_t off, len; /* the line in job_index_contents.bytes, '\n' included */
+} job_index_entry;
+
+typedef struct job_index_contents {
+    char *bytes; /* the whole file */
+    size_t len;
+    job_index_entry *entries; /* valid lines, in file order */
+    size_t n;
+    size_t torn_bytes; /* trailing bytes without '\n', ignored */
+    size_t n_corrupt;  /* complete lines that are not index records, ignored */
+} job_index_contents;
+
+/* Read and split the index at path. A missing file is an empty index. */
+cpdit_status job_index_read(const char *path, job_index_contents *out, cpdit_error *err);
+void job_index_contents_free(job_index_contents *c);
+
+/* 1 when path is a complete PNG file (signature + final IEND chunk), else 0. */
+int job_png_is_complete(const char *path);
+
+/* Remove the temporary files (atomic_file_is_temp_name) in dir; *removed = how many (may be
+ * NULL). A missing folder is fine. */
+cpdit_status job_remove_temp_files(const char *dir, int *removed, cpdit_error *err);
+
+/* ---------------------------------------------------------------- resume (job_resume.c) */
+typedef struct job_resume job_resume;
+
+typedef struct job_resume_stats {
+    uint64_t items;        /* items seen */
+    uint64_t done;         /* items whose PNG is complete */
+    uint64_t reindexed;    /* done items that had no "ok" line: a line was added */
+    uint64_t dropped;      /* index lines dropped (failed, missing PNG, duplicate, corrupt) */
+    size_t torn_bytes;     /* a torn last line's bytes, dropped */
+    int rewritten;         /* 1 when the index file was rewritten */
+} job_resume_stats;
+
+/* Read OUT_DIR's index. */
+cpdit_status job_resume_begin(const char *out_dir, job_resume **out, cpdit_error *err);
+/* Call for every item of the manifest, in order: *done = 1 when its PNG is complete. */
+cpdit_status job_resume_item(job_resume *r, const job_item *item, int *done,
+                             cpdit_error *err);
+/* Rewrite the index as described above (when it changes); stats may be NULL. */
+cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_error *err);
+void job_resume_free(job_resume *r);
+
+/* "dir/name" as a new string (NULL when out of memory). */
+char *job_path_join(const char *dir, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,211 @@
+/* job_progress.c — rank 0's progress line and the final summary table of a batch run.
+ *
+ * Progress counts the lines appended to the index since the run started (every group's
+ * leader appends one per finished or failed item), so rank 0 sees all groups without extra
+ * messages. On a terminal it is one live line redrawn in place:
+ *   [cpdit] 12/100 items (1 failed)  1.93 s/item  ETA 2m50s
+ * otherwise (a log file, Slurm output) the same text as a plain line at most once per
+ * interval, and once at the end. Rank 0 polls between its own items and while it waits for
+ * the other groups. CPDIT_PROGRESS=live|plain overrides the choice.
+ */
+#include "jobs/job_run_internal.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAIL_CHUNK 65536
+#define SECONDS_PER_MINUTE 60
+#define SECONDS_PER_HOUR 3600
+
+double job_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Live line or plain lines: CPDIT_PROGRESS=live|plain decides; otherwise live on a terminal,
+ * except under Open MPI's mpirun, which gives every rank a pseudo-terminal even when its own
+ * output goes to a file. */
+static int live_wanted(FILE *log)
+{
+    const char *mode = getenv("CPDIT_PROGRESS");
+    if (mode && !strcmp(mode, "live"))
+        return 1;
+    if (mode && !strcmp(mode, "plain"))
+        return 0;
+    return isatty(fileno(log)) && !getenv("OMPI_COMM_WORLD_SIZE");
+}
+
+void job_progress_init(job_progress *p, FILE *log, const char *index_path, uint64_t todo,
+                       double interval)
+{
+    memset(p, 0, sizeof *p);
+    p->log = log;
+    p->tty = live_wanted(log);
+    p->interval = interval > 0 ? interval : JOB_PROGRESS_INTERVAL_DEFAULT;
+    p->t_start = p->t_last = job_now();
+    p->index_path = strdup(index_path);
+    p->todo = todo;
+    int fd = open(index_path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        p->offset = lseek(fd, 0, SEEK_END);
+        if (p->offset < 0)
+            p->offset = 0;
+        close(fd);
+    }
+}
+
+void job_progress_free(job_progress *p)
+{
+    if (p->line_open) {
+        fputc('\n', p->log);
+        fflush(p->log);
+    }
+    free(p->index_path);
+    p->index_path = NULL;
+}
+
+/* Count the complete lines appended since the last call. */
+static void count_new_lines(job_progress *p)
+{
+    if (!p->index_path)
+        return;
+    int fd = open(p->index_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char *buf = malloc(TAIL_CHUNK);
+    char *line = NULL;
+    size_t line_len = 0;
+    off_t pos = p->offset;
+    ssize_t n;
+    while (buf && (n = pread(fd, buf, TAIL_CHUNK, pos)) > 0) {
+        size_t start = 0;
+        for (size_t i = 0; i < (size_t)n; i++) {
+            if (buf[i] != '\n')
+                continue;
+            /* a line: buf[start..i), after any piece carried from the previous chunk */
+            json_error_t jerr;
+            json_t *j;
+            if (line_len) {
+                char *l = realloc(line, line_len + (i - start));
+                if (!l)
+                    break;
+                line = l;
+                memcpy(line + line_len, buf + start, i - start);
+                j = json_loadb(line, line_len + (i - start), 0, &jerr);
+                line_len = 0;
+            } else {
+                j = json_loadb(buf + start, i - start, 0, &jerr);
+            }
+            const char *status = json_string_value(json_object_get(j, "status"));
+            if (status) {
+                p->finished++;
+                p->failed += strcmp(status, "failed") == 0;
+            }
+            json_decref(j);
+            p->offset = pos + (off_t)i + 1;
+            start = i + 1;
+        }
+        if (start < (size_t)n) { /* an unfinished piece: keep it for the next chunk */
+            char *l = realloc(line, line_len + ((size_t)n - start));
+            if (!l)
+                break;
+            line = l;
+            memcpy(line + line_len, buf + start, (size_t)n - start);
+            line_len += (size_t)n - start;
+        }
+        pos += n;
+    }
+    free(line);
+    free(buf);
+    close(fd);
+}
+
+static void fmt_duration(double s, char *buf, size_t size)
+{
+    long t = s > 0 ? (long)(s + 0.5) : 0;
+    if (t >= SECONDS_PER_HOUR)
+        snprintf(buf, size, "%ldh%02ldm", t / SECONDS_PER_HOUR,
+                 (t % SECONDS_PER_HOUR) / SECONDS_PER_MINUTE);
+    else if (t >= SECONDS_PER_MINUTE)
+        snprintf(buf, size, "%ldm%02lds", t / SECONDS_PER_MINUTE, t % SECONDS_PER_MINUTE);
+    else
+        snprintf(buf, size, "%lds", t);
+}
+
+void job_progress_poll(job_progress *p, int force)
+{
+    count_new_lines(p);
+    double now = job_now();
+    if (!force && !p->tty && now - p->t_last < p->interval)
+        return;
+    p->t_last = now;
+    double elapsed = now - p->t_start;
+    char rate[48] = "", eta[48] = "";
+    if (p->finished > 0) {
+        double per = elapsed / (double)p->finished;
+        uint64_t rest = p->todo > p->finished ? p->todo - p->finished : 0;
+        snprintf(rate, sizeof rate, "  %.3g s/item", per);
+        char d[24];
+        fmt_duration(per * (double)rest, d, sizeof d);
+        snprintf(eta, sizeof eta, "  ETA %s", d);
+    }
+    char failed[48] = "";
+    if (p->failed)
+        snprintf(failed, sizeof failed, " (%llu failed)", (unsigned long long)p->failed);
+    if (p->tty) {
+        fprintf(p->log, "\r[cpdit] %llu/%llu items%s%s%s\033[K",
+                (unsigned long long)p->finished, (unsigned long long)p->todo, failed, rate,
+                eta);
+        p->line_open = 1;
+    } else {
+        fprintf(p->log, "[cpdit] progress: %llu/%llu items%s%s%s\n",
+                (unsigned long long)p->finished, (unsigned long long)p->todo, failed, rate,
+                eta);
+    }
+    fflush(p->log);
+}
+
+void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
+                       int cp_size, const job_summary *s, const char *index_path)
+{
+    fprintf(log, "\ncpdit run summary: %s, grid dp %d x ring %d x ulysses %d (%d ranks)\n",
+            m->path, s->dp, s->ring, s->ulysses, dp * cp_size);
+    fprintf(log, "%6s  %-13s %8s %8s %8s %8s %10s\n", "group", "ranks", "items", "done",
+            "failed", "left", "s/item");
+    for (int g = 0; g < dp; g++) {
+        const job_group_stats *x = &groups[g];
+        char ranks[32], per[32] = "-";
+        if (cp_size > 1)
+            snprintf(ranks, sizeof ranks, "%d-%d", g * cp_size, g * cp_size + cp_size - 1);
+        else
+            snprintf(ranks, sizeof ranks, "%d", g);
+        if (x->done + x->failed > 0)
+            snprintf(per, sizeof per, "%.3f", x->seconds / (double)(x->done + x->failed));
+        fprintf(log, "%6d  %-13s %8lld %8lld %8lld %8lld %10s\n", g, ranks, x->todo, x->done,
+                x->failed, x->left, per);
+    }
+    fprintf(log, "%6s  %-13d %8llu %8llu %8llu %8llu\n", "total", dp * cp_size,
+            (unsigned long long)(s->done + s->failed + s->left), (unsigned long long)s->done,
+            (unsigned long long)s->failed, (unsigned long long)s->left);
+    fprintf(log, "%llu items in the manifest, %llu already done before this run; %.1f s; "
+            "index %s\n", (unsigned long long)s->items, (unsigned long long)s->already_done,
+            s->seconds, index_path);
+    if (s->stopped)
+        fprintf(log, "stopped by %s: %llu items left for the next run (exit %d: requeue)\n",
+                s->stop_signal == SIGTERM   ? "SIGTERM"
+                : s->stop_signal == SIGUSR1 ? "SIGUSR1"
+                                            : "a stop request",
+                (unsigned long long)s->left, JOB_EXIT_REQUEUE);
+    if (s->failed)
+        fprintf(log, "%llu items failed (status \"failed\" in the index, with the reason); a "
+                "rerun retries them (exit %d)\n", (unsigned long long)s->failed,
+                JOB_EXIT_ITEMS_FAILED);
+    fflush(log);
+}

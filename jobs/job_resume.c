@@ -1,0 +1,171 @@
+/* job_resume.c — which items are done, and the index rewritten to match the PNGs on disk
+ * (the rules are in job_index.h). Runs on rank 0 before any group starts. Cost: one open +
+ * two small reads per item with a PNG, one stat per item without; memory: the old index and
+ * a hash table over its files. */
+#include "jobs/job_index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+
+#define FNV64_OFFSET 0xcbf29ce484222325ull
+#define FNV64_PRIME 0x100000001b3ull
+
+/* What is known about an "ok" line's file. */
+enum { FILE_UNKNOWN = 0, FILE_COMPLETE, FILE_MISSING };
+
+struct job_resume {
+    char *dir;
+    char *index_path;
+    job_index_contents old;
+    size_t *slots; /* hash table: old-entry number + 1 of the LAST ok line per file, 0 empty */
+    size_t n_slots;
+    unsigned char *state; /* per old entry: FILE_* */
+    char *added;          /* new lines for done items that had none */
+    size_t added_len, added_cap;
+    job_resume_stats stats;
+};
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = FNV64_OFFSET;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * FNV64_PRIME;
+    return h;
+}
+
+/* The slot of file: the one holding it, or the empty one where it would go. */
+static size_t find_slot(const job_resume *r, const char *file)
+{
+    size_t j = (size_t)(fnv1a(file) & (r->n_slots - 1));
+    while (r->slots[j] && strcmp(r->old.entries[r->slots[j] - 1].file, file) != 0)
+        j = (j + 1) & (r->n_slots - 1);
+    return j;
+}
+
+void job_resume_free(job_resume *r)
+{
+    if (!r)
+        return;
+    free(r->dir);
+    free(r->index_path);
+    job_index_contents_free(&r->old);
+    free(r->slots);
+    free(r->state);
+    free(r->added);
+    free(r);
+}
+
+cpdit_status job_resume_begin(const char *out_dir, job_resume **out, cpdit_error *err)
+{
+    *out = NULL;
+    job_resume *r = calloc(1, sizeof *r);
+    if (!r || !(r->dir = strdup(out_dir)) ||
+        !(r->index_path = job_path_join(out_dir, JOB_INDEX_FILE_NAME))) {
+        job_resume_free(r);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, out_dir, "out of memory");
+    }
+    cpdit_status st = job_index_read(r->index_path, &r->old, err);
+    if (st) {
+        job_resume_free(r);
+        return st;
+    }
+    r->n_slots = 16;
+    while (r->n_slots < 2 * r->old.n + 2)
+        r->n_slots *= 2;
+    r->slots = calloc(r->n_slots, sizeof *r->slots);
+    r->state = calloc(r->old.n + 1, 1);
+    if (!r->slots || !r->state) {
+        job_resume_free(r);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, out_dir, "out of memory");
+    }
+    for (size_t i = 0; i < r->old.n; i++) /* later lines replace earlier ones */
+        if (r->old.entries[i].ok)
+            r->slots[find_slot(r, r->old.entries[i].file)] = i + 1;
+    *out = r;
+    return CPDIT_OK;
+}
+
+static cpdit_status add_line(job_resume *r, const char *line, size_t len, cpdit_error *err)
+{
+    if (r->added_len + len > r->added_cap) {
+        size_t cap = r->added_cap ? 2 * r->added_cap : 4096;
+        while (cap < r->added_len + len)
+            cap *= 2;
+        char *p = realloc(r->added, cap);
+        if (!p)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->index_path, "out of memory");
+        r->added = p;
+        r->added_cap = cap;
+    }
+    memcpy(r->added + r->added_len, line, len);
+    r->added_len += len;
+    return CPDIT_OK;
+}
+
+cpdit_status job_resume_item(job_resume *r, const job_item *item, int *done, cpdit_error *err)
+{
+    char *path = job_path_join(r->dir, item->file);
+    if (!path)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
+    *done = job_png_is_complete(path);
+    free(path);
+    r->stats.items++;
+    size_t j = find_slot(r, item->file);
+    if (r->slots[j])
+        r->state[r->slots[j] - 1] = *done ? FILE_COMPLETE : FILE_MISSING;
+    if (!*done)
+        return CPDIT_OK;
+    r->stats.done++;
+    if (r->slots[j])
+        return CPDIT_OK;
+    size_t len;
+    char *line = job_index_line(item, NULL, -1.0, NULL, &len);
+    if (!line)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->index_path, "out of memory");
+    cpdit_status st = add_line(r, line, len, err);
+    free(line);
+    r->stats.reindexed++;
+    return st;
+}
+
+cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_error *err)
+{
+    size_t cap = r->old.len + r->added_len + 1, n = 0;
+    char *buf = malloc(cap);
+    if (!buf)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->index_path, "out of memory");
+    size_t kept = 0;
+    for (size_t i = 0; i < r->old.n; i++) {
+        const job_index_entry *e = &r->old.entries[i];
+        int keep = 0;
+        if (e->ok && r->slots[find_slot(r, e->file)] == i + 1) {
+            if (r->state[i] == FILE_UNKNOWN) { /* a file this manifest does not make */
+                char *p = job_path_join(r->dir, e->file);
+                r->state[i] = p && job_png_is_complete(p) ? FILE_COMPLETE : FILE_MISSING;
+                free(p);
+            }
+            keep = r->state[i] == FILE_COMPLETE;
+        }
+        if (keep) {
+            memcpy(buf + n, r->old.bytes + e->off, e->len);
+            n += e->len;
+            kept++;
+        }
+    }
+    memcpy(buf + n, r->added, r->added_len);
+    n += r->added_len;
+    r->stats.dropped = (r->old.n - kept) + r->old.n_corrupt;
+    r->stats.torn_bytes = r->old.torn_bytes;
+    cpdit_status st = CPDIT_OK;
+    int same = n == r->old.len && (n == 0 || memcmp(buf, r->old.bytes, n) == 0);
+    if (!same) {
+        st = atomic_write_buffer(r->index_path, buf, n, err);
+        r->stats.rewritten = st == CPDIT_OK;
+    }
+    free(buf);
+    if (stats)
+        *stats = r->stats;
+    return st;
+}

@@ -1,0 +1,470 @@
+/* job_run.c — the MPI batch runner (the flow, stopping and exit codes are in job_run.h). */
+#include "jobs/job_run_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "build_info.h"
+#include "comm.h"
+#include "jobs/job_index.h"
+#include "png_writer.h"
+
+#define FOLDER_MODE 0777   /* before the umask */
+#define WAIT_POLL_US 20000 /* sleep between polls while waiting for other groups, us */
+#define NUM_TEXT 32
+/* "writing the PNG: " + where + ": " + what */
+#define REASON_MAX (CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 32)
+
+/* ---------------------------------------------------------------- setup */
+static cpdit_status choose_degrees(const manifest *m, const job_runner_hooks *h, MPI_Comm world,
+                                   int deg[3], cpdit_error *err)
+{
+    int rank, size;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+    cpdit_status st = CPDIT_OK;
+    if (m->parallel.is_auto) {
+        deg[0] = size, deg[1] = deg[2] = 1;
+        if (rank == 0 && h->choose_grid)
+            st = h->choose_grid(m, size, &deg[0], &deg[1], &deg[2], h->ctx, err);
+        if ((st = job_bcast_status(world, 0, st, err)))
+            return st;
+        MPI_Bcast(deg, 3, MPI_INT, 0, world);
+    } else {
+        deg[0] = m->parallel.dp, deg[1] = m->parallel.ring, deg[2] = m->parallel.ulysses;
+    }
+    int dp;
+    st = cp_grid_resolve(size, deg[0], deg[1], deg[2], &dp, err);
+    deg[0] = dp;
+    return st;
+}
+
+/* mkdir -p */
+static cpdit_status make_folders(const char *dir, cpdit_error *err)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    cpdit_status st = CPDIT_OK;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char saved = *s;
+        *s = '\0';
+        struct stat sb;
+        if (mkdir(p, FOLDER_MODE) != 0 && errno != EEXIST)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "cannot create folder \"%s\": %s",
+                                 p, strerror(errno));
+        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "\"%s\" is not a folder", p);
+        *s = saved;
+        if (st || saved == '\0')
+            break;
+    }
+    free(p);
+    return st;
+}
+
+/* What expand() hands back. */
+typedef struct job_plan {
+    job_item *mine; /* this group's items that are not done yet, in index order */
+    size_t n_mine, cap_mine;
+    uint64_t n_items, already_done;
+    job_resume_stats resume; /* rank 0 */
+    int temp_removed;        /* rank 0 */
+} job_plan;
+
+static void plan_free(job_plan *p)
+{
+    for (size_t i = 0; i < p->n_mine; i++)
+        job_item_free(&p->mine[i]);
+    free(p->mine);
+    memset(p, 0, sizeof *p);
+}
+
+static cpdit_status keep_item(job_plan *p, const job_item *x, cpdit_error *err)
+{
+    if (p->n_mine == p->cap_mine) {
+        size_t cap = p->cap_mine ? 2 * p->cap_mine : 64;
+        job_item *a = realloc(p->mine, cap * sizeof *a);
+        if (!a)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "items", "out of memory");
+        p->mine = a;
+        p->cap_mine = cap;
+    }
+    cpdit_status st = job_item_copy(&p->mine[p->n_mine], x, err);
+    if (!st)
+        p->n_mine++;
+    return st;
+}
+
+/* Steps 2-3 of job_run.h: prepare the output folder (rank 0), expand the manifest on every
+ * rank, find the done items (rank 0) and keep this group's remaining items. Collective. */
+static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, job_plan *plan,
+                           cpdit_error *err)
+{
+    int rank = g->world_rank;
+    job_resume *res = NULL;
+    cpdit_status st = CPDIT_OK;
+    memset(plan, 0, sizeof *plan);
+    if (rank == 0) {
+        st = make_folders(m->output_dir, err);
+        if (!st)
+            st = job_remove_temp_files(m->output_dir, &plan->temp_removed, err);
+        if (!st)
+            st = job_resume_begin(m->output_dir, &res, err);
+    }
+    if ((st = job_bcast_status(world, 0, st, err)))
+        return st;
+
+    job_bcast_source src;
+    job_byte_source reader;
+    int have_src = 0;
+    if (m->prompts_file) {
+        if ((st = job_bcast_source_open(&src, m->prompts_file, world, err))) {
+            job_resume_free(res);
+            return st;
+        }
+        reader = job_bcast_source_reader(&src);
+        have_src = 1;
+    }
+    job_items *it = NULL;
+    unsigned char *bits = NULL; /* rank 0: bit i = item i is done */
+    size_t bits_cap = 0;
+    cpdit_status rank0_st = CPDIT_OK; /* rank 0's own trouble: must not desync the stream */
+    st = job_items_open(m, have_src ? &reader : NULL, JOB_ITEMS_CHECK_UNIQUE, &it, err);
+    const job_item *x = NULL;
+    while (!st && !(st = job_items_next(it, &x, err)) && x) {
+        if (job_assign_group(x->index, g->dp) == g->dp_index)
+            st = keep_item(plan, x, err);
+        plan->n_items = x->index + 1;
+        if (rank != 0 || rank0_st)
+            continue;
+        size_t byte = (size_t)(x->index / 8);
+        if (byte >= bits_cap) {
+            size_t cap = bits_cap ? 2 * bits_cap : 4096;
+            unsigned char *b = realloc(bits, cap);
+            if (!b) {
+                rank0_st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "resume", "out of memory");
+                continue;
+            }
+            memset(b + bits_cap, 0, cap - bits_cap);
+            bits = b;
+            bits_cap = cap;
+        }
+        int done = 0;
+        rank0_st = job_resume_item(res, x, &done, err);
+        if (done)
+            bits[byte] |= (unsigned char)(1u << (x->index % 8));
+    }
+    job_items_close(it);
+    if (have_src)
+        job_bcast_source_close(&src);
+    if (rank == 0 && !st && !rank0_st)
+        rank0_st = job_resume_finish(res, &plan->resume, err);
+    job_resume_free(res);
+    if (!st)
+        st = rank0_st;
+    if ((st = job_agree_status(world, st, err))) {
+        free(bits);
+        plan_free(plan);
+        return st;
+    }
+
+    /* the done bits, from rank 0 to everyone, and this group's items that remain */
+    size_t nbytes = (size_t)((plan->n_items + 7) / 8);
+    if (rank != 0) {
+        bits = calloc(nbytes + 1, 1);
+        bits_cap = nbytes + 1;
+    }
+    st = job_agree_status(world, bits || nbytes == 0 ? CPDIT_OK
+                                 : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "resume",
+                                                   "out of memory"), err);
+    for (size_t off = 0; !st && off < nbytes; off += INT_MAX) {
+        size_t n = nbytes - off < (size_t)INT_MAX ? nbytes - off : (size_t)INT_MAX;
+        if (MPI_Bcast(bits + off, (int)n, MPI_BYTE, 0, world) != MPI_SUCCESS)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "MPI", "MPI_Bcast of the done items "
+                                 "failed");
+    }
+    for (uint64_t i = 0; !st && i < plan->n_items; i++)
+        plan->already_done += (bits[i / 8] >> (i % 8)) & 1u;
+    size_t kept = 0;
+    for (size_t i = 0; !st && i < plan->n_mine; i++) {
+        uint64_t idx = plan->mine[i].index;
+        if ((bits[idx / 8] >> (idx % 8)) & 1u)
+            job_item_free(&plan->mine[i]);
+        else
+            plan->mine[kept++] = plan->mine[i];
+    }
+    if (!st)
+        plan->n_mine = kept;
+    free(bits);
+    if (st)
+        plan_free(plan);
+    return st;
+}
+
+/* ---------------------------------------------------------------- one item (the leader) */
+/* Write the PNG and the index line of a rendered item, or the "failed" line. Returns 0 done,
+ * 1 failed; *fatal gets an error when the index cannot be appended to. */
+static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
+                         const uint8_t *rgb, int w, int h, const char *failure, double t0,
+                         const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err)
+{
+    char reason[REASON_MAX];
+    const char *error = failure;
+    if (!failure) {
+        char seed[NUM_TEXT], steps[NUM_TEXT], guidance[NUM_TEXT], index[NUM_TEXT], sw[NUM_TEXT];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->seed);
+        snprintf(steps, sizeof steps, "%d", x->steps);
+        snprintf(guidance, sizeof guidance, "%g", x->guidance);
+        snprintf(index, sizeof index, "%llu", (unsigned long long)x->index);
+        snprintf(sw, sizeof sw, "cpdit %s", cpdit_version_string());
+        cpdit_png_text text[8] = {{"prompt", x->prompt}, {"seed", seed},
+                                  {"steps", steps},      {"guidance", guidance},
+                                  {"model", m->model},   {"index", index},
+                                  {"Software", sw},      {"negative_prompt", x->negative_prompt}};
+        int n_text = x->negative_prompt && x->negative_prompt[0] ? 8 : 7;
+        char *path = job_path_join(m->output_dir, x->file);
+        cpdit_error perr;
+        cpdit_error_clear(&perr);
+        if (!path)
+            cpdit_error_set(&perr, CPDIT_ERR_RUNTIME, x->file, "out of memory");
+        else
+            cpdit_png_write_rgb8(path, rgb, w, h, text, n_text, &perr);
+        free(path);
+        if (perr.status) {
+            snprintf(reason, sizeof reason, "writing the PNG: %s%s%s", perr.where,
+                     perr.where[0] ? ": " : "", perr.what);
+            error = reason;
+        }
+    }
+    size_t len;
+    char *line = job_index_line(x, gi, job_now() - t0, error, &len);
+    cpdit_status st = line ? job_index_append(index_path, line, len, fatal_err)
+                           : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
+                                             "out of memory");
+    free(line);
+    if (st)
+        *fatal = st;
+    return error ? 1 : 0;
+}
+
+/* Render every remaining item of this group (step 4). */
+static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid *g,
+                      const job_plan *plan, const char *index_path, job_progress *progress,
+                      job_group_stats *gs)
+{
+    job_grid_info gi = {g->dp, g->ring, g->ulysses};
+    cpdit_status fatal = CPDIT_OK;
+    for (size_t k = 0; k < plan->n_mine; k++) {
+        const job_item *x = &plan->mine[k];
+        long long flags[2] = {job_stop_requested(), fatal};
+        if (g->cp_size > 1 &&
+            cpdit_comm_allreduce(g->cp, flags, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error))
+            flags[1] = fatal = CPDIT_ERR_RUNTIME;
+        if (flags[1]) {
+            gs->fatal = flags[1];
+            break;
+        }
+        if (flags[0]) {
+            gs->stopped = 1;
+            break;
+        }
+        double t0 = job_now();
+        cpdit_error ierr;
+        cpdit_error_clear(&ierr);
+        uint8_t *rgb = NULL;
+        int w = 0, h = 0;
+        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, hooks->ctx, &ierr);
+        if (!rs && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
+            rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
+        /* agree: the lowest failing cp rank (as -rank under MAX), and a stop request */
+        long long v[2] = {rs ? -(long long)g->cp_rank : -(long long)g->cp_size,
+                          job_stop_requested()};
+        if (g->cp_size > 1 &&
+            cpdit_comm_allreduce(g->cp, v, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error)) {
+            free(rgb);
+            gs->fatal = CPDIT_ERR_RUNTIME;
+            break;
+        }
+        int first_fail = (int)-v[0];
+        char reason[REASON_MAX];
+        if (first_fail < g->cp_size) {
+            if (g->cp_size > 1)
+                cpdit_comm_bcast(g->cp, &ierr, sizeof ierr, first_fail, &gs->error);
+            free(rgb);
+            rgb = NULL;
+            if (v[1]) { /* interrupted by a stop: left for the next run */
+                gs->stopped = 1;
+                break;
+            }
+            snprintf(reason, sizeof reason, "%s%s%s", ierr.where, ierr.where[0] ? ": " : "",
+                     ierr.what);
+        }
+        if (g->cp_rank == 0) {
+            int failed = leader_record(m, x, &gi, rgb, w, h,
+                                       first_fail < g->cp_size ? reason : NULL, t0, index_path,
+                                       &fatal, &gs->error);
+            gs->failed += failed;
+            gs->done += !failed;
+            gs->seconds += job_now() - t0;
+        }
+        free(rgb);
+        if (progress)
+            job_progress_poll(progress, 0);
+    }
+    if (fatal)
+        gs->fatal = fatal;
+}
+
+/* ---------------------------------------------------------------- the end */
+/* Gather every rank's group stats on rank 0 (polling progress meanwhile), build the summary
+ * there, and give every rank the same summary and status. */
+static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
+                           const job_plan *plan, job_group_stats *gs, job_progress *progress,
+                           FILE *log, const char *index_path, double t_start, job_summary *sum,
+                           cpdit_error *err)
+{
+    int rank = g->world_rank, size = g->world_size;
+    job_group_stats *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
+    MPI_Request req;
+    MPI_Igather(gs, (int)sizeof *gs, MPI_BYTE, all, (int)sizeof *gs, MPI_BYTE, 0, world, &req);
+    for (int flag = 0; !flag;) {
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            if (progress)
+                job_progress_poll(progress, 0);
+            usleep(WAIT_POLL_US);
+        }
+    }
+    cpdit_status st = CPDIT_OK;
+    memset(sum, 0, sizeof *sum);
+    sum->items = plan->n_items;
+    sum->already_done = plan->already_done;
+    sum->dp = g->dp, sum->ring = g->ring, sum->ulysses = g->ulysses;
+    if (rank == 0) {
+        job_group_stats *groups = calloc((size_t)g->dp, sizeof *groups);
+        for (int d = 0; all && groups && d < g->dp; d++) {
+            const job_group_stats *x = &all[d * g->cp_size]; /* the group's leader */
+            groups[d] = *x;
+            for (int r = 0; r < g->cp_size; r++) { /* a non-leader may have failed alone */
+                const job_group_stats *y = &all[d * g->cp_size + r];
+                groups[d].fatal = groups[d].fatal ? groups[d].fatal : y->fatal;
+                if (y->fatal && !x->fatal)
+                    groups[d].error = y->error;
+                groups[d].stopped |= y->stopped;
+            }
+            groups[d].left = groups[d].todo - groups[d].done - groups[d].failed;
+            sum->done += (uint64_t)groups[d].done;
+            sum->failed += (uint64_t)groups[d].failed;
+            sum->left += (uint64_t)groups[d].left;
+            sum->stopped |= groups[d].stopped != 0;
+            if (groups[d].fatal && !st) {
+                st = (cpdit_status)groups[d].fatal;
+                *err = groups[d].error;
+                err->status = st;
+            }
+        }
+        if (!all || !groups)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "summary", "out of memory");
+        sum->stop_signal = job_stop_signal_number();
+        sum->seconds = job_now() - t_start;
+        if (progress) {
+            job_progress_poll(progress, 1);
+            job_progress_free(progress);
+        }
+        if (groups)
+            job_print_summary(log, m, groups, g->dp, g->cp_size, sum, index_path);
+        free(groups);
+        free(all);
+    }
+    MPI_Bcast(sum, (int)sizeof *sum, MPI_BYTE, 0, world);
+    return job_bcast_status(world, 0, st, err);
+}
+
+cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm world,
+                     job_summary *summary, cpdit_error *err)
+{
+    double t_start = job_now();
+    job_summary sum_local;
+    job_summary *sum = summary ? summary : &sum_local;
+    memset(sum, 0, sizeof *sum);
+    if (!m || !hooks || !hooks->render_item)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "job_run", "no manifest or render hook");
+    FILE *log = hooks->log ? hooks->log : stderr;
+    int deg[3];
+    cpdit_status st = choose_degrees(m, hooks, world, deg, err);
+    cp_grid *g = NULL;
+    if (!st)
+        st = cp_grid_create(world, deg[0], deg[1], deg[2], &g, err);
+    if ((st = job_agree_status(world, st, err))) {
+        cp_grid_destroy(g);
+        return st;
+    }
+    cpdit_error serr;
+    if (job_stop_install(&serr) && g->world_rank == 0)
+        fprintf(log, "cpdit: warning: %s: %s (stop signals will kill the job)\n", serr.where,
+                serr.what);
+    char *index_path = job_path_join(m->output_dir, JOB_INDEX_FILE_NAME);
+    job_plan plan;
+    st = job_agree_status(world, index_path ? CPDIT_OK
+                                            : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "job_run",
+                                                              "out of memory"), err);
+    if (!st)
+        st = expand(m, world, g, &plan, err);
+    if (st) {
+        free(index_path);
+        job_stop_uninstall();
+        cp_grid_destroy(g);
+        return st;
+    }
+
+    job_progress progress, *pp = NULL;
+    if (g->world_rank == 0) {
+        char grid[128];
+        fprintf(log, "[cpdit] %s: %llu items, %llu already done, %llu to do; %s; output %s\n",
+                m->path, (unsigned long long)plan.n_items,
+                (unsigned long long)plan.already_done,
+                (unsigned long long)(plan.n_items - plan.already_done),
+                cp_grid_describe(g, grid, sizeof grid), m->output_dir);
+        const job_resume_stats *r = &plan.resume;
+        if (r->reindexed || r->dropped || r->torn_bytes || plan.temp_removed)
+            fprintf(log, "[cpdit] resume: %llu index lines re-made, %llu dropped, %zu bytes of "
+                    "a torn line dropped, %d temporary files removed\n",
+                    (unsigned long long)r->reindexed, (unsigned long long)r->dropped,
+                    r->torn_bytes, plan.temp_removed);
+        fflush(log);
+        job_progress_init(&progress, log, index_path, plan.n_items - plan.already_done,
+                          hooks->progress_interval_s);
+        pp = &progress;
+    }
+    job_group_stats gs;
+    memset(&gs, 0, sizeof gs);
+    gs.todo = (long long)plan.n_mine;
+    run_group(m, hooks, g, &plan, index_path, pp, &gs);
+    st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum, err);
+
+    plan_free(&plan);
+    free(index_path);
+    job_stop_uninstall();
+    cp_grid_destroy(g);
+    return st;
+}
+
+int job_exit_code(cpdit_status st, const job_summary *s)
+{
+    if (st == CPDIT_ERR_INPUT)
+        return JOB_EXIT_INPUT;
+    if (st != CPDIT_OK)
+        return JOB_EXIT_RUNTIME;
+    if (s && s->stopped)
+        return JOB_EXIT_REQUEUE;
+    if (s && s->failed)
+        return JOB_EXIT_ITEMS_FAILED;
+    return JOB_EXIT_OK;
+}

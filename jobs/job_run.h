@@ -1,0 +1,153 @@
+/* job_run.h — the MPI batch runner of `cpdit run MANIFEST.yaml`, its `--check` plan, the
+ * manifest broadcast, and the stop flag (SIGUSR1 / SIGTERM).
+ *
+ * FLOW (job_run, collective over world):
+ *   1. degrees: the manifest's parallel settings (or hooks->choose_grid for `auto`, decided
+ *      on rank 0 and broadcast) → cp_grid_create: dp groups of ring x ulysses ranks.
+ *   2. rank 0: create the output folder, remove stale temporary files, read the index.
+ *   3. every rank expands the manifest (prompts-file bytes read on rank 0 and broadcast),
+ *      keeping the items of its group (item i → group i mod dp, jobs/job_items.h); rank 0
+ *      checks which PNGs are complete, rewrites the index to match (job_index.h) and
+ *      broadcasts the "done" bits; done items are skipped.
+ *   4. each group renders its items in index order: hooks->render_item on every rank of the
+ *      group; the group leader (cp_rank 0) writes the PNG (temp file + rename, text chunks
+ *      prompt/seed/steps/guidance/model...) and then appends the item's index line. A failing
+ *      item (the hook fails on any rank of the group, or the PNG cannot be written) gets a
+ *      "failed" index line with the reason and the group goes on. A failure to append to the
+ *      index stops that group and fails the job (exit 1) at the end.
+ *   5. rank 0 prints the summary table; every rank returns the same status and summary.
+ *
+ * STOPPING. SIGUSR1 and SIGTERM (Slurm's warning signal and its time limit) only set a flag.
+ * Before each item, and after an item whose render failed, the ranks of a group agree
+ * (allreduce) whether any of them saw it; then the group stops: nothing partial is written
+ * (PNGs are atomic; an interrupted item gets no index line and is redone by the next run),
+ * the summary is printed and job_exit_code gives JOB_EXIT_REQUEUE (3). A sampler may call
+ * job_stop_agreed between steps (collective over the group!) and fail the render early: an
+ * item whose render fails while the group agrees a stop was requested is left for the next
+ * run, not recorded as failed. A crashed rank is mpirun's/srun's business: they kill the job.
+ *
+ * EXIT CODES (job_exit_code): 0 all items done; 1 runtime failure; 2 bad input (manifest);
+ * 3 stopped by a signal, requeue me; 4 finished, but some items failed (see the index; a rerun
+ * retries them).
+ */
+#ifndef CPDIT_JOB_RUN_H
+#define CPDIT_JOB_RUN_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cpdit_error.h"
+#include "grid.h"
+#include "jobs/job_items.h"
+#include "yaml/manifest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    JOB_EXIT_OK = 0,
+    JOB_EXIT_RUNTIME = 1,
+    JOB_EXIT_INPUT = 2,
+    JOB_EXIT_REQUEUE = 3,
+    JOB_EXIT_ITEMS_FAILED = 4
+};
+
+/* Seconds between plain progress lines when the log is not a terminal. */
+#define JOB_PROGRESS_INTERVAL_DEFAULT 30.0
+
+/* Render one item on its group: called on every rank of the group with the same item. On
+ * the group leader (g->cp_rank == 0), on success, *rgb must be (*h, *w, 3) uint8 pixels
+ * allocated with malloc (job_run frees them); other ranks leave *rgb NULL. Return CPDIT_OK,
+ * or an error (err filled) to mark the item failed. */
+typedef cpdit_status (*job_render_fn)(const job_item *item, const cp_grid *g, uint8_t **rgb,
+                                      int *w, int *h, void *ctx, cpdit_error *err);
+
+/* Pick degrees for `parallel: auto` (called on rank 0 only; the answer is broadcast). */
+typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, int *dp,
+                                           int *ring, int *ulysses, void *ctx,
+                                           cpdit_error *err);
+
+typedef struct job_runner_hooks {
+    job_render_fn render_item;      /* required */
+    job_choose_grid_fn choose_grid; /* NULL: `auto` means dp = all ranks, ring = ulysses = 1 */
+    void *ctx;                      /* passed to both */
+    FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
+    double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
+} job_runner_hooks;
+
+typedef struct job_summary {
+    uint64_t items;        /* items in the manifest */
+    uint64_t already_done; /* complete PNGs found at the start: skipped */
+    uint64_t done;         /* rendered and written by this run */
+    uint64_t failed;       /* recorded as failed by this run */
+    uint64_t left;         /* not attempted: the run was stopped */
+    int stopped;           /* a stop signal ended the run early */
+    int stop_signal;       /* the signal rank 0 saw (0 if none) */
+    double seconds;        /* wall time of job_run */
+    int dp, ring, ulysses;
+} job_summary;
+
+/* Run the batch (collective over world). summary may be NULL. Returns the same status on
+ * every rank: CPDIT_OK also when stopped or when items failed (see summary / job_exit_code);
+ * CPDIT_ERR_INPUT for a bad manifest or grid; CPDIT_ERR_RUNTIME when the output folder or
+ * index cannot be written. */
+cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm world,
+                     job_summary *summary, cpdit_error *err);
+
+/* The process exit code for job_run's result (see EXIT CODES). */
+int job_exit_code(cpdit_status st, const job_summary *s);
+
+/* Rank 0 reads and parses path (with MANIFEST_CHECK_FILES) and broadcasts the bytes; every
+ * rank parses them and applies ov (may be NULL). Collective; every rank gets the same status
+ * and error (print it on rank 0 only). The prompts file is not read here: job_run streams it
+ * from rank 0 (only rank 0 needs to see it; the model folder and the output folder must be
+ * reachable from every rank / every group leader). */
+cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
+                                 MPI_Comm world, manifest **out, cpdit_error *err);
+
+/* `cpdit run MANIFEST --check`: parse (with file checks), apply ov, expand every item (the
+ * same checks as a run) and print the plan to out: item count, grid, output folder, how many
+ * items are already done, the first items. Writes nothing. No MPI. */
+cpdit_status manifest_check_command(const char *path, const manifest_overrides *ov, FILE *out,
+                                    cpdit_error *err);
+
+/* ---------------------------------------------------------------- stop flag (job_signal.c) */
+/* Install handlers for SIGUSR1 and SIGTERM that set the flag. job_run does this itself and
+ * restores the previous handlers when it returns; a caller that loads a model first should
+ * install them right after MPI_Init (a signal before that would kill the rank) and
+ * uninstall at the end. Calls nest: the handlers go when the last install is undone. */
+cpdit_status job_stop_install(cpdit_error *err);
+void job_stop_uninstall(void);
+int job_stop_requested(void); /* this rank saw a stop signal (or job_stop_request) */
+int job_stop_signal_number(void); /* which signal, 0 for none or job_stop_request */
+void job_stop_request(void);
+void job_stop_clear(void);
+/* Collective over g's CP group: 1 when any rank of the group has seen a stop request. */
+int job_stop_agreed(const cp_grid *g);
+
+/* A job_byte_source over MPI (job_broadcast.c): rank 0 reads path, every read is broadcast
+ * over comm, so every rank sees the same bytes. Open and every read are collective. */
+typedef struct job_bcast_source {
+    MPI_Comm comm;
+    int rank;
+    FILE *fp; /* rank 0 */
+    const char *path;
+} job_bcast_source;
+cpdit_status job_bcast_source_open(job_bcast_source *s, const char *path, MPI_Comm comm,
+                                   cpdit_error *err);
+job_byte_source job_bcast_source_reader(job_bcast_source *s);
+void job_bcast_source_close(job_bcast_source *s);
+
+/* Broadcast a status and error record from root over comm (collective); returns the status.
+ * Every rank leaves with root's err. */
+cpdit_status job_bcast_status(MPI_Comm comm, int root, cpdit_status st, cpdit_error *err);
+/* Agree on a status (collective): when any rank failed, every rank returns the status and
+ * error of the lowest failing rank; else CPDIT_OK. */
+cpdit_status job_agree_status(MPI_Comm comm, cpdit_status st, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

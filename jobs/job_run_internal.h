@@ -1,0 +1,49 @@
+/* job_run_internal.h — pieces of the batch runner shared between its files: rank 0's
+ * progress display (job_progress.c) and the per-group statistics of the summary table. */
+#ifndef CPDIT_JOB_RUN_INTERNAL_H
+#define CPDIT_JOB_RUN_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "jobs/job_run.h"
+
+/* One group's result, sent by every rank to rank 0 at the end (only leaders' count). */
+typedef struct job_group_stats {
+    long long todo;   /* items this run had to do */
+    long long done;
+    long long failed;
+    long long left;   /* not attempted (stopped) */
+    long long stopped;
+    long long fatal;  /* a cpdit_status: the group could not go on */
+    double seconds;   /* leader's time spent on items */
+    cpdit_error error; /* when fatal */
+} job_group_stats;
+
+/* Rank 0's progress: it counts the lines other groups append to the index (the index is the
+ * one place every group writes), so it needs no messages from them. */
+typedef struct job_progress {
+    FILE *log;
+    int tty;          /* a live line (\r) instead of periodic lines */
+    double interval;  /* seconds between periodic lines */
+    double t_start, t_last;
+    char *index_path;
+    off_t offset;     /* bytes of the index already counted */
+    uint64_t todo;    /* items this run has to do, all groups */
+    uint64_t finished, failed;
+    int line_open;    /* a live line is on the terminal */
+} job_progress;
+
+double job_now(void); /* monotonic seconds */
+void job_progress_init(job_progress *p, FILE *log, const char *index_path, uint64_t todo,
+                       double interval);
+/* Count new index lines; print when due (force: print now). */
+void job_progress_poll(job_progress *p, int force);
+void job_progress_free(job_progress *p);
+
+/* The summary table (rank 0): one row per group, a total row, and what happened. */
+void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
+                       int cp_size, const job_summary *s, const char *index_path);
+
+#endif
