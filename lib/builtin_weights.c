@@ -13,6 +13,11 @@
  *     weight is noticed by a test, which all-ones weights would hide);
  *   embedding tables: a stated std.
  */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off") /* no fused multiply-add: same bits on every CPU */
+#endif
 #include "config.h"
 
 #include <math.h>
