@@ -283,8 +283,9 @@ static cpdit_status write_marker(const char *dir, const builtin_sizes *s, cpdit_
 
 /* ------------------------------------------------------------------ writing a folder */
 
-static const char *const SUBDIRS[] = {"scheduler",    "transformer",    "vae",       "text_encoder",
-                                      "text_encoder_2", "tokenizer",    "tokenizer_2"};
+static const char *const SUBDIRS[] = {"scheduler",      "transformer", "vae",
+                                      "text_encoder",   "text_encoder_2",
+                                      "tokenizer",      "tokenizer_2"};
 
 /* Every file of model s into the existing empty folder dir. */
 static cpdit_status write_all(const char *dir, const builtin_sizes *model, cpdit_error *err)

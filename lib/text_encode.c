@@ -17,7 +17,7 @@ struct text_encoders {
     t5_encoder *t5;
 };
 
-/* Open component's folder and run one loader on it; errors are prefixed with the folder. */
+/* A loader of one component folder (errors name files inside it). */
 typedef cpdit_status (*load_fn)(const char *dir, const text_encoder_options *opt, void **out,
                                 cpdit_error *err);
 
@@ -72,8 +72,7 @@ cpdit_status text_encoders_load(const char *dir, const text_encoder_options *opt
         free(te);
         return st;
     }
-    if (!st)
-        st = load_component(&mf, "tokenizer", load_clip_tok, opt, (void **)&te->clip_tok, err);
+    st = load_component(&mf, "tokenizer", load_clip_tok, opt, (void **)&te->clip_tok, err);
     if (!st)
         st = load_component(&mf, "tokenizer_2", load_t5_tok, opt, (void **)&te->t5_tok, err);
     if (!st)

@@ -6,7 +6,9 @@
  *     with one decode, and both text encoders (parameter counts, one forward each) — every
  *     output finite with a standard deviation in [STD_MIN, STD_MAX], so the
  *     generated scales neither explode nor vanish;
- *   - writing twice gives byte-identical files; writing onto a complete copy is a no-op;
+ *   - writing twice gives byte-identical files, and the weight files and merges.txt have
+ *     frozen digests (a change must bump BUILTIN_MODEL_VERSION); writing onto a complete
+ *     copy is a no-op;
  *     a foreign non-empty folder is refused; an unknown name is an INPUT error;
  *   - concurrent builtin_model_path calls (N_CONCURRENT forked processes) all succeed with
  *     the same folder and leave no temporary folder behind.
@@ -113,6 +115,38 @@ static int same_tree(const char *a, const char *b)
     if (d)
         closedir(d);
     return same;
+}
+
+/* ------------------------------------------------------------------ frozen bytes
+ * FNV-1a 64 digests of the files whose bytes come from cpdit alone (not from jansson's
+ * formatting). A change here means builtin:tiny changed: bump BUILTIN_MODEL_VERSION (so old
+ * caches are not reused) and update the digests. */
+static const struct {
+    const char *file;
+    unsigned long long fnv1a;
+} FROZEN[] = {
+    {"transformer/diffusion_pytorch_model.safetensors", 0xbc68540565cc3144ull},
+    {"vae/diffusion_pytorch_model.safetensors", 0x5e57f6a9d24219beull},
+    {"text_encoder/model.safetensors", 0xb2417bf72394276dull},
+    {"text_encoder_2/model.safetensors", 0x448c4a00ea7d777full},
+    {"tokenizer/merges.txt", 0x4efa9a8590bf1116ull},
+};
+
+static void check_frozen(const char *dir)
+{
+    for (size_t i = 0; i < sizeof FROZEN / sizeof FROZEN[0]; i++) {
+        char *p = tmp_path(dir, FROZEN[i].file);
+        size_t n = 0;
+        unsigned char *b = (unsigned char *)tmp_read(p, &n);
+        unsigned long long h = 0xcbf29ce484222325ull;
+        for (size_t k = 0; b && k < n; k++)
+            h = (h ^ b[k]) * 0x100000001b3ull;
+        CHECK_MSG(b && h == FROZEN[i].fnv1a,
+                  "%s: digest 0x%016llx, expected 0x%016llx (see FROZEN)", FROZEN[i].file, h,
+                  FROZEN[i].fnv1a);
+        free(b);
+        free(p);
+    }
 }
 
 /* ------------------------------------------------------------------ the checks */
@@ -474,6 +508,7 @@ int main(void)
           st.t5_params > 0);
     CHECK(st.total_bytes < ((size_t)16 << 20)); /* a tiny model stays tiny */
 
+    check_frozen(a);
     check_folder(a);
     check_tokenizers(a, &st);
     check_transformer(a, &st);

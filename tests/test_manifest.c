@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobs/job_items.h"
 #include "jobs/job_run.h"
 #include "yaml/manifest.h"
 #include "tests/test_util.h"
@@ -272,6 +273,35 @@ static void test_check_command(void)
     free(dir);
 }
 
+/* The shipped examples parse and expand: quickstart with every file check (it must run as
+ * is), batch-flux-dev without the model-folder check (its path is a placeholder). */
+static void test_examples(void)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096];
+    cpdit_error err;
+    manifest *m = NULL;
+    uint64_t n = 0, np = 0;
+    snprintf(path, sizeof path, "%s/jobs/examples/quickstart.yaml", top ? top : ".");
+    CHECK_MSG(manifest_load(path, MANIFEST_CHECK_FILES, &m, &err) == CPDIT_OK, "%s: %s",
+              err.where, err.what);
+    if (m) {
+        CHECK(job_items_count(m, NULL, &n, &np, &err) == CPDIT_OK && n == 10 && np == 5);
+        CHECK(m->model_is_builtin && m->base.sizes[0].width == 208 && m->base.steps == 4);
+        manifest_free(m);
+    }
+    snprintf(path, sizeof path, "%s/jobs/examples/batch-flux-dev.yaml", top ? top : ".");
+    CHECK_MSG(manifest_load(path, 0, &m, &err) == CPDIT_OK, "%s: %s", err.where, err.what);
+    if (m) {
+        /* 5 prompts: 4 seeds x 3 sizes, but one has 1 seed and one 1 size */
+        CHECK_MSG(job_items_count(m, NULL, &n, &np, &err) == CPDIT_OK, "%s: %s", err.where,
+                  err.what);
+        CHECK(np == 5 && n == 12 + 3 + 12 + 4 + 12);
+        CHECK(m->parallel.ulysses == 4 && m->parallel.dp == 0 && !m->parallel.is_auto);
+        manifest_free(m);
+    }
+}
+
 int main(void)
 {
     test_full();
@@ -279,5 +309,6 @@ int main(void)
     test_syntax_variants();
     test_prompt_lines();
     test_check_command();
+    test_examples();
     TEST_MAIN_END();
 }

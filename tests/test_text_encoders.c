@@ -311,6 +311,26 @@ done:
         CHECK(m == NULL);
         free(dir);
     }
+    /* a whole CLIPModel's config: the text tower's settings come from "text_config" */
+    char *dfull = sub("clip_full"), p[4096], q[4096];
+    CHECK(mkdir(dfull, 0755) == 0);
+    snprintf(p, sizeof p, "%s/config.json", dfull);
+    CHECK(fixture_write_text(p, "{\"model_type\": \"clip\", \"projection_dim\": 32, "
+                                "\"text_config\": {\"vocab_size\": 1000, \"hidden_size\": 32, "
+                                "\"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                                "\"num_attention_heads\": 4, \"eos_token_id\": 999}, "
+                                "\"vision_config\": {\"hidden_size\": 48}}") == 0);
+    snprintf(p, sizeof p, "%s/model.safetensors", d32);
+    snprintf(q, sizeof q, "%s/model.safetensors", dfull);
+    CHECK(symlink(p, q) == 0);
+    CHECK_MSG(clip_text_model_load(dfull, NULL, &m, &err) == CPDIT_OK, "%s", err.what);
+    if (m) {
+        const clip_text_config *c = clip_text_model_config(m);
+        CHECK(c->hidden_size == 32 && c->num_hidden_layers == 2 && c->eos_token_id == 999 &&
+              c->max_position_embeddings == 77 && c->hidden_act == TEXT_ACT_QUICK_GELU);
+        clip_text_model_free(m);
+    }
+    free(dfull);
     CHECK(clip_text_model_load(g_tmp, NULL, &m, &err) != CPDIT_OK); /* no config.json */
     CHECK_STR_CONTAINS(err.where, "config.json");
     free(d32);
