@@ -103,6 +103,17 @@ static const cli_command commands[] = {
      "kernel: the local CPU attention kernel's FLOP rate next to the BLAS SGEMM rate.\n"
      "Each table starts with the build line, including the BLAS kernels in use.\n",
      cmd_bench},
+    {"builtin", "list the built-in models or write one out as a diffusers folder",
+     "usage: cpdit builtin list\n"
+     "       cpdit builtin write DIR [--name tiny]\n"
+     "\n"
+     "The built-in models have FLUX.1's architecture at tiny sizes and random weights\n"
+     "generated from a fixed seed: smoke-test models that run anywhere without a download\n"
+     "(`--model builtin:tiny`, `model: builtin:tiny` in a manifest). `write` stores one as a\n"
+     "normal diffusers-layout folder (model_index.json, transformer/, vae/, text_encoder/,\n"
+     "text_encoder_2/, tokenizer/, tokenizer_2/, scheduler/); `run` caches it under\n"
+     "$CPDIT_CACHE (default ~/.cache/cpdit) on first use.\n",
+     cmd_builtin},
     {"version", "print the version and what this build contains",
      "usage: cpdit version   (same as cpdit --version)\n"
      "\n"

@@ -35,10 +35,17 @@ expect 2 "unexpected argument 'x'" version x
 expect 2 "unknown subcommand 'frobnicate'" frobnicate
 expect 2 "unknown option '--frob'" --frob
 expect 2 "unknown subcommand 'nope'" help nope
-for sub in run submit probe plan tune forward tokenize bench version help; do
+for sub in run submit probe plan tune forward tokenize bench builtin version help; do
     expect 0 "usage: cpdit" help "$sub"
 done
 expect 0 "usage: cpdit forward" forward --help
 expect 0 "--component transformer|vae" help forward
 expect 0 "--max-sequence-length" help tokenize
+expect 0 "^builtin:tiny" builtin list
+expect 2 "no built-in model 'huge'" builtin write /tmp/cpdit-never --name huge
+d=$(mktemp -d)
+expect 0 "parameters" builtin write "$d/tiny"
+[ -f "$d/tiny/model_index.json" ] && [ -f "$d/tiny/transformer/diffusion_pytorch_model.safetensors" ] ||
+    { echo "FAIL: builtin write left no folder"; fail=1; }
+rm -rf "$d"
 exit $fail
