@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cmd_run.h"
+#include "yaml/manifest.h"
 
 #define SUB "run"
 
@@ -61,7 +62,9 @@ int cmd_run(int argc, char **argv)
         {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
         {"attention", required_argument, 0, 'A'},
         {"max-sequence-length", required_argument, 0, 'L'},
+        {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
+    int check = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
     run_item_defaults(&o);
     long v;
@@ -70,10 +73,12 @@ int cmd_run(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': o.model = optarg; break;
-        case 'p': o.prompt = optarg; break;
-        case 'n': o.negative_prompt = optarg; break;
-        case 'o': o.output = optarg; break;
+        case 'm': o.model = optarg; item_only = 1; break;
+        case 'p': o.prompt = optarg; item_only = 1; break;
+        case 'n': o.negative_prompt = optarg; item_only = 1; break;
+        case 'o': o.output = optarg; output_given = 1; break;
+        case 'C': check = 1; break;
+        case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
         case 'a': o.anything = 1; break;
@@ -90,9 +95,30 @@ int cmd_run(int argc, char **argv)
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc)
-        return cli_usage_error(SUB, "unexpected argument '%s' (manifests: cpdit run FILE.yaml)",
-                               argv[optind]);
+    if (optind < argc) { /* a manifest */
+        if (optind + 1 < argc)
+            return cli_usage_error(SUB, "one manifest per run, got '%s' and '%s'", argv[optind],
+                                   argv[optind + 1]);
+        if (item_only)
+            return cli_usage_error(SUB, "--model/--prompt/--negative-prompt describe one item "
+                                        "without a manifest; put them in %s instead",
+                                   argv[optind]);
+        manifest_overrides ov = MANIFEST_OVERRIDES_NONE;
+        ov.output_dir = output_given ? o.output : NULL;
+        ov.dp = dp;
+        ov.ring = o.ring;
+        ov.ulysses = o.ulysses;
+        if (o.anything)
+            ov.anything = 1;
+        if (check)
+            return check_batch(argv[optind], &ov);
+        MPI_Init(NULL, NULL);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        MPI_Finalize();
+        return code;
+    }
+    if (check)
+        return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
     if (!o.prompt)
         return cli_usage_error(SUB, "--prompt is required without a manifest");
     MPI_Init(NULL, NULL);

@@ -23,6 +23,12 @@ typedef struct run_item_options {
 void run_item_defaults(run_item_options *o);
 /* Runs under MPI (after MPI_Init); returns the exit code, the same on every rank. */
 int run_item(const run_item_options *o);
+struct manifest_overrides;
+/* `cpdit run MANIFEST`: runs under MPI; returns the exit code (jobs/job_run.h EXIT CODES). */
+int run_batch(const char *path, const struct manifest_overrides *ov, const char *variant,
+              const char *dump);
+/* `cpdit run MANIFEST --check`: no MPI needed. */
+int check_batch(const char *path, const struct manifest_overrides *ov);
 /* File-name slug of a prompt: lower-case ASCII words joined by '-', at most max-1 chars. */
 void run_slug(const char *prompt, char *out, size_t max);
 

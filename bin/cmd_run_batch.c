@@ -1,0 +1,115 @@
+/* cmd_run_batch.c — `cpdit run MANIFEST.yaml`: the batch job. The manifest is read on rank 0
+ * and broadcast (manifest_load_world); the runner (jobs/job_run.h) forms the grid, assigns
+ * items to data-parallel groups, skips finished ones, writes PNGs and the JSONL index, and
+ * stops cleanly on SIGUSR1/SIGTERM; this file supplies the render hook: the FLUX pipeline. */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cmd_run.h"
+#include "jobs/job_run.h"
+#include "pipeline.h"
+
+typedef struct batch_ctx {
+    pipeline *p;
+    cp_attention_config attn;
+    const char *dump;
+    const cp_grid *grid; /* of the item being rendered, for the stop poll */
+} batch_ctx;
+
+/* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
+ * of the group ends the item on all of them (the runner then stops the job cleanly). */
+static int stop_poll(void *ctx)
+{
+    batch_ctx *c = ctx;
+    return job_stop_agreed(c->grid);
+}
+
+static void progress_tty(int step, int steps, double seconds, void *ctx)
+{
+    (void)ctx;
+    if (!isatty(STDERR_FILENO))
+        return;
+    fprintf(stderr, "\r  step %d/%d  %.2f s/step   ", step, steps, seconds);
+    if (step == steps)
+        fputs("\r                                   \r", stderr);
+}
+
+static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
+                                int *h, void *ctx, cpdit_error *err)
+{
+    batch_ctx *c = ctx;
+    pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
+                           it->steps, (float)it->guidance, (float)it->true_cfg,
+                           it->max_sequence_length};
+    char dump[4096];
+    pipeline_run run;
+    memset(&run, 0, sizeof run);
+    run.grid = g;
+    run.attn = c->attn;
+    run.progress = progress_tty;
+    run.should_stop = stop_poll;
+    run.ctx = c;
+    c->grid = g;
+    if (c->dump) {
+        snprintf(dump, sizeof dump, "%s/%05llu", c->dump, (unsigned long long)it->index);
+        run.dump_dir = dump;
+    }
+    *w = it->width;
+    *h = it->height;
+    return pipeline_generate(c->p, &prm, &run, rgb, err);
+}
+
+int run_batch(const char *path, const manifest_overrides *ov, const char *variant,
+              const char *dump)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    manifest *m = NULL;
+    batch_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dump = dump;
+    job_summary sum;
+    memset(&sum, 0, sizeof sum);
+    cpdit_status st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
+    if (!st)
+        st = cp_attention_config_parse(variant, &c.attn, &err);
+    if (!st) {
+        c.attn.anything = m->parallel.anything;
+        /* every rank opens the model; a failure anywhere ends the job on all ranks */
+        st = pipeline_open(&c.p, m->model, &err);
+        int bad = st != CPDIT_OK, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any && !st)
+            st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, m->model,
+                                 "another rank could not open the model");
+    }
+    if (!st) {
+        job_runner_hooks hooks;
+        memset(&hooks, 0, sizeof hooks);
+        hooks.render_item = render_item;
+        hooks.ctx = &c;
+        st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
+    }
+    int code = job_exit_code(st, &sum);
+    if (st && rank == 0)
+        cli_report(&err);
+    pipeline_close(c.p);
+    manifest_free(m);
+    return code;
+}
+
+int check_batch(const char *path, const manifest_overrides *ov)
+{
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (manifest_check_command(path, ov, stdout, &err))
+        return cli_report(&err);
+    return CLI_EXIT_OK;
+}
