@@ -29,7 +29,4 @@ int run_batch(const char *path, const struct manifest_overrides *ov, const char 
               const char *dump);
 /* `cpdit run MANIFEST --check`: no MPI needed. */
 int check_batch(const char *path, const struct manifest_overrides *ov);
-/* File-name slug of a prompt: lower-case ASCII words joined by '-', at most max-1 chars. */
-void run_slug(const char *prompt, char *out, size_t max);
-
 #endif

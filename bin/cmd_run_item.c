@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "cmd_run.h"
 #include "grid.h"
+#include "jobs/job_items.h"
 #include "pipeline.h"
 #include "png_writer.h"
 
@@ -46,29 +47,6 @@ void run_item_defaults(run_item_options *o)
     o->output = "out";
     o->ring = o->ulysses = 0;
     o->variant = "auto";
-}
-
-/* "A Photo of: a cat!" -> "a-photo-of-a-cat", at most max chars of [a-z0-9-]. */
-void run_slug(const char *prompt, char *out, size_t max)
-{
-    size_t n = 0;
-    int dash = 0;
-    for (const unsigned char *p = (const unsigned char *)prompt; *p && n + 1 < max; p++) {
-        unsigned char c = *p;
-        if (c >= 'A' && c <= 'Z')
-            c = (unsigned char)(c - 'A' + 'a');
-        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-            if (dash && n > 0 && n + 2 < max)
-                out[n++] = '-';
-            out[n++] = (char)c;
-            dash = 0;
-        } else {
-            dash = 1;
-        }
-    }
-    out[n] = '\0';
-    if (n == 0)
-        snprintf(out, max, "image");
 }
 
 int run_item(const run_item_options *o)
@@ -108,8 +86,8 @@ int run_item(const run_item_options *o)
     if (!st)
         st = cp_attention_config_parse(o->variant, &run.attn, &err);
     run.attn.anything = o->anything;
-    char path[4096], name[160], slug[64];
-    run_slug(o->prompt ? o->prompt : "", slug, 49);
+    char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
+    job_slug(o->prompt ? o->prompt : "", slug);
     snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
     if (o->dump) {
         snprintf(path, sizeof path, "%s/%05d", o->dump, 0);
