@@ -189,7 +189,7 @@ cpdit_status job_template_parse(const char *text, job_template *out, cpdit_error
 size_t job_template_expand(const job_template *t, const job_item *item, char *out, size_t size)
 {
     size_t o = 0;
-    char num[JOB_TEMPLATE_INT_WIDTH_MAX + DIGITS_U64 + 2];
+    char num[JOB_SLUG_MAX + JOB_TEMPLATE_INT_WIDTH_MAX + DIGITS_U64 + 2]; /* a number or the slug */
     if (size == 0)
         return 0;
     out[0] = '\0';

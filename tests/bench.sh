@@ -14,12 +14,14 @@ rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL: bench attention exit $rc"; cat "$out"; exit 1; fi
 cat "$out"
 grep -q "^# .*BLAS .*core" "$out" || { echo "FAIL: no BLAS core in the header"; fail=1; }
+# every column named in the header after variant and grid must be a number in each row
+ncols=$(grep -E "^# variant" "$out" | awk '{print NF - 3}')
+[ -n "$ncols" ] && [ "$ncols" -ge 8 ] || { echo "FAIL: table header missing or short"; fail=1; }
 for row in "ring  *4x1" "ring-allgather  *4x1" "ulysses  *1x4" "unified  *2x2" "unified-allgather  *2x2"; do
     line=$(grep -E "^$row " "$out")
     if [ -z "$line" ]; then echo "FAIL: no row '$row'"; fail=1; continue; fi
-    # eight numeric columns after variant and grid
     n=$(echo "$line" | awk '{c=0; for (i=3;i<=NF;i++) if ($i ~ /^[0-9]+(\.[0-9]+)?$/) c++; print c}')
-    [ "$n" -eq 8 ] || { echo "FAIL: row '$line' has $n numeric columns, expected 8"; fail=1; }
+    [ "$n" -eq "$ncols" ] || { echo "FAIL: row '$line' has $n numeric columns, expected $ncols"; fail=1; }
 done
 
 # a grid that does not divide the job: clear error, exit 2
