@@ -32,6 +32,8 @@ static int parse_seed(const char *text, uint64_t *out)
 {
     char *end = NULL;
     errno = 0;
+    while (text && (*text == ' ' || *text == '\t'))
+        text++;
     if (text && text[0] == '-') {
         long long v = strtoll(text, &end, 10);
         if (*end || errno) {
@@ -82,26 +84,30 @@ int cmd_run(int argc, char **argv)
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
         case 'a': o.anything = 1; break;
-        case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; break;
-        case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; break;
-        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; break;
-        case 'W': if (cli_parse_int(SUB, "--width", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.width = (int)v; break;
-        case 'H': if (cli_parse_int(SUB, "--height", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.height = (int)v; break;
-        case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; break;
+        case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'W': if (cli_parse_int(SUB, "--width", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
+        case 'H': if (cli_parse_int(SUB, "--height", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
+        case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; item_only = 1; break;
         case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ring = (int)v; break;
         case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ulysses = (int)v; break;
-        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; o.max_sequence_length = (int)v; break;
+        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; o.max_sequence_length = (int)v; item_only = 1; break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    if ((output_given && !o.output[0]) || (o.dump && !o.dump[0]))
+        return cli_usage_error(SUB, "%s: empty folder name", o.dump && !o.dump[0] ? "--dump" : "--output");
     if (optind < argc) { /* a manifest */
         if (optind + 1 < argc)
             return cli_usage_error(SUB, "one manifest per run, got '%s' and '%s'", argv[optind],
                                    argv[optind + 1]);
         if (item_only)
             return cli_usage_error(SUB, "--model/--prompt/--negative-prompt describe one item "
-                                        "without a manifest; put them in %s instead",
+                                        "without a manifest (also --seed, --width, --height, "
+                                        "--steps, --guidance, --true-cfg, "
+                                        "--max-sequence-length); put them in %s instead",
                                    argv[optind]);
         manifest_overrides ov = MANIFEST_OVERRIDES_NONE;
         ov.output_dir = output_given ? o.output : NULL;
@@ -119,6 +125,8 @@ int cmd_run(int argc, char **argv)
     }
     if (check)
         return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
+    if (dp)
+        return cli_usage_error(SUB, "--dp needs a manifest: one item runs on one group");
     if (!o.prompt)
         return cli_usage_error(SUB, "--prompt is required without a manifest");
     MPI_Init(NULL, NULL);

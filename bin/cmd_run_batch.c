@@ -77,19 +77,20 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     c.dump = dump;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
-    cpdit_status st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
+    /* Slurm's warning signal may come while the model loads: stop cleanly from here on */
+    cpdit_status st = job_stop_install(&err);
+    const int installed = st == CPDIT_OK;
+    if (!st)
+        st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     if (!st)
         st = cp_attention_config_parse(variant, &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         st = pipeline_open(&c.p, m->model, &err);
-        int bad = st != CPDIT_OK, any = 0;
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (any && !st)
-            st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, m->model,
-                                 "another rank could not open the model");
+        st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
+
     if (!st) {
         job_runner_hooks hooks;
         memset(&hooks, 0, sizeof hooks);
@@ -102,6 +103,8 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
         cli_report(&err);
     pipeline_close(c.p);
     manifest_free(m);
+    if (installed)
+        job_stop_uninstall();
     return code;
 }
 

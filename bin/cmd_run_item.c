@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "cmd_run.h"
 #include "grid.h"
+#include "jobs/job_run.h"
 #include "jobs/job_items.h"
 #include "pipeline.h"
 #include "png_writer.h"
@@ -90,15 +91,17 @@ int run_item(const run_item_options *o)
     job_slug(o->prompt ? o->prompt : "", slug);
     snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
     if (o->dump) {
-        snprintf(path, sizeof path, "%s/%05d", o->dump, 0);
+        if (snprintf(path, sizeof path, "%s/%05d", o->dump, 0) >= (int)sizeof path)
+            st = cpdit_error_set(&err, CPDIT_ERR_INPUT, "--dump", "path too long");
         run.dump_dir = path;
     }
+    /* setup can fail on some ranks only (a folder not mounted on one node): agree first,
+     * with the lowest failing rank's message, so no rank waits in a collective alone */
+    st = job_agree_status(MPI_COMM_WORLD, st, &err);
     if (!st && g->dp_index == 0) {
         st = pipeline_generate(p, &prm, &run, &rgb, &err);
         if (!st && g->cp_rank == 0) {
-            if (mkdir(o->output, 0777) != 0 && errno != EEXIST)
-                st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, o->output,
-                                     "cannot create the output folder: %s", strerror(errno));
+            st = pipeline_make_dirs(o->output, &err);
             char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
             snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
             snprintf(steps_text, sizeof steps_text, "%d", prm.steps);
@@ -118,10 +121,13 @@ int run_item(const run_item_options *o)
         }
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
-    if (st && (rank == 0 || (g && g->cp_rank == 0)))
+    /* the render can fail on one group only: agree on the worst code, report once */
+    cpdit_status all = job_agree_status(MPI_COMM_WORLD, st, &err);
+    int worst = all ? (all == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
+    if (worst < code)
+        worst = code;
+    if (all && rank == 0)
         cli_report(&err);
-    int worst = code;
-    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     free(rgb);
     pipeline_close(p);
     cp_grid_destroy(g);

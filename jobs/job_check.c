@@ -11,6 +11,7 @@
 #define CHECK_SHOW_ITEMS 8     /* items listed under "first items" */
 #define CHECK_PROMPT_CHARS 48  /* prompt text shown per item, bytes (cut at a UTF-8 start) */
 #define CHECK_SIZES_SHOWN 6
+#define PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* The first bytes of s, at most max, not cutting a UTF-8 character; "..." when cut. */
 static void short_text(const char *s, char *buf, size_t max)
@@ -87,9 +88,10 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         fprintf(out, ")\n");
         uint64_t product = n_prompts * b->n_sizes * b->seeds.n * (uint64_t)b->repeats;
         if (product == n)
-            fprintf(out, "items:     %llu = %llu prompts x %zu sizes x %zu seeds x %d repeats\n",
-                    (unsigned long long)n, (unsigned long long)n_prompts, b->n_sizes,
-                    b->seeds.n, b->repeats);
+            fprintf(out, "items:     %llu = %llu prompt%s x %zu size%s x %zu seed%s x %d "
+                    "repeat%s\n", (unsigned long long)n, (unsigned long long)n_prompts,
+                    PLURAL(n_prompts), b->n_sizes, PLURAL(b->n_sizes), b->seeds.n,
+                    PLURAL(b->seeds.n), b->repeats, PLURAL(b->repeats));
         else
             fprintf(out, "items:     %llu (some prompts override seeds, sizes or repeats)\n",
                     (unsigned long long)n);
@@ -110,18 +112,21 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         else
             fprintf(out, "resume:    the output folder does not exist yet; %llu to do\n",
                     (unsigned long long)n);
-        fprintf(out, "first items:\n  %7s %s %10s %9s %5s  %-32s %s\n", "index",
-                dp ? "group" : "", "seed", "size", "steps", "file", "prompt");
+        int fw = (int)strlen("file");
+        for (size_t i = 0; i < n_first; i++)
+            if ((int)strlen(first[i].file) > fw)
+                fw = (int)strlen(first[i].file);
+        fprintf(out, "first items:\n  %7s %s%10s %9s %5s  %-*s  %s\n", "index",
+                dp ? "group " : "", "seed", "size", "steps", fw, "file", "prompt");
         for (size_t i = 0; i < n_first; i++) {
             const job_item *y = &first[i];
             char size[32], group[16] = "", text[CHECK_PROMPT_CHARS + 4];
             snprintf(size, sizeof size, "%dx%d", y->width, y->height);
             if (dp)
-                snprintf(group, sizeof group, "%5d", job_assign_group(y->index, dp));
+                snprintf(group, sizeof group, "%5d ", job_assign_group(y->index, dp));
             short_text(y->prompt, text, CHECK_PROMPT_CHARS);
-            fprintf(out, "  %7llu %s %10llu %9s %5d  %-32s %s\n",
-                    (unsigned long long)y->index, group, (unsigned long long)y->seed, size,
-                    y->steps, y->file, text);
+            fprintf(out, "  %7llu %s%10llu %9s %5d  %-*s  %s\n", (unsigned long long)y->index,
+                    group, (unsigned long long)y->seed, size, y->steps, fw, y->file, text);
         }
         if (n > n_first)
             fprintf(out, "  ... %llu more\n", (unsigned long long)(n - n_first));

@@ -230,8 +230,14 @@ static cpdit_status next_prompt(job_items *it, int *got, cpdit_error *err)
         cpdit_status st = next_line(it, &have, err);
         if (st)
             return st;
-        if (!have)
+        if (!have) {
+            it->file_open = 0;
+            if (it->n_prompts == it->m->n_prompts) /* a prompts file with no prompt in it */
+                return cpdit_error_set(err, CPDIT_ERR_INPUT, it->m->prompts_file,
+                                       "no prompts in the file (only empty lines and "
+                                       "comments)");
             return CPDIT_OK;
+        }
         manifest_prompt_free(&it->file_prompt);
         st = manifest_prompt_parse_line(it->m->prompts_format, it->m->prompts_file,
                                         it->line_no, it->line, it->line_len, &it->file_prompt,

@@ -52,13 +52,7 @@ void job_progress_init(job_progress *p, FILE *log, const char *index_path, uint6
     p->t_start = p->t_last = job_now();
     p->index_path = strdup(index_path);
     p->todo = todo;
-    int fd = open(index_path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        p->offset = lseek(fd, 0, SEEK_END);
-        if (p->offset < 0)
-            p->offset = 0;
-        close(fd);
-    }
+    p->offset = 0; /* the caller sets where this run's lines start */
 }
 
 void job_progress_free(job_progress *p)

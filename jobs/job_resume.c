@@ -154,8 +154,10 @@ cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_err
             kept++;
         }
     }
-    memcpy(buf + n, r->added, r->added_len);
-    n += r->added_len;
+    if (r->added_len) {
+        memcpy(buf + n, r->added, r->added_len);
+        n += r->added_len;
+    }
     r->stats.dropped = (r->old.n - kept) + r->old.n_corrupt;
     r->stats.torn_bytes = r->old.torn_bytes;
     cpdit_status st = CPDIT_OK;

@@ -76,6 +76,7 @@ typedef struct job_plan {
     uint64_t n_items, already_done;
     job_resume_stats resume; /* rank 0 */
     int temp_removed;        /* rank 0 */
+    off_t index_size;        /* rank 0: the index's size before any group appends */
 } job_plan;
 
 static void plan_free(job_plan *p)
@@ -164,8 +165,14 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
     job_items_close(it);
     if (have_src)
         job_bcast_source_close(&src);
-    if (rank == 0 && !st && !rank0_st)
+    if (rank == 0 && !st && !rank0_st) {
         rank0_st = job_resume_finish(res, &plan->resume, err);
+        char *index = job_path_join(m->output_dir, JOB_INDEX_FILE_NAME);
+        struct stat sb;
+        if (index && stat(index, &sb) == 0)
+            plan->index_size = sb.st_size;
+        free(index);
+    }
     job_resume_free(res);
     if (!st)
         st = rank0_st;
@@ -441,6 +448,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
         fflush(log);
         job_progress_init(&progress, log, index_path, plan.n_items - plan.already_done,
                           hooks->progress_interval_s);
+        progress.offset = plan.index_size; /* lines other groups appended meanwhile count */
         pp = &progress;
     }
     job_group_stats gs;

@@ -29,7 +29,7 @@ typedef struct job_progress {
     double interval;  /* seconds between periodic lines */
     double t_start, t_last;
     char *index_path;
-    off_t offset;     /* bytes of the index already counted */
+    off_t offset;     /* bytes of the index already counted (set it after init) */
     uint64_t todo;    /* items this run has to do, all groups */
     uint64_t finished, failed;
     int line_open;    /* a live line is on the terminal */

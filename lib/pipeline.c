@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <mpi.h>
+
 #include "atomic_file.h"
 #include "builtin_model.h"
 #include "component_config.h"
@@ -25,6 +27,10 @@
 
 /* FLUX latents: 16 channels, packed 2x2 into 64-wide tokens. */
 #define FLUX_PACK 2
+/* Pixels per latent: the VAE's upscale (2^(levels-1) = 8 for FLUX). */
+#define FLUX_VAE_SCALE 8
+/* Largest image side the pipeline accepts (pixels). */
+#define PIPELINE_MAX_SIDE 16384
 /* FluxPipeline's default T5 lengths. */
 #define T5_LEN_DEV 512
 #define T5_LEN_SCHNELL 256
@@ -32,7 +38,7 @@
 struct pipeline {
     char *model_dir;
     flux_transformer *transformer;
-    vae_decoder *vae;          /* loaded on first decode (CP rank 0 only needs it) */
+    vae_decoder *vae;
     text_encoders *text;
     flow_schedule_config sched;
     int latent_channels;       /* transformer in_channels / 4 */
@@ -52,14 +58,9 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     char dir[4096];
-    cpdit_status st;
-    if (builtin_model_is_spec(model)) {
-        st = builtin_model_path(model, dir, sizeof dir, err);
-        if (st)
-            goto fail;
-    } else {
-        snprintf(dir, sizeof dir, "%s", model);
-    }
+    cpdit_status st = builtin_model_resolve(model, dir, sizeof dir, err);
+    if (st)
+        goto fail;
     p->model_dir = strdup(dir);
     if (!p->model_dir) {
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
@@ -76,7 +77,28 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
                              "channels)", tc->in_channels, tc->patch_size);
         goto fail;
     }
+    if (tc->out_channels != tc->in_channels) { /* the sampler adds v to the latents */
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
+                             "transformer out_channels %d != in_channels %d: the FLUX pipeline "
+                             "needs a velocity of the latents' shape", tc->out_channels,
+                             tc->in_channels);
+        goto fail;
+    }
     p->latent_channels = tc->in_channels / (FLUX_PACK * FLUX_PACK);
+    /* the VAE is checked now (not after the sampler): channels, and the 8x upscale that
+     * image sizes (multiples of 16) and latent sizes (H/8) assume */
+    if ((st = vae_decoder_load(&p->vae, dir, err)))
+        goto fail;
+    const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
+    if (vc->latent_channels != p->latent_channels || vae_decoder_upscale(p->vae) != FLUX_VAE_SCALE ||
+        vc->out_channels != 3) {
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
+                             "vae: latent_channels %d (transformer latents: %d), upscale %d "
+                             "(FLUX: %d), out_channels %d (RGB: 3)", vc->latent_channels,
+                             p->latent_channels, vae_decoder_upscale(p->vae), FLUX_VAE_SCALE,
+                             vc->out_channels);
+        goto fail;
+    }
     if ((st = flow_schedule_config_load(dir, &p->sched, err)))
         goto fail;
     if ((st = text_encoders_load(dir, NULL, &p->text, err)))
@@ -132,6 +154,13 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
     cpdit_status st = flux_latent_dims(prm->height, prm->width, &lh, &lw, err);
     if (st)
         return st;
+    if (prm->width > PIPELINE_MAX_SIDE || prm->height > PIPELINE_MAX_SIDE)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, prm->width > PIPELINE_MAX_SIDE ? "width" : "height",
+                               "%d is larger than %d", prm->width > PIPELINE_MAX_SIDE ? prm->width
+                               : prm->height, PIPELINE_MAX_SIDE);
+    if (prm->max_sequence_length < 0)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "max_sequence_length", "%d is negative",
+                               prm->max_sequence_length);
     if (prm->steps < 1 || prm->steps > 10000)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "steps", "%d is out of range [1, 10000]",
                                prm->steps);
@@ -147,10 +176,11 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
     return CPDIT_OK;
 }
 
-/* mkdir -p dir (0777 & ~umask). */
-static cpdit_status make_dirs(const char *dir, cpdit_error *err)
+cpdit_status pipeline_make_dirs(const char *dir, cpdit_error *err)
 {
     char tmp[4096];
+    if (!dir || !dir[0])
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "output", "empty folder name");
     if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, dir, "path too long");
     for (char *q = tmp + 1; ; q++) {
@@ -173,7 +203,7 @@ static cpdit_status make_dirs(const char *dir, cpdit_error *err)
 static cpdit_status dump_inputs(const char *dir, const float *noise, int C, int lh, int lw,
                                 const flow_schedule *s, cpdit_error *err)
 {
-    cpdit_status st = make_dirs(dir, err);
+    cpdit_status st = pipeline_make_dirs(dir, err);
     if (st)
         return st;
     char path[4096];
@@ -364,12 +394,12 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         in.encoder_hidden_states = b.txt_local;
         in.pooled_projections = b.pooled;
         if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v, err)))
-            goto done;
+            goto forward_failed;
         if (cfg) {
             in.encoder_hidden_states = b.txt_local_neg;
             in.pooled_projections = b.pooled_neg;
             if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v_neg, err)))
-                goto done;
+                goto forward_failed;
             const size_t n = (size_t)ilen * W64;
             for (size_t k = 0; k < n; k++) /* neg + true_cfg * (pos - neg) */
                 b.v[k] = b.v_neg[k] + prm->true_cfg * (b.v[k] - b.v_neg[k]);
@@ -389,15 +419,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if (cp_rank != 0)
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
-    if (!p->vae && (st = vae_decoder_load(&p->vae, p->model_dir, err)))
-        goto done;
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
-    if (vc->latent_channels != C) {
-        st = cpdit_error_set(err, CPDIT_ERR_INPUT, p->model_dir,
-                             "vae latent_channels %d, transformer latents have %d channels",
-                             vc->latent_channels, C);
-        goto done;
-    }
     vae_latents_denormalize(vc, b.noise, n_noise);
     const int f = vae_decoder_upscale(p->vae);
     const int H = lh * f, W = lw * f;
@@ -417,4 +439,15 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
 done:
     gen_buffers_free(&b);
     return st;
+forward_failed:
+    /* Bad inputs fail identically on every rank (the forward agrees on shapes before its
+     * first collective); a runtime failure (memory, communication) on one rank would leave
+     * the others inside a collective: end the job rather than hang. */
+    if (st == CPDIT_ERR_RUNTIME && g && g->cp_size > 1) {
+        char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
+        fprintf(stderr, "%s (rank %d of the CP group; aborting the job)\n",
+                cpdit_error_format(err, msg, sizeof msg), cp_rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    goto done;
 }

@@ -74,6 +74,9 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
 cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
                                uint8_t **rgb, cpdit_error *err);
 
+/* mkdir -p dir. INPUT for an empty or too long name, RUNTIME when a folder cannot be made. */
+cpdit_status pipeline_make_dirs(const char *dir, cpdit_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -258,7 +258,7 @@ static void test_check_command(void)
     if (f)
         fclose(f);
     char *text = tmp_read(report, NULL);
-    CHECK_STR_CONTAINS(text, "items:     6 = 3 prompts x 1 sizes x 2 seeds x 1 repeats");
+    CHECK_STR_CONTAINS(text, "items:     6 = 3 prompts x 1 size x 2 seeds x 1 repeat\n");
     CHECK_STR_CONTAINS(text, "prompts:   3 (2 inline, 1 from");
     CHECK_STR_CONTAINS(text, "grid:      dp 2 x ring 1 x ulysses 1 = 2 ranks");
     CHECK_STR_CONTAINS(text, "00000-1-a-red-fox.png");
