@@ -13,9 +13,11 @@ top_builddir=${top_builddir:-.}
 tool="$top_builddir/tests/test_job_run_tool"
 work=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-resume-XXXXXX") || exit 1
 bg=
-cleanup() {
-    [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null
-    for f in "$work"/pids/rank.*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+cleanup() { # a run still in the background (the test failed midway): stop its ranks
+    if [ -n "$bg" ]; then
+        for f in "$work"/pids/rank.*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+        kill -9 "$bg" 2>/dev/null
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,8 +54,10 @@ wait_lines() {
 # signal_ranks SIG [RANK]: send SIG to every rank (or one) of the background run
 signal_ranks() {
     i=0
-    while [ "$(ls "$work/pids" | wc -l)" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-    for f in "$work"/pids/rank.${2:-*}; do kill "-$1" "$(cat "$f")" 2>/dev/null; done
+    while [ "$(ls "$work/pids" | wc -l)" -lt 2 ] && kill -0 "$bg" 2>/dev/null && [ $i -lt 200 ]; do
+        sleep 0.05; i=$((i + 1))
+    done
+    for f in "$work"/pids/rank.${2:-*}; do [ -f "$f" ] && kill "-$1" "$(cat "$f")" 2>/dev/null; done
 }
 finish() { wait "$bg"; rc=$?; bg=; return $rc; }
 verify() {

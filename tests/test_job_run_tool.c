@@ -1,5 +1,6 @@
 /* test_job_run_tool.c — drives the batch runner with a fake render hook, and checks what a run
- * left in its output folder. Used by tests/job_run.sh and tests/job_resume.sh.
+ * left in its output folder. Used by tests/job_run.sh, tests/job_resume.sh and
+ * tests/job_pipeline.sh.
  *
  *   test_job_run_tool run MANIFEST [--output DIR] [--dp N] [--ring R] [--ulysses U]
  *                     [--sleep-ms MS] [--fail TEXT] [--raise-after N --raise-rank R]
@@ -19,6 +20,12 @@
  *       an item may also be missing altogether (no PNG, no line). The index must have no torn
  *       or corrupt lines and no other lines; the folder nothing but the index and the PNGs.
  *       Prints "done=D failed=F missing=M" and exits 0, or 1 with the reasons.
+ *
+ *   test_job_run_tool compare DIR_A DIR_B [--max-diff N] [--max-fraction F]
+ *       the same PNG names in both folders, the same sizes, pixel values within N (default 0)
+ *       of each other and at most a fraction F (default 0) of the values different. For real
+ *       renders on different grids (tests/job_pipeline.sh), where float sums in another order
+ *       may move a value across a rounding boundary.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -40,8 +47,9 @@
 #define NS_PER_MS 1000000L
 
 typedef struct tool_opts {
-    const char *manifest, *output, *fail, *pid_dir, *expect_failed;
-    int dp, ring, ulysses, sleep_ms, raise_after, raise_rank, partial;
+    const char *manifest, *output, *fail, *pid_dir, *expect_failed, *other_dir;
+    int dp, ring, ulysses, sleep_ms, raise_after, raise_rank, partial, max_diff;
+    double max_fraction;
 } tool_opts;
 
 typedef struct fake_ctx {
@@ -143,7 +151,7 @@ static int run_mode(const tool_opts *o)
 }
 
 /* ---------------------------------------------------------------- verify */
-static int problems = 0;
+static int problems = 0; /* verify and compare */
 #define PROBLEM(...)                                                                           \
     do {                                                                                       \
         problems++;                                                                            \
@@ -285,6 +293,67 @@ static int verify_mode(const tool_opts *o)
     return problems ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- compare */
+static int is_png_name(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 4 && strcmp(e->d_name + n - 4, ".png") == 0;
+}
+
+static int compare_mode(const tool_opts *o)
+{
+    const char *da = o->manifest, *db = o->other_dir;
+    struct dirent **la, **lb;
+    int na = scandir(da, &la, is_png_name, alphasort), nb = scandir(db, &lb, is_png_name, alphasort);
+    long long values = 0, differing = 0;
+    int worst = 0;
+    if (na < 0 || nb < 0 || na != nb || na == 0)
+        PROBLEM("%d PNGs in %s, %d in %s", na, da, nb, db);
+    for (int i = 0; i < na && i < nb && na == nb; i++) {
+        if (strcmp(la[i]->d_name, lb[i]->d_name) != 0) {
+            PROBLEM("%s/%s vs %s/%s: different names", da, la[i]->d_name, db, lb[i]->d_name);
+            continue;
+        }
+        char pa[MAX_PATH_LEN], pb[MAX_PATH_LEN];
+        snprintf(pa, sizeof pa, "%s/%s", da, la[i]->d_name);
+        snprintf(pb, sizeof pb, "%s/%s", db, lb[i]->d_name);
+        cpdit_png_image a, b;
+        cpdit_error err;
+        if (cpdit_png_read_rgb8(pa, &a, &err) || cpdit_png_read_rgb8(pb, &b, &err)) {
+            PROBLEM("%s", err.what);
+            continue;
+        }
+        if (a.width != b.width || a.height != b.height) {
+            PROBLEM("%s: %dx%d vs %dx%d", la[i]->d_name, a.width, a.height, b.width, b.height);
+        } else {
+            size_t n = (size_t)a.width * (size_t)a.height * 3;
+            for (size_t k = 0; k < n; k++) {
+                int d = abs((int)a.rgb[k] - (int)b.rgb[k]);
+                differing += d != 0;
+                worst = d > worst ? d : worst;
+            }
+            values += (long long)n;
+        }
+        cpdit_png_image_free(&a);
+        cpdit_png_image_free(&b);
+    }
+    for (int i = 0; i < na; i++)
+        free(la[i]);
+    for (int i = 0; i < nb; i++)
+        free(lb[i]);
+    if (na >= 0)
+        free(la);
+    if (nb >= 0)
+        free(lb);
+    double fraction = values ? (double)differing / (double)values : 0.0;
+    printf("compared %d images: %lld of %lld values differ (%.5f%%), max difference %d\n", na,
+           differing, values, 100.0 * fraction, worst);
+    if (worst > o->max_diff || fraction > o->max_fraction)
+        PROBLEM("beyond the tolerance: max difference %d (allowed %d), fraction %.6f (allowed "
+                "%.6f)", worst, o->max_diff, fraction, o->max_fraction);
+    return problems ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     tool_opts o;
@@ -295,7 +364,16 @@ int main(int argc, char **argv)
         return 2;
     }
     o.manifest = argv[2];
-    for (int i = 3; i < argc; i++) {
+    int first_option = 3;
+    if (!strcmp(argv[1], "compare")) {
+        if (argc < 4) {
+            fprintf(stderr, "usage: %s compare DIR_A DIR_B [options]\n", argv[0]);
+            return 2;
+        }
+        o.other_dir = argv[3];
+        first_option = 4;
+    }
+    for (int i = first_option; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--partial")) {
             o.partial = 1;
@@ -316,6 +394,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--raise-rank")) o.raise_rank = atoi(v);
         else if (!strcmp(a, "--pid-dir")) o.pid_dir = v;
         else if (!strcmp(a, "--expect-failed")) o.expect_failed = v;
+        else if (!strcmp(a, "--max-diff")) o.max_diff = atoi(v);
+        else if (!strcmp(a, "--max-fraction")) o.max_fraction = atof(v);
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
@@ -325,6 +405,8 @@ int main(int argc, char **argv)
         return run_mode(&o);
     if (!strcmp(argv[1], "verify"))
         return verify_mode(&o);
+    if (!strcmp(argv[1], "compare"))
+        return compare_mode(&o);
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
 }
