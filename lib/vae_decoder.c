@@ -201,7 +201,7 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     int act = cpu_activation_from_name(c->act_fn);
     if (act < 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "vae config",
-                               "key \"act_fn\": \"%s\" is not implemented", c->act_fn);
+                               "key \"act_fn\": \"%s\" is not supported (silu, swish, gelu, relu, mish)", c->act_fn);
     vae_decoder *d = calloc(1, sizeof *d);
     if (!d)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
