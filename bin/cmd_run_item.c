@@ -1,7 +1,9 @@
 /* cmd_run_item.c — `cpdit run --model DIR|builtin:tiny --prompt P ...`: one image, no manifest.
  *
  * Every rank of the MPI job takes part: the ranks form dp groups of ring x ulysses; the item
- * runs on data-parallel group 0 (other groups have nothing to do for a single item and wait).
+ * runs on data-parallel group 0 (other groups have nothing to do for a single item and wait),
+ * except with true CFG (--negative-prompt, --true-cfg > 1) and two or more groups: then group 1
+ * computes the negative branch beside group 0 (CFG-parallel; see pipeline_run.cfg_comm).
  * The PNG is written by CP rank 0 of that group: OUTPUT/00000-<seed>-<slug>.png, through a
  * temporary file and rename, with the generation parameters as PNG text chunks.
  */
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "comm_mpi.h"
 #include "cmd_run.h"
 #include "grid.h"
 #include "jobs/job_run.h"
@@ -98,9 +101,22 @@ int run_item(const run_item_options *o)
     /* setup can fail on some ranks only (a folder not mounted on one node): agree first,
      * with the lowest failing rank's message, so no rank waits in a collective alone */
     st = job_agree_status(MPI_COMM_WORLD, st, &err);
-    if (!st && g->dp_index == 0) {
+    /* CFG-parallel: with true CFG and two or more data-parallel groups, groups 0 and 1 run
+     * the prompt and the negative prompt side by side (ranks paired by CP coordinates) */
+    cpdit_comm *cfg_comm = NULL;
+    const int cfg = o->true_cfg > 1.0f && o->negative_prompt && o->negative_prompt[0];
+    if (!st && cfg && g->dp >= 2) {
+        MPI_Comm pair = MPI_COMM_NULL;
+        MPI_Comm_split(cpdit_comm_mpi_handle(g->dp_comm), g->dp_index < 2 ? 0 : MPI_UNDEFINED,
+                       g->dp_index, &pair);
+        if (pair != MPI_COMM_NULL)
+            st = cpdit_comm_mpi_create(pair, 1, &cfg_comm, &err);
+        run.cfg_comm = cfg_comm;
+        st = job_agree_status(MPI_COMM_WORLD, st, &err);
+    }
+    if (!st && (g->dp_index == 0 || (cfg_comm && g->dp_index == 1))) {
         st = pipeline_generate(p, &prm, &run, &rgb, &err);
-        if (!st && g->cp_rank == 0) {
+        if (!st && g->cp_rank == 0 && g->dp_index == 0) {
             st = pipeline_make_dirs(o->output, &err);
             char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
             snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
@@ -129,6 +145,7 @@ int run_item(const run_item_options *o)
     if (all && rank == 0)
         cli_report(&err);
     free(rgb);
+    cpdit_comm_destroy(cfg_comm);
     pipeline_close(p);
     cp_grid_destroy(g);
     return worst;

@@ -48,6 +48,9 @@ static const cli_command commands[] = {
      "Without --ring/--ulysses all ranks form one Ulysses group. Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
      "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
+     "True CFG (--negative-prompt N --true-cfg C, C > 1) runs CFG-parallel when the job has\n"
+     "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
+     "computes the negative branch beside group 0.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
      "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
      cmd_run},

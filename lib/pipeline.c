@@ -31,6 +31,8 @@
 #define FLUX_VAE_SCALE 8
 /* Largest image side the pipeline accepts (pixels). */
 #define PIPELINE_MAX_SIDE 16384
+/* Message tag of the CFG-parallel velocity swap. */
+#define CFG_TAG 77
 /* FluxPipeline's default T5 lengths. */
 #define T5_LEN_DEV 512
 #define T5_LEN_SCHNELL 256
@@ -252,21 +254,30 @@ static float *alloc_floats(size_t n)
     return malloc((n ? n : 1) * sizeof(float));
 }
 
-/* Every rank of the group learns whether any rank failed so far (st != OK), so that one
- * rank's failure (e.g. the dump on CP rank 0) never leaves the others waiting in a
- * collective. Returns st, or a RUNTIME error when only another rank failed. */
-static cpdit_status group_agree(const cp_grid *g, cpdit_status st, cpdit_error *err)
+/* Every rank of comm learns whether any rank failed so far (st != OK), so that one rank's
+ * failure (e.g. the dump on CP rank 0) never leaves the others waiting in a collective.
+ * Returns st, or a RUNTIME error when only another rank failed. comm NULL or of one rank:
+ * returns st. */
+static cpdit_status comm_agree(cpdit_comm *comm, cpdit_status st, cpdit_error *err)
 {
-    if (!g || g->cp_size == 1)
+    if (!comm || comm->size == 1)
         return st;
     long long worst = (long long)st;
     cpdit_error cerr;
-    if (cpdit_comm_allreduce(g->cp, &worst, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &cerr) != CPDIT_OK)
+    if (cpdit_comm_allreduce(comm, &worst, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &cerr) != CPDIT_OK)
         return st ? st : cpdit_error_set(err, cerr.status, cerr.where, "%s", cerr.what);
     if (st == CPDIT_OK && worst != CPDIT_OK)
         return cpdit_error_set(err, (cpdit_status)worst, "pipeline",
-                               "another rank of the context-parallel group failed");
+                               "another rank of the context-parallel or CFG group failed");
     return st;
+}
+
+/* comm_agree over the CP group, then over the CFG pair (when CFG-parallel). */
+static cpdit_status group_agree(const cp_grid *g, cpdit_comm *cfg_comm, cpdit_status st,
+                                cpdit_error *err)
+{
+    st = comm_agree(g ? g->cp : NULL, st, err);
+    return comm_agree(cfg_comm, st, err);
 }
 
 /* Is the layout uneven, or do the heads not divide the Ulysses degree? Then the strict
@@ -343,11 +354,13 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     flux_latent_dims(prm->height, prm->width, &lh, &lw, NULL);
     const int S = (lh / FLUX_PACK) * (lw / FLUX_PACK);
     const int cfg = prm->true_cfg > 1.0f && prm->negative_prompt && prm->negative_prompt[0];
+    const int cfg_par = cfg && run->cfg_comm && run->cfg_comm->size == 2;
+    const int cfg_rank = cfg_par ? run->cfg_comm->rank : 0;
 
     gen_buffers b;
     memset(&b, 0, sizeof b);
     st = prepare_item(p, prm, run, cfg, L, lh, lw, S, &b, err);
-    if ((st = group_agree(g, st, err)))
+    if ((st = group_agree(g, cfg_par ? run->cfg_comm : NULL, st, err)))
         goto done;
     const size_t n_noise = (size_t)C * lh * lw;
 
@@ -366,7 +379,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if (!b.txt_local || !b.txt_ids_local || !b.img_ids_local || !b.x || !b.v ||
         (cfg && (!b.txt_local_neg || !b.v_neg)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
-    if ((st = group_agree(g, st, err)))
+    if ((st = group_agree(g, cfg_par ? run->cfg_comm : NULL, st, err)))
         goto done;
     flux_shard_take(b.txt_local, b.t5, 1, L, tstart, tlen, (size_t)t5_dim);
     if (cfg)
@@ -391,6 +404,24 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         }
         const float sigma = b.sched.sigmas[i], sigma_next = b.sched.sigmas[i + 1];
         in.timestep = &sigma; /* FluxPipeline passes timestep / 1000 = sigma */
+        const size_t nv = (size_t)ilen * W64;
+        if (cfg && cfg_par) {
+            /* this group computes one branch; the partner the other; swap and combine */
+            float *mine = cfg_rank == 0 ? b.v : b.v_neg, *theirs = cfg_rank == 0 ? b.v_neg : b.v;
+            in.encoder_hidden_states = cfg_rank == 0 ? b.txt_local : b.txt_local_neg;
+            in.pooled_projections = cfg_rank == 0 ? b.pooled : b.pooled_neg;
+            if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, mine, err)))
+                goto forward_failed;
+            cpdit_comm_request rq[2] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
+            const int peer = 1 - cfg_rank;
+            if ((st = cpdit_comm_irecv(run->cfg_comm, theirs, nv, peer, CFG_TAG, &rq[0], err)) ||
+                (st = cpdit_comm_isend(run->cfg_comm, mine, nv, peer, CFG_TAG, &rq[1], err)) ||
+                (st = cpdit_comm_wait(run->cfg_comm, &rq[0], err)) ||
+                (st = cpdit_comm_wait(run->cfg_comm, &rq[1], err)))
+                goto forward_failed;
+            for (size_t k = 0; k < nv; k++) /* neg + true_cfg * (pos - neg), same on both */
+                b.v[k] = b.v_neg[k] + prm->true_cfg * (b.v[k] - b.v_neg[k]);
+        } else {
         in.encoder_hidden_states = b.txt_local;
         in.pooled_projections = b.pooled;
         if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v, err)))
@@ -400,12 +431,12 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
             in.pooled_projections = b.pooled_neg;
             if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v_neg, err)))
                 goto forward_failed;
-            const size_t n = (size_t)ilen * W64;
-            for (size_t k = 0; k < n; k++) /* neg + true_cfg * (pos - neg) */
+            for (size_t k = 0; k < nv; k++) /* neg + true_cfg * (pos - neg) */
                 b.v[k] = b.v_neg[k] + prm->true_cfg * (b.v[k] - b.v_neg[k]);
         }
+        }
         flow_euler_step(b.x, b.v, (size_t)ilen * W64, sigma, sigma_next);
-        if (run->progress && cp_rank == 0)
+        if (run->progress && cp_rank == 0 && cfg_rank == 0)
             run->progress(i + 1, prm->steps, now_seconds() - t0, run->ctx);
     }
 
@@ -416,7 +447,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     } else {
         memcpy(b.packed, b.x, (size_t)S * W64 * sizeof(float));
     }
-    if (cp_rank != 0)
+    if (cp_rank != 0 || cfg_rank != 0)
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
@@ -443,7 +474,7 @@ forward_failed:
     /* Bad inputs fail identically on every rank (the forward agrees on shapes before its
      * first collective); a runtime failure (memory, communication) on one rank would leave
      * the others inside a collective: end the job rather than hang. */
-    if (st == CPDIT_ERR_RUNTIME && g && g->cp_size > 1) {
+    if (st == CPDIT_ERR_RUNTIME && ((g && g->cp_size > 1) || cfg_par)) {
         char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
         fprintf(stderr, "%s (rank %d of the CP group; aborting the job)\n",
                 cpdit_error_format(err, msg, sizeof msg), cp_rank);

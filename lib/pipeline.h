@@ -52,6 +52,12 @@ typedef struct pipeline_run {
     pipeline_progress_fn progress;  /* may be NULL */
     pipeline_stop_fn should_stop;   /* may be NULL; see above */
     void *ctx;
+    /* CFG-parallel (true CFG only): a 2-rank communicator joining this rank with the rank of
+     * the same CP coordinates in a second group that runs the same item. Rank 0 of it computes
+     * the prompt's velocity, rank 1 the negative prompt's; they swap and both apply
+     * v = v_neg + c (v - v_neg), so both groups hold the same latents. NULL: one group runs
+     * both forwards. Only rank 0's group gets the image. */
+    struct cpdit_comm *cfg_comm;
 } pipeline_run;
 
 /* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on

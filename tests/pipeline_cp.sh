@@ -4,6 +4,7 @@
 # all-gather ring, and with data-parallel ranks — gives PNGs whose pixels differ by at most
 # 1/255 from the 1-rank PNG. The size, 208x208, gives 13x13 = 169 image tokens (+ 64 text =
 # 233, prime): no grid divides it, so the uneven ("anything") modes switch on by themselves.
+# Then true CFG on 1 rank vs CFG-parallel over two data-parallel groups.
 CPDIT=${CPDIT:-./cpdit}
 MPI_RUN=${MPI_RUN:-tests/mpi-run.sh}
 CMP=${top_builddir:-.}/tests/png_compare
@@ -40,6 +41,26 @@ for spec in "u2:2:--ulysses 2 --ring 1" "r2:2:--ring 2 --ulysses 1" \
         echo "FAIL: $name ($np ranks, $gargs): $(cat "$work/cmp")"; fail=1
     fi
 done
+# true CFG: 1 rank runs both branches; 2 ranks as dp 2 run them CFG-parallel (group 1 the
+# negative prompt); 4 ranks as dp 2 x ulysses 2 likewise; all within 1/255 of the 1-rank image,
+# and different from the image without CFG (the negative branch has an effect)
+args="$args --negative-prompt 'blurry, dark' --true-cfg 3"
+if run cfg1 1; then
+    cref=$(ls "$work"/cfg1/*.png)
+    for spec in "cfgdp2:2:--ring 1 --ulysses 1" "cfgdp2u2:4:--ring 1 --ulysses 2"; do
+        name=${spec%%:*}; rest=${spec#*:}; np=${rest%%:*}; gargs=${rest#*:}
+        run "$name" "$np" "$gargs" || continue
+        if "$CMP" "$cref" "$work/$name"/*.png 1 >"$work/cmp" 2>&1; then
+            echo "ok: $name (CFG-parallel, $np ranks): $(cat "$work/cmp")"
+        else
+            echo "FAIL: $name (CFG-parallel, $np ranks): $(cat "$work/cmp")"; fail=1
+        fi
+    done
+    if "$CMP" "$cref" "$ref" 1 >/dev/null 2>&1; then
+        echo "FAIL: true CFG changed nothing"; fail=1
+    fi
+fi
+
 # bad input: a size that is not a multiple of 16 → clear message, exit 2, no file
 "$CPDIT" run --model builtin:tiny --prompt x --width 200 --height 208 --output "$work/bad" \
     >"$work/bad.log" 2>&1
