@@ -29,9 +29,10 @@
 
 /* Query rows per task (at most): OpenBLAS re-packs the K/V block for every task, so the
  * more query rows share one packing the closer the block products run to the SGEMM rate
- * (measured on Zen 5 / SkylakeX kernels: 64 rows ~120, 256 rows ~165 GFLOP/s per core). */
+ * (measured on Zen 5 / SkylakeX kernels: 64 rows ~120, 256 rows ~165 GFLOP/s per core;
+ * 512 rows x 256 keys: D = 128 another 3-5% over 256 x 512, D = 64 the same; PERFORMANCE.md). */
 #ifndef ATTN_BLOCK_Q /* overridable at build time for tuning */
-#define ATTN_BLOCK_Q 256
+#define ATTN_BLOCK_Q 512
 #endif
 /* Smallest query block when shrinking it to give every thread enough tasks. */
 #define ATTN_BLOCK_Q_MIN 32
@@ -40,7 +41,7 @@
 /* Keys per block: the score block (ATTN_BLOCK_Q x ATTN_BLOCK_KV fp32 = 512 KiB) stays in L2
  * between the two products and the softmax pass. */
 #ifndef ATTN_BLOCK_KV /* overridable at build time for tuning */
-#define ATTN_BLOCK_KV 512
+#define ATTN_BLOCK_KV 256
 #endif
 /* Upper bound on worker threads (also bounded by the task count). */
 #define ATTN_MAX_THREADS 256
