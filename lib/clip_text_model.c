@@ -174,19 +174,13 @@ cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *o
     clip_text_model *m = calloc(1, sizeof *m);
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    char *cfg_path = NULL;
     model_config cfg = {0};
     cpdit_status st = text_backend_resolve(opt, &m->be, err);
-    if (!st && asprintf(&cfg_path, "%s/config.json", dir) < 0) {
-        cfg_path = NULL;
-        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    }
     if (!st)
-        st = model_config_load_file(&cfg, cfg_path, err);
+        st = text_config_load(dir, &cfg, err);
     if (!st)
         st = clip_text_config_read(&cfg, &m->cfg, err);
     model_config_free(&cfg);
-    free(cfg_path);
     if (!st) {
         m->layers = calloc((size_t)m->cfg.num_hidden_layers + 1, sizeof *m->layers);
         if (!m->layers)

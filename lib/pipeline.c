@@ -19,7 +19,6 @@
 #include "flux_transformer.h"
 #include "image_postprocess.h"
 #include "latent_pack.h"
-#include "model_folder.h"
 #include "text_encode.h"
 #include "safetensors.h"
 #include "torch_rng.h"
@@ -40,7 +39,8 @@
 struct pipeline {
     char *model_dir;
     flux_transformer *transformer;
-    vae_decoder *vae;
+    vae_decoder *vae;          /* loaded on the first decode (only decoding ranks need it) */
+    autoencoder_kl_config vae_cfg;
     text_encoders *text;
     flow_schedule_config sched;
     int latent_channels;       /* transformer in_channels / 4 */
@@ -87,18 +87,19 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
         goto fail;
     }
     p->latent_channels = tc->in_channels / (FLUX_PACK * FLUX_PACK);
-    /* the VAE is checked now (not after the sampler): channels, and the 8x upscale that
-     * image sizes (multiples of 16) and latent sizes (H/8) assume */
-    if ((st = vae_decoder_load(&p->vae, dir, err)))
+    /* The VAE's config is checked now, on every rank (not after the sampler): channels, and
+     * the 8x upscale that image sizes (multiples of 16) and latent sizes (H/8) assume. Its
+     * weights are loaded only by the ranks that decode, on their first image. */
+    if ((st = vae_config_load(dir, &p->vae_cfg, err)))
         goto fail;
-    const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
-    if (vc->latent_channels != p->latent_channels || vae_decoder_upscale(p->vae) != FLUX_VAE_SCALE ||
+    const autoencoder_kl_config *vc = &p->vae_cfg;
+    const int upscale = 1 << (vc->n_blocks - 1);
+    if (vc->latent_channels != p->latent_channels || upscale != FLUX_VAE_SCALE ||
         vc->out_channels != 3) {
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
                              "vae: latent_channels %d (transformer latents: %d), upscale %d "
                              "(FLUX: %d), out_channels %d (RGB: 3)", vc->latent_channels,
-                             p->latent_channels, vae_decoder_upscale(p->vae), FLUX_VAE_SCALE,
-                             vc->out_channels);
+                             p->latent_channels, upscale, FLUX_VAE_SCALE, vc->out_channels);
         goto fail;
     }
     if ((st = flow_schedule_config_load(dir, &p->sched, err)))
@@ -450,6 +451,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if (cp_rank != 0 || cfg_rank != 0)
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
+    if (!p->vae && (st = vae_decoder_load(&p->vae, p->model_dir, err)))
+        goto done;
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
     vae_latents_denormalize(vc, b.noise, n_noise);
     const int f = vae_decoder_upscale(p->vae);

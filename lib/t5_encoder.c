@@ -184,19 +184,13 @@ cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t
     t5_encoder *m = calloc(1, sizeof *m);
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    char *cfg_path = NULL;
     model_config cfg = {0};
     cpdit_status st = text_backend_resolve(opt, &m->be, err);
-    if (!st && asprintf(&cfg_path, "%s/config.json", dir) < 0) {
-        cfg_path = NULL;
-        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    }
     if (!st)
-        st = model_config_load_file(&cfg, cfg_path, err);
+        st = text_config_load(dir, &cfg, err);
     if (!st)
         st = t5_encoder_config_read(&cfg, &m->cfg, err);
     model_config_free(&cfg);
-    free(cfg_path);
     if (!st) {
         m->blocks = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->blocks);
         if (!m->blocks)

@@ -93,6 +93,16 @@ cpdit_status text_backend_resolve(const text_encoder_options *opt, const cpdit_b
     return CPDIT_OK;
 }
 
+cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *err)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/config.json", dir) < 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    cpdit_status st = model_config_load_file(cfg, path, err);
+    free(path);
+    return st;
+}
+
 /* ------------------------------------------------------------------ open / close */
 
 cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *err)

@@ -94,6 +94,10 @@ typedef struct text_weights {
     size_t n_pending, cap_pending;
 } text_weights;
 
+/* Load dir/config.json into cfg (free with model_config_free). Errors: as
+ * model_config_load_file; out of memory. */
+cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *err);
+
 /* Open the safetensors set of folder dir (model.safetensors or model.safetensors.index.json;
  * see safetensors_set_open). Errors: as safetensors_set_open, with where = the file. */
 cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *err);

@@ -305,23 +305,35 @@ cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, 
     return CPDIT_OK;
 }
 
+cpdit_status vae_config_load(const char *model_dir, autoencoder_kl_config *c, cpdit_error *err)
+{
+    model_folder mf;
+    model_config cfg = {0};
+    cpdit_status st = model_folder_open(&mf, model_dir, err);
+    if (st != CPDIT_OK)
+        return st;
+    st = model_folder_load_config(&mf, "vae", &cfg, err);
+    if (st == CPDIT_OK)
+        st = autoencoder_kl_config_from(&cfg, c, err); /* validates too */
+    model_config_free(&cfg);
+    model_folder_close(&mf);
+    return st;
+}
+
 cpdit_status vae_decoder_load(vae_decoder **out, const char *model_dir, cpdit_error *err)
 {
     *out = NULL;
     model_folder mf;
-    model_config cfg = {0};
     autoencoder_kl_config c;
     char *dir = NULL;
     safetensors_set *s = NULL;
     vae_decoder *d = NULL;
-    cpdit_status st = model_folder_open(&mf, model_dir, err);
+    cpdit_status st = vae_config_load(model_dir, &c, err);
     if (st != CPDIT_OK)
         return st;
+    if ((st = model_folder_open(&mf, model_dir, err)) != CPDIT_OK)
+        return st;
     st = model_folder_component_dir(&mf, "vae", &dir, err);
-    if (st == CPDIT_OK)
-        st = model_folder_load_config(&mf, "vae", &cfg, err);
-    if (st == CPDIT_OK)
-        st = autoencoder_kl_config_from(&cfg, &c, err);
     if (st == CPDIT_OK)
         st = safetensors_set_open(&s, dir, err);
     if (st == CPDIT_OK)
@@ -329,7 +341,6 @@ cpdit_status vae_decoder_load(vae_decoder **out, const char *model_dir, cpdit_er
     if (st == CPDIT_OK)
         st = vae_decoder_load_weights(d, s, err);
     safetensors_set_close(s);
-    model_config_free(&cfg);
     free(dir);
     model_folder_close(&mf);
     if (st != CPDIT_OK) {

@@ -74,6 +74,10 @@ cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, 
 
 /* Config (vae/config.json) and weights of a model folder: a pipeline root with vae/, or the
  * VAE's own folder. */
+/* Read and validate model_dir's vae/config.json (a pipeline root or the vae folder itself)
+ * without loading weights. */
+cpdit_status vae_config_load(const char *model_dir, autoencoder_kl_config *c, cpdit_error *err);
+
 cpdit_status vae_decoder_load(vae_decoder **out, const char *model_dir, cpdit_error *err);
 
 /* z[i] = z[i] / scaling_factor + shift_factor (shift 0 when the config has none), in float32
