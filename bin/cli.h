@@ -3,7 +3,7 @@
 #ifndef CPDIT_CLI_H
 #define CPDIT_CLI_H
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 
 /* Exit codes of the cpdit program (DESIGN.md): 0 ok, 1 runtime failure, 2 bad input. */
 enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };

@@ -1,5 +1,5 @@
 /* cli_common.c — error reporting and option-value parsing shared by all subcommands. */
-#include "cli.h"
+#include "bin/cli.h"
 
 #include <errno.h>
 #include <stdarg.h>

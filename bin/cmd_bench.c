@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "cp_attention_bench.h"
+#include "bin/cli.h"
+#include "lib/cp/cp_attention_bench.h"
 #include "kernels/cpu/attention_bench.h"
 
 #define SUB "bench"

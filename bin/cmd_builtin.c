@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "builtin_model.h"
-#include "cli.h"
+#include "lib/builtin/builtin_model.h"
+#include "bin/cli.h"
 
 #define SUB "builtin"
 

@@ -17,13 +17,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cli.h"
-#include "cmd_forward.h"
-#include "cp_attention.h"
-#include "flux_shard.h"
-#include "flux_transformer.h"
-#include "grid.h"
-#include "safetensors.h"
+#include "bin/cli.h"
+#include "bin/cmd_forward.h"
+#include "lib/cp/cp_attention.h"
+#include "lib/flux/flux_shard.h"
+#include "lib/flux/flux_transformer.h"
+#include "lib/cp/grid.h"
+#include "lib/io/safetensors.h"
 
 #define SUB "forward"
 

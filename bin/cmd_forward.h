@@ -12,7 +12,7 @@
 #ifndef CPDIT_CMD_FORWARD_H
 #define CPDIT_CMD_FORWARD_H
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 
 typedef struct forward_options {
     const char *model;             /* --model DIR (pipeline root, component folder or file) */

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "cmd_forward.h"
-#include "vae_decoder.h"
+#include "bin/cmd_forward.h"
+#include "lib/vae/vae_decoder.h"
 
 #define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 

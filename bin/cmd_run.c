@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "cmd_run.h"
+#include "bin/cli.h"
+#include "bin/cmd_run.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"

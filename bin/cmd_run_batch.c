@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "cmd_run.h"
+#include "bin/cli.h"
+#include "bin/cmd_run.h"
 #include "jobs/job_run.h"
-#include "pipeline.h"
+#include "lib/pipeline/pipeline.h"
 
 typedef struct batch_ctx {
     pipeline *p;

@@ -18,14 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "comm_mpi.h"
-#include "cmd_run.h"
-#include "grid.h"
+#include "bin/cli.h"
+#include "lib/cp/comm_mpi.h"
+#include "bin/cmd_run.h"
+#include "lib/cp/grid.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
-#include "pipeline.h"
-#include "png_writer.h"
+#include "lib/pipeline/pipeline.h"
+#include "lib/io/png_writer.h"
 
 #define SUB "run"
 

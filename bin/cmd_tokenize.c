@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "model_folder.h"
-#include "tokenizer_clip.h"
-#include "tokenizer_t5.h"
+#include "bin/cli.h"
+#include "lib/io/model_folder.h"
+#include "lib/text/tokenizer_clip.h"
+#include "lib/text/tokenizer_t5.h"
 
 #define SUB "tokenize"
 

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "build_info.h"
-#include "cli.h"
+#include "lib/core/build_info.h"
+#include "bin/cli.h"
 #include "kernels/cpu/blas_runtime.h"
 
 static int cmd_version(int argc, char **argv);

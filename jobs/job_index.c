@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include "lib/io/atomic_file.h"
 
 /* Digits kept for reals (guidance, seconds): enough for any value a user types. */
 #define INDEX_REAL_PRECISION 10

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 #include "jobs/job_items.h"
 
 #ifdef __cplusplus

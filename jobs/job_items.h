@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 #include "yaml/manifest.h"
 
 #ifdef __cplusplus

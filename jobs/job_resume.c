@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atomic_file.h"
+#include "lib/io/atomic_file.h"
 
 #define FNV64_OFFSET 0xcbf29ce484222325ull
 #define FNV64_PRIME 0x100000001b3ull

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "build_info.h"
-#include "comm.h"
+#include "lib/core/build_info.h"
+#include "lib/cp/comm.h"
 #include "jobs/job_index.h"
-#include "png_writer.h"
+#include "lib/io/png_writer.h"
 
 #define FOLDER_MODE 0777   /* before the umask */
 #define WAIT_POLL_US 20000 /* sleep between polls while waiting for other groups, us */

@@ -37,8 +37,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cpdit_error.h"
-#include "grid.h"
+#include "lib/core/cpdit_error.h"
+#include "lib/cp/grid.h"
 #include "jobs/job_items.h"
 #include "yaml/manifest.h"
 

@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "comm.h"
+#include "lib/cp/comm.h"
 
 static volatile sig_atomic_t stop_flag = 0;
 static volatile sig_atomic_t stop_signal = 0;

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -28,10 +28,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cp_attention.h"
-#include "flux_shard.h"
-#include "flux_transformer.h"
-#include "grid.h"
+#include "lib/cp/cp_attention.h"
+#include "lib/flux/flux_shard.h"
+#include "lib/flux/flux_transformer.h"
+#include "lib/cp/grid.h"
 #include "kernels/cpu/blas_runtime.h"
 
 #define BENCH_SGEMM_N 1024

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "safetensors.h"
+#include "lib/io/safetensors.h"
 
 #define MAX_TENSORS 2048
 #define NAME_MAX_LEN 160

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "png_reader.h"
+#include "lib/io/png_reader.h"
 
 int main(int argc, char **argv)
 {

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include "lib/io/atomic_file.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"
 

@@ -16,7 +16,7 @@
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/attention_softmax_cpu.h"
 #include "kernels/cpu/blas_runtime.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #define TOL_FAST 1e-5
 #define TOL_MERGE 1e-6

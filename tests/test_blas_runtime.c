@@ -19,7 +19,7 @@
 #include <cblas.h>
 
 #include "kernels/cpu/blas_runtime.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #ifdef HAVE_OPENBLAS_GET_CONFIG
 extern char *openblas_get_config(void);

@@ -26,19 +26,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "builtin_model.h"
-#include "clip_text_model.h"
-#include "flow_schedule.h"
-#include "flux_transformer.h"
-#include "model_folder.h"
-#include "safetensors.h"
-#include "t5_encoder.h"
-#include "text_encode.h"
-#include "test_tmpdir.h"
-#include "test_util.h"
-#include "tokenizer_clip.h"
-#include "tokenizer_t5.h"
-#include "vae_decoder.h"
+#include "lib/builtin/builtin_model.h"
+#include "lib/text/clip_text_model.h"
+#include "lib/pipeline/flow_schedule.h"
+#include "lib/flux/flux_transformer.h"
+#include "lib/io/model_folder.h"
+#include "lib/io/safetensors.h"
+#include "lib/text/t5_encoder.h"
+#include "lib/text/text_encode.h"
+#include "tests/test_tmpdir.h"
+#include "tests/test_util.h"
+#include "lib/text/tokenizer_clip.h"
+#include "lib/text/tokenizer_t5.h"
+#include "lib/vae/vae_decoder.h"
 
 #define STD_MIN 0.05 /* output standard deviation range of a healthy random model */
 #define STD_MAX 20.0

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "comm_mpi.h"
+#include "lib/cp/comm.h"
+#include "lib/cp/comm_mpi.h"
 #include "tests/test_util.h"
 
 #define CHUNK_SMALL 3

@@ -4,9 +4,9 @@
 
 #include <stdio.h>
 
-#include "build_info.h"
+#include "lib/core/build_info.h"
 #include "kernels/cuda/cuda_runtime_info.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 int main(void)
 {

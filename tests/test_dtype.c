@@ -10,7 +10,7 @@
  * - hand-checked halfway cases, denormals, overflow (inf for F16/BF16/E5M2, NaN for E4M3FN);
  * - integer/F64/BOOL reads, unaligned buffers, refusal of f32 → integer.
  */
-#include "dtype.h"
+#include "lib/io/dtype.h"
 #include "tests/test_util.h"
 
 #include <float.h>

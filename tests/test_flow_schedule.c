@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow_schedule.h"
-#include "test_tmpdir.h"
-#include "test_util.h"
+#include "lib/pipeline/flow_schedule.h"
+#include "tests/test_tmpdir.h"
+#include "tests/test_util.h"
 
 #define MAX_STEPS 64
 #define MU_REL_TOL 1e-15

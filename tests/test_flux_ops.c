@@ -18,7 +18,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

@@ -7,8 +7,8 @@
 
 #include <stdlib.h>
 
-#include "flux_shard.h"
-#include "test_util.h"
+#include "lib/flux/flux_shard.h"
+#include "tests/test_util.h"
 
 static void check_layout(int n, int txt, int img)
 {

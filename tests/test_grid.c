@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cp_attention.h"
-#include "cp_shard.h"
-#include "grid.h"
-#include "comm_mpi.h"
+#include "lib/cp/cp_attention.h"
+#include "lib/cp/cp_shard.h"
+#include "lib/cp/grid.h"
+#include "lib/cp/comm_mpi.h"
 #include "tests/test_util.h"
 
 static void test_resolve(void)

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "jobs/job_index.h"
-#include "png_writer.h"
+#include "lib/io/png_writer.h"
 #include "yaml/manifest.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"

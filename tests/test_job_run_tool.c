@@ -37,10 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
+#include "lib/cp/comm.h"
 #include "jobs/job_index.h"
 #include "jobs/job_run.h"
-#include "png_reader.h"
+#include "lib/io/png_reader.h"
 
 #define MAX_PATH_LEN 4096
 #define MS_PER_S 1000

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "latent_pack.h"
-#include "test_util.h"
+#include "lib/pipeline/latent_pack.h"
+#include "tests/test_util.h"
 
 static void reference_pack(float *packed, const float *lat, int B, int C, int H, int W)
 {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "component_config.h"
-#include "model_config.h"
-#include "model_folder.h"
+#include "lib/io/component_config.h"
+#include "lib/io/model_config.h"
+#include "lib/io/model_folder.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"
 

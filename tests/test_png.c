@@ -8,9 +8,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "image_postprocess.h"
-#include "png_reader.h"
-#include "png_writer.h"
+#include "lib/pipeline/image_postprocess.h"
+#include "lib/io/png_reader.h"
+#include "lib/io/png_writer.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"
 

@@ -11,7 +11,7 @@
  *   tensor in two shards, unlisted tensor, escaping shard name.
  * Files go to a mkdtemp folder under $TMPDIR (or /tmp), removed at the end.
  */
-#include "safetensors.h"
+#include "lib/io/safetensors.h"
 #include "tests/test_util.h"
 
 #include <dirent.h>

@@ -19,13 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clip_text_model.h"
+#include "lib/text/clip_text_model.h"
 #include "kernels/cpu/text_ops_cpu.h"
-#include "t5_encoder.h"
-#include "test_tmpdir.h"
-#include "test_util.h"
-#include "text_encode.h"
-#include "text_encoder_fixtures.h"
+#include "lib/text/t5_encoder.h"
+#include "tests/test_tmpdir.h"
+#include "tests/test_util.h"
+#include "lib/text/text_encode.h"
+#include "tests/text_encoder_fixtures.h"
 
 #define OP_TOL 1e-5
 #define BATCH_TOL 1e-5

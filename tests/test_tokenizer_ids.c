@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "test_util.h"
-#include "tokenizer_clip.h"
-#include "tokenizer_common.h"
-#include "tokenizer_t5.h"
+#include "tests/test_util.h"
+#include "lib/text/tokenizer_clip.h"
+#include "lib/text/tokenizer_common.h"
+#include "lib/text/tokenizer_t5.h"
 
 #define EXPECTED_FILE "tests/data/tokenizers/expected_ids.jsonl"
 #define CLIP_SUBDIR "clip-vit-large-patch14"

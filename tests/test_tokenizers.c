@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpe_merge.h"
-#include "spm_charsmap.h"
-#include "test_util.h"
-#include "tokenizer_clip.h"
-#include "tokenizer_t5.h"
-#include "unicode_text.h"
+#include "lib/text/bpe_merge.h"
+#include "lib/text/spm_charsmap.h"
+#include "tests/test_util.h"
+#include "lib/text/tokenizer_clip.h"
+#include "lib/text/tokenizer_t5.h"
+#include "lib/text/unicode_text.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define LONG_INPUT_BYTES 200000

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "test_util.h"
-#include "torch_rng.h"
+#include "tests/test_util.h"
+#include "lib/pipeline/torch_rng.h"
 
 #define FNV_OFFSET UINT64_C(0xcbf29ce484222325)
 #define FNV_PRIME UINT64_C(0x100000001b3)

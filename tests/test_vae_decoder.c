@@ -19,10 +19,10 @@
 
 #include "kernels/cpu/conv2d_cpu.h"
 #include "kernels/cpu/group_norm_cpu.h"
-#include "safetensors.h"
-#include "test_tmpdir.h"
-#include "test_util.h"
-#include "vae_decoder.h"
+#include "lib/io/safetensors.h"
+#include "tests/test_tmpdir.h"
+#include "tests/test_util.h"
+#include "lib/vae/vae_decoder.h"
 
 #define CONV_REL_TOL 1e-5
 #define NORM_ABS_TOL 1e-5

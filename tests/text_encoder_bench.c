@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "kernels/cpu/blas_runtime.h"
-#include "test_tmpdir.h"
-#include "text_encode.h"
-#include "text_encoder_fixtures.h"
+#include "tests/test_tmpdir.h"
+#include "lib/text/text_encode.h"
+#include "tests/text_encoder_fixtures.h"
 
 #define BENCH_PROMPT "a photograph of an astronaut riding a horse on the moon, highly detailed"
 

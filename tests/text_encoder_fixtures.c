@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "safetensors.h"
-#include "text_encoder_fixtures.h"
+#include "lib/io/safetensors.h"
+#include "tests/text_encoder_fixtures.h"
 
 #define FIX_NORM_SPREAD 0.2f
 #define FIX_BIAS_SPREAD 0.1f

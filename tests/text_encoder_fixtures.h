@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-#include "cpdit_error.h"
-#include "dtype.h"
+#include "lib/core/cpdit_error.h"
+#include "lib/io/dtype.h"
 
 typedef struct clip_fixture {
     int vocab, hidden, intermediate, layers, heads, max_positions, eos_token_id;

@@ -29,11 +29,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "clip_text_model.h"
-#include "safetensors.h"
-#include "t5_encoder.h"
-#include "text_encode.h"
-#include "text_encoder_fixtures.h"
+#include "lib/text/clip_text_model.h"
+#include "lib/io/safetensors.h"
+#include "lib/text/t5_encoder.h"
+#include "lib/text/text_encode.h"
+#include "tests/text_encoder_fixtures.h"
 
 static int usage(void)
 {

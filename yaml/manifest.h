@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -25,7 +25,7 @@
 #define CPDIT_ATTENTION_CPU_H
 
 #include <stddef.h>
-#include "cpdit_error.h"
+#include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,7 @@
  * would be caught by AddressSanitizer. Build: `make fuzz-safetensors` (clang + libFuzzer);
  * `make check` runs it over the seed corpus through tests/fuzz/fuzz_driver_main.c.
  */
-#include "safetensors.h"
+#include "lib/io/safetensors.h"
 
 #include <stdint.h>
 #include <stdlib.h>

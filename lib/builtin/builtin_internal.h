@@ -1,0 +1,66 @@
+/* builtin_internal.h — shared between the files that write a built-in model
+ * (builtin_model.c: folder, configs, cache; builtin_weights.c: parameter tables and their
+ * generated values; builtin_tokenizers.c: the tokenizer files). Not installed. */
+#ifndef CPDIT_BUILTIN_INTERNAL_H
+#define CPDIT_BUILTIN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/core/cpdit_error.h"
+
+struct json_t;
+
+#define BUILTIN_MAX_VAE_BLOCKS 4
+
+/* Every size of one built-in model. The vocab sizes and special ids are filled in by the
+ * tokenizer writers (they depend on the generated vocabularies). */
+typedef struct builtin_sizes {
+    const char *name;
+    uint64_t seed;
+    /* FluxTransformer2DModel */
+    int in_channels, num_layers, num_single_layers, head_dim, heads;
+    int joint_attention_dim, pooled_projection_dim;
+    int axes_dims_rope[3];
+    /* AutoencoderKL */
+    int image_channels, latent_channels, n_vae_blocks, layers_per_block, norm_num_groups;
+    int block_out_channels[BUILTIN_MAX_VAE_BLOCKS];
+    double scaling_factor, shift_factor;
+    /* CLIPTextModel */
+    int clip_hidden, clip_intermediate, clip_layers, clip_heads, clip_positions;
+    int clip_projection_dim;
+    int clip_vocab, clip_bos_id, clip_eos_id; /* from the tokenizer */
+    /* T5EncoderModel */
+    int t5_d_model, t5_d_kv, t5_heads, t5_d_ff, t5_layers;
+    int t5_buckets, t5_max_distance;
+    int t5_vocab; /* from the tokenizer */
+} builtin_sizes;
+
+/* builtin_model.c: write root (a JSON value, not consumed) as dir/rel_path, indented, keys
+ * in insertion order, reals with up to 15 significant digits, and a final newline. */
+cpdit_status builtin_write_json(const char *dir, const char *rel_path, struct json_t *root,
+                                cpdit_error *err);
+/* builtin_model.c: write len bytes as dir/rel_path. */
+cpdit_status builtin_write_bytes(const char *dir, const char *rel_path, const void *data,
+                                 size_t len, cpdit_error *err);
+
+/* builtin_tokenizers.c: dir/tokenizer/ (CLIP BPE: vocab.json, merges.txt, configs) and
+ * dir/tokenizer_2/ (T5 Unigram tokenizer.json, configs); fill s->clip_vocab,
+ * s->clip_bos_id, s->clip_eos_id and s->t5_vocab. The folders must exist. */
+cpdit_status builtin_write_clip_tokenizer(const char *dir, builtin_sizes *s, cpdit_error *err);
+cpdit_status builtin_write_t5_tokenizer(const char *dir, builtin_sizes *s, cpdit_error *err);
+
+/* builtin_weights.c: the weights of each component, written as
+ * dir/transformer/diffusion_pytorch_model.safetensors (bf16),
+ * dir/vae/diffusion_pytorch_model.safetensors, dir/text_encoder/model.safetensors,
+ * dir/text_encoder_2/model.safetensors (fp32). *n_params (may be NULL) gets the count. */
+cpdit_status builtin_write_transformer_weights(const char *dir, const builtin_sizes *s,
+                                               size_t *n_params, cpdit_error *err);
+cpdit_status builtin_write_vae_weights(const char *dir, const builtin_sizes *s,
+                                       size_t *n_params, cpdit_error *err);
+cpdit_status builtin_write_clip_weights(const char *dir, const builtin_sizes *s,
+                                        size_t *n_params, cpdit_error *err);
+cpdit_status builtin_write_t5_weights(const char *dir, const builtin_sizes *s,
+                                      size_t *n_params, cpdit_error *err);
+
+#endif

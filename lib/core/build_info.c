@@ -1,0 +1,91 @@
+/* build_info.c — version and build/runtime library report (see build_info.h). */
+#include "config.h"
+
+#include "lib/core/build_info.h"
+
+#include <hwloc.h>
+#include <mpi.h>
+#include <png.h>
+#include <jansson.h>
+#include <yaml.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/blas_runtime.h"
+#ifdef CPDIT_HAVE_CUDA
+#include "kernels/cuda/cuda_runtime_info.h"
+#endif
+
+#ifndef CPDIT_CONFIGURE_ARGS
+#define CPDIT_CONFIGURE_ARGS ""
+#endif
+
+const char *cpdit_version_string(void)
+{
+    return PACKAGE_VERSION;
+}
+
+int cpdit_built_with_cuda(void)
+{
+#ifdef CPDIT_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* MPI_Get_library_version may be called before MPI_Init (MPI-3.0 §8.1.1); keep the
+ * first line only (Open MPI appends build details). */
+static void mpi_library_line(char *buf, size_t size)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    lib[0] = '\0';
+    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS)
+        snprintf(lib, sizeof lib, "unknown");
+    lib[sizeof lib - 1] = '\0';
+    char *nl = strpbrk(lib, "\r\n,");
+    if (nl)
+        *nl = '\0';
+    snprintf(buf, size, "%s", lib);
+}
+
+static void hwloc_version_line(char *buf, size_t size)
+{
+    unsigned v = hwloc_get_api_version();
+    snprintf(buf, size, "%s (built against; runtime API %u.%u)", HWLOC_VERSION, v >> 16,
+             (v >> 8) & 0xff);
+}
+
+void cpdit_build_info_print(FILE *out)
+{
+    char line[512];
+    fprintf(out, "cpdit %s\n", cpdit_version_string());
+    fprintf(out, "  configure:  %s\n", CPDIT_CONFIGURE_ARGS[0] ? CPDIT_CONFIGURE_ARGS : "(no options)");
+#ifdef CPDIT_HAVE_CUDA
+    cpdit_cuda_describe(line, sizeof line);
+    fprintf(out, "  cuda:       yes (%s)\n", line);
+    fprintf(out, "  nccl:       yes\n  cudnn:      yes\n");
+#else
+    fprintf(out, "  cuda:       no (configure --with-cuda to build the GPU backend)\n");
+    fprintf(out, "  nccl:       no\n  cudnn:      no\n");
+#endif
+    mpi_library_line(line, sizeof line);
+    fprintf(out, "  mpi:        %s\n", line);
+    hwloc_version_line(line, sizeof line);
+    fprintf(out, "  hwloc:      %s\n", line);
+    blas_runtime_describe(line, sizeof line);
+    fprintf(out, "  blas:       %s\n", line);
+    fprintf(out, "  libpng:     %s\n", png_get_libpng_ver(NULL));
+    fprintf(out, "  libyaml:    %s\n", yaml_get_version_string());
+    fprintf(out, "  jansson:    %s\n", jansson_version_str());
+}
+
+void cpdit_build_info_line(char *buf, size_t size)
+{
+    char blas[512], mpi[160];
+    blas_runtime_describe(blas, sizeof blas);
+    mpi_library_line(mpi, sizeof mpi);
+    snprintf(buf, size, "cpdit %s | BLAS %s | %s | CUDA %s", cpdit_version_string(), blas, mpi,
+             cpdit_built_with_cuda() ? "yes" : "no");
+}

@@ -1,0 +1,99 @@
+/* cp_attention.h — context-parallel attention: one entry point, variants chosen by a config.
+ *
+ * The sequence is split over the CP group of a grid (grid.h: R*U ranks); each rank passes
+ * its local tokens q, k, v of shape (B, S_local, H, D) fp32 row-major, where S_local =
+ * layout->len[cp_rank] (cp_shard.h), and receives out (B, S_local, H, D) and lse
+ * (B, S_local, H) for exactly those tokens in the same local order: the values one rank would
+ * compute by attending over the whole sequence (unmasked softmax(scale * q k^T) v, lse the
+ * natural-log log-sum-exp of the scaled scores).
+ *
+ * Variants:
+ *   RING     K/V blocks travel around all R*U ranks of the CP group; the next block is in
+ *            flight (isend/irecv posted) while the current one is computed; partial results
+ *            merge by LSE. ring_mode ALLGATHER instead all-gathers K/V and computes once.
+ *   ULYSSES  all-to-all over the R*U ranks (tokens -> heads), local attention over the whole
+ *            sequence for a share of the heads, all-to-all back (heads -> tokens).
+ *   UNIFIED  Ulysses inside each ulysses group (U ranks) and Ring across groups (over the
+ *            ring communicator, R ranks) on the 2D grid; ring_mode applies to the ring part.
+ *            R = 1 is plain Ulysses, U = 1 plain Ring.
+ *   AUTO     = UNIFIED.
+ *
+ * anything = 0 (the strict mode) requires: every rank holds the same number of tokens (> 0),
+ * and for ULYSSES / UNIFIED the head count divides the Ulysses degree. anything = 1 (the
+ * --anything flag) lifts both: uneven lengths, ranks with no tokens at all, uneven head shares
+ * (6 heads over 4 ranks as 2,2,1,1; with fewer heads than ranks some ranks hold no heads and
+ * only relay). Every rank of the CP group must call cp_attention with the same config,
+ * layout, B, H, D and scale (checked: a mismatch is an error on all ranks, not a hang).
+ */
+#ifndef CPDIT_CP_ATTENTION_H
+#define CPDIT_CP_ATTENTION_H
+
+#include "lib/core/cpdit_error.h"
+#include "lib/cp/cp_shard.h"
+#include "lib/cp/grid.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cp_attention_variant {
+    CP_ATTN_AUTO = 0,
+    CP_ATTN_RING,
+    CP_ATTN_ULYSSES,
+    CP_ATTN_UNIFIED
+} cp_attention_variant;
+
+typedef enum cp_ring_mode {
+    CP_RING_P2P = 0,  /* rotate K/V blocks, next block in flight */
+    CP_RING_ALLGATHER /* all-gather K/V, compute once */
+} cp_ring_mode;
+
+/* A local attention kernel with the signature of attention_cpu_forward
+ * (kernels/cpu/attention_cpu.h): q (B, Sq, H, D), k and v (B, Skv, H, D) -> out (B, Sq, H, D),
+ * lse (B, Sq, H). Skv may be 0. */
+typedef cpdit_status (*cp_local_attention_fn)(float *out, float *lse, const float *q,
+                                              const float *k, const float *v, int B, int Sq,
+                                              int Skv, int H, int D, float scale,
+                                              cpdit_error *err);
+
+typedef struct cp_attention_config {
+    cp_attention_variant variant;
+    cp_ring_mode ring_mode;
+    int anything;                /* 1: uneven lengths / head shares allowed (--anything) */
+    cp_local_attention_fn local; /* NULL: attention_cpu_forward */
+} cp_attention_config;
+
+/* Parse a variant name: "auto", "ring", "ring-allgather", "ulysses", "unified",
+ * "unified-allgather" into cfg->variant and cfg->ring_mode (other fields untouched).
+ * CPDIT_ERR_INPUT naming the accepted spellings otherwise. */
+cpdit_status cp_attention_config_parse(const char *name, cp_attention_config *cfg,
+                                       cpdit_error *err);
+/* The spelling cp_attention_config_parse accepts for cfg ("ring-allgather", ...). */
+const char *cp_attention_config_name(const cp_attention_config *cfg);
+
+/* Check that the config can run on a grid with the given ring and ulysses degrees over the
+ * layout with H heads, B batch, D head dim. Pure, no communication, the same verdict on every
+ * rank. CPDIT_ERR_INPUT with a message naming the fix (e.g. "pass --anything ...") when not. */
+cpdit_status cp_attention_validate(const cp_attention_config *cfg, int ring, int ulysses,
+                                   const cp_seq_layout *layout, int B, int H, int D,
+                                   cpdit_error *err);
+
+/* The entry point (collective over g->cp). out (B, S_local, H, D) and lse (B, S_local, H) are
+ * written; lse may be NULL when not wanted. q/k/v/out may be NULL when S_local = 0. The
+ * workspace stays with the grid (cp_grid_scratch_get) for the next call: one call at a time
+ * per grid. Returns
+ * CPDIT_OK; CPDIT_ERR_INPUT for configurations that cannot work (see validate); or
+ * CPDIT_ERR_RUNTIME (out of memory or communication failure on any rank of the group). */
+cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, float *out,
+                          float *lse, const float *q, const float *k, const float *v,
+                          const cp_seq_layout *layout, int B, int H, int D, float scale,
+                          cpdit_error *err);
+
+/* Attention FLOPs of the whole (unsplit) problem: 4 * B * S^2 * H * D (two matrix products,
+ * multiply + add each), for rate reports. */
+double cp_attention_flops(int B, long long S, int H, int D);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

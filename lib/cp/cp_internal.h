@@ -1,0 +1,96 @@
+/* cp_internal.h — pieces shared by the context-parallel attention variants (not installed).
+ *
+ * Every variant sizes its workspace first (the *_ws_bytes functions), the entry point
+ * allocates it once and makes the whole CP group agree that allocation worked before any
+ * data moves; the variants then carve their buffers from it (cp_ws_take) and never allocate.
+ * A failure inside the local kernel does not stop the exchange (the other ranks are waiting
+ * for this rank's blocks): it is recorded in cerr and reported after the exchange.
+ */
+#ifndef CPDIT_CP_INTERNAL_H
+#define CPDIT_CP_INTERNAL_H
+
+#include <stddef.h>
+#include "lib/cp/comm.h"
+#include "lib/cp/cp_attention.h"
+
+/* Alignment of every buffer taken from a workspace, in bytes (a cache line; also enough for
+ * any vector load). */
+#define CP_WS_ALIGN 64
+
+/* Message tags of the ring (below CPDIT_COMM_MPI_COLLECTIVE_TAG). */
+#define CP_TAG_RING_K 11
+#define CP_TAG_RING_V 12
+
+typedef struct cp_ws {
+    char *base;
+    size_t cap, used; /* bytes */
+} cp_ws;
+
+/* Round a byte count up to CP_WS_ALIGN. */
+static inline size_t cp_ws_round(size_t bytes)
+{
+    return (bytes + CP_WS_ALIGN - 1) / CP_WS_ALIGN * CP_WS_ALIGN;
+}
+
+/* Take bytes from the workspace (the caller sized it; NULL only on a sizing bug). */
+static inline void *cp_ws_take(cp_ws *w, size_t bytes)
+{
+    size_t n = cp_ws_round(bytes);
+    if (w->used + n > w->cap)
+        return NULL;
+    void *p = w->base + w->used;
+    w->used += n;
+    return p;
+}
+
+/* The per-call problem: batch, heads held by this rank in this phase, head dim, scale,
+ * kernel; cerr collects the first kernel failure. */
+typedef struct cp_problem {
+    int B, H, D;
+    float scale;
+    cp_local_attention_fn local;
+    cpdit_error *cerr;
+    double *kernel_seconds; /* accumulates the time spent in the kernel */
+} cp_problem;
+
+/* Run the kernel, recording a failure in p->cerr (the first one wins). */
+void cp_local_call(const cp_problem *p, float *out, float *lse, const float *q, const float *k,
+                   const float *v, int B, int Sq, int Skv);
+
+/* Balanced split of H heads over n ranks: rank c gets count[c] heads starting at start[c]
+ * (the first H % n ranks get one more). */
+void cp_heads_split(int H, int n, int *count, int *start);
+
+/* ---- ring (cp_ring.c) --------------------------------------------------------------------
+ * Over communicator c (n ranks): rank r holds a block of len[r] tokens. q, k, v are this
+ * rank's (B, len[me], H, D); out (B, len[me], H, D) and lse (B, len[me], H) receive attention
+ * of the local queries over all n blocks. p->H may be 0 (then nothing happens; all ranks of c
+ * must agree). */
+size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D);
+cpdit_status cp_ring_attend(cpdit_comm *c, cp_ring_mode mode, const int *len,
+                            const cp_problem *p, float *out, float *lse, const float *q,
+                            const float *k, const float *v, cp_ws *ws, cpdit_error *err);
+
+/* ---- ulysses (cp_ulysses.c) --------------------------------------------------------------
+ * Over communicator u (U ranks): rank s holds len[s] tokens of all p->H heads. Tokens ->
+ * heads all-to-all (rank c gets the heads of share c of all G = sum(len) group tokens), then
+ * attention over those G tokens — locally when ring is NULL, else as a ring over ring (R
+ * ranks, ring_len[r] = group tokens of ring rank r, ring_len[ring->rank] == G) — then
+ * heads -> tokens back into out (B, len[me], H, D), lse (B, len[me], H). */
+size_t cp_ulysses_ws_bytes(int U, const int *len, int me, int B, int H, int D,
+                           cp_ring_mode ring_mode, int R, const int *ring_len, int ring_me);
+cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
+                               cp_ring_mode ring_mode, const int *ring_len, const cp_problem *p,
+                               float *out, float *lse, const float *q, const float *k,
+                               const float *v, cp_ws *ws, cpdit_error *err);
+
+/* ---- unified (cp_unified.c) --------------------------------------------------------------
+ * Ulysses over g->ulysses_comm inside, ring over g->ring_comm across, for the layout. */
+size_t cp_unified_ws_bytes(const cp_grid *g, cp_ring_mode mode, const cp_seq_layout *layout,
+                           int B, int H, int D);
+cpdit_status cp_unified_attend(const cp_grid *g, cp_ring_mode mode,
+                               const cp_seq_layout *layout, const cp_problem *p, float *out,
+                               float *lse, const float *q, const float *k, const float *v,
+                               cp_ws *ws, cpdit_error *err);
+
+#endif

@@ -1,0 +1,229 @@
+/* cp_ring.c — ring attention: K/V blocks travel around the ranks of a communicator and each
+ * rank merges the partial attention of its queries over every block by LSE.
+ *
+ * P2P mode, n ranks, this rank me, step t = 0..n-1: the block held is the one that started
+ * on rank (me - t) mod n. Before computing on it, the rank posts the receive of the next block
+ * (from me-1) and the send of the current one (to me+1), so the next block is in flight while
+ * the current one is computed. The computation runs in chunks of query rows and tests the
+ * transfers between chunks, which lets MPI progress them during the computation. Blocks may
+ * have any length, 0 included (uneven "anything" layouts): an empty block is relayed but not
+ * computed; a rank with no queries still relays.
+ *
+ * ALLGATHER mode: all-gather K and V (uneven counts), then one kernel call over the whole
+ * sequence. Simple; no overlap; for comparison.
+ */
+#include "lib/cp/cp_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/attention_cpu.h"
+
+/* The kernel runs on chunks of about 1/CP_RING_POLLS_PER_BLOCK of a block's query rows,
+ * testing the in-flight transfers between chunks. Chunks are whole multiples of
+ * CP_RING_CHUNK_QUANTUM rows, the fast kernel's largest query tile (ATTN_BLOCK_Q in
+ * kernels/cpu/attention_cpu.c), so chunking does not shrink its block products. */
+#define CP_RING_POLLS_PER_BLOCK 4
+#define CP_RING_CHUNK_QUANTUM 256
+/* A chunk must still give each kernel thread this many (head, query tile) tasks, else the
+ * kernel shrinks its tiles: with many threads, chunks grow (fewer polls, full-size tiles). */
+#define CP_RING_TASKS_PER_THREAD 4
+
+/* The ring's four transfers of one step. */
+#define CP_RING_NREQ 4
+
+/* Query rows per kernel call for a block of Lq local queries with H heads (>= 1). */
+static int chunk_rows(int Lq, int H)
+{
+    const int threads = attention_cpu_get_num_threads();
+    const int hh = H > 0 ? H : 1;
+    const int tiles = (CP_RING_TASKS_PER_THREAD * threads + hh - 1) / hh; /* per chunk */
+    int r = (Lq + CP_RING_POLLS_PER_BLOCK - 1) / CP_RING_POLLS_PER_BLOCK;
+    r = (r + CP_RING_CHUNK_QUANTUM - 1) / CP_RING_CHUNK_QUANTUM * CP_RING_CHUNK_QUANTUM;
+    if (r < tiles * CP_RING_CHUNK_QUANTUM)
+        r = tiles * CP_RING_CHUNK_QUANTUM;
+    return r > Lq ? (Lq > 0 ? Lq : 1) : r;
+}
+
+static int max_len(int n, const int *len)
+{
+    int m = 0;
+    for (int r = 0; r < n; r++)
+        if (len[r] > m)
+            m = len[r];
+    return m;
+}
+
+size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D)
+{
+    size_t row = (size_t)H * D;
+    if (H == 0 || n == 1)
+        return 0;
+    if (mode == CP_RING_ALLGATHER) {
+        size_t S = 0;
+        for (int r = 0; r < n; r++)
+            S += (size_t)len[r];
+        size_t full = (size_t)B * S * row * sizeof(float);
+        return 3 * cp_ws_round(full) + 2 * cp_ws_round((size_t)n * sizeof(size_t));
+    }
+    size_t blk = (size_t)B * (size_t)max_len(n, len) * row * sizeof(float);
+    size_t cr = (size_t)chunk_rows(len[me], H);
+    return 4 * cp_ws_round(blk) + cp_ws_round(cr * row * sizeof(float)) +
+           cp_ws_round(cr * (size_t)H * sizeof(float));
+}
+
+/* Test every active request (lets the transfers progress). */
+static cpdit_status poll(cpdit_comm *c, cpdit_comm_request *reqs, cpdit_error *err)
+{
+    for (int i = 0; i < CP_RING_NREQ; i++) {
+        int done = 0;
+        if (reqs[i].impl && cpdit_comm_test(c, &reqs[i], &done, err))
+            return CPDIT_ERR_RUNTIME;
+    }
+    return CPDIT_OK;
+}
+
+/* Attention of the local queries q (B, Lq, H, D) over one K/V block (B, Lk, H, D): written
+ * into out/lse when first, else merged into them through tout/tlse (chunk-sized). */
+static cpdit_status compute_block(cpdit_comm *c, cpdit_comm_request *reqs, const cp_problem *p,
+                                  int first, float *out, float *lse, const float *q,
+                                  const float *kb, const float *vb, int Lq, int Lk, float *tout,
+                                  float *tlse, cpdit_error *err)
+{
+    const size_t row = (size_t)p->H * p->D;
+    const int cr = chunk_rows(Lq, p->H);
+    for (int b = 0; b < p->B; b++) {
+        const float *kbb = kb + (size_t)b * Lk * row;
+        const float *vbb = vb + (size_t)b * Lk * row;
+        for (int s0 = 0; s0 < Lq; s0 += cr) {
+            int rows = Lq - s0 < cr ? Lq - s0 : cr;
+            size_t tok = (size_t)b * Lq + (size_t)s0;
+            float *op = out + tok * row;
+            float *lp = lse + tok * (size_t)p->H;
+            const float *qp = q + tok * row;
+            if (first) {
+                cp_local_call(p, op, lp, qp, kbb, vbb, 1, rows, Lk);
+            } else {
+                cp_local_call(p, tout, tlse, qp, kbb, vbb, 1, rows, Lk);
+                attention_lse_merge(op, lp, tout, tlse, (size_t)rows * p->H, p->D);
+            }
+            if (poll(c, reqs, err))
+                return CPDIT_ERR_RUNTIME;
+        }
+    }
+    return CPDIT_OK;
+}
+
+static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p, float *out,
+                             float *lse, const float *q, const float *k, const float *v,
+                             cp_ws *ws, cpdit_error *err)
+{
+    const int n = c->size, me = c->rank;
+    const int next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const int Lq = len[me];
+    const size_t row = (size_t)p->H * p->D;
+    const size_t blk_max = (size_t)p->B * (size_t)max_len(n, len) * row;
+    const int cr = chunk_rows(Lq, p->H);
+    float *kb[2], *vb[2];
+    for (int i = 0; i < 2; i++) {
+        kb[i] = cp_ws_take(ws, blk_max * sizeof(float));
+        vb[i] = cp_ws_take(ws, blk_max * sizeof(float));
+    }
+    float *tout = cp_ws_take(ws, (size_t)cr * row * sizeof(float));
+    float *tlse = cp_ws_take(ws, (size_t)cr * p->H * sizeof(float));
+    if (!kb[1] || !vb[1] || !tlse)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cp/ring", "workspace too small");
+
+    const float *kc = k, *vc = v; /* the block held at this step */
+    int have = 0;                 /* out/lse hold a partial result */
+    for (int t = 0; t < n; t++) {
+        const int src = ((me - t) % n + n) % n;
+        const size_t cur = (size_t)p->B * len[src] * row;
+        cpdit_comm_request reqs[CP_RING_NREQ] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT,
+                                                 CPDIT_COMM_REQUEST_INIT,
+                                                 CPDIT_COMM_REQUEST_INIT};
+        float *kn = kb[t % 2], *vn = vb[t % 2];
+        if (t < n - 1) {
+            const int nsrc = ((me - t - 1) % n + n) % n;
+            const size_t nxt = (size_t)p->B * len[nsrc] * row;
+            if (cpdit_comm_irecv(c, kn, nxt, prev, CP_TAG_RING_K, &reqs[0], err) ||
+                cpdit_comm_irecv(c, vn, nxt, prev, CP_TAG_RING_V, &reqs[1], err) ||
+                cpdit_comm_isend(c, kc, cur, next, CP_TAG_RING_K, &reqs[2], err) ||
+                cpdit_comm_isend(c, vc, cur, next, CP_TAG_RING_V, &reqs[3], err))
+                return CPDIT_ERR_RUNTIME;
+        }
+        if (Lq > 0 && len[src] > 0) {
+            if (compute_block(c, reqs, p, !have, out, lse, q, kc, vc, Lq, len[src], tout, tlse,
+                              err))
+                return CPDIT_ERR_RUNTIME;
+            have = 1;
+        }
+        for (int i = 0; i < CP_RING_NREQ; i++)
+            if (cpdit_comm_wait(c, &reqs[i], err))
+                return CPDIT_ERR_RUNTIME;
+        kc = kn;
+        vc = vn;
+    }
+    return CPDIT_OK;
+}
+
+static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_problem *p,
+                                   float *out, float *lse, const float *q, const float *k,
+                                   const float *v, cp_ws *ws, cpdit_error *err)
+{
+    const int n = c->size, me = c->rank, B = p->B;
+    const size_t row = (size_t)p->H * p->D;
+    size_t S = 0;
+    for (int r = 0; r < n; r++)
+        S += (size_t)len[r];
+    size_t *counts = cp_ws_take(ws, (size_t)n * sizeof(size_t));
+    size_t *displs = cp_ws_take(ws, (size_t)n * sizeof(size_t));
+    float *kf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
+    float *vf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
+    float *stage = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
+    if (!counts || !displs || !kf || !vf || !stage)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cp/ring", "workspace too small");
+    size_t off = 0;
+    for (int r = 0; r < n; r++) {
+        counts[r] = (size_t)B * len[r] * row;
+        displs[r] = off;
+        off += counts[r];
+    }
+    /* rank blocks arrive as [rank][b][token]; attention wants [b][rank, token] */
+    const float *src[2] = {k, v};
+    float *dst[2] = {kf, vf};
+    for (int i = 0; i < 2; i++) {
+        float *land = B == 1 ? dst[i] : stage; /* B = 1: both orders agree */
+        if (cpdit_comm_allgatherv(c, src[i], counts[me], land, counts, displs, err))
+            return CPDIT_ERR_RUNTIME;
+        if (B == 1)
+            continue;
+        size_t tok0 = 0;
+        for (int r = 0; r < n; r++) {
+            size_t blk = (size_t)len[r] * row;
+            for (int b = 0; b < B; b++)
+                memcpy(dst[i] + ((size_t)b * S + tok0) * row, stage + displs[r] + b * blk,
+                       blk * sizeof(float));
+            tok0 += (size_t)len[r];
+        }
+    }
+    if (len[me] > 0)
+        cp_local_call(p, out, lse, q, kf, vf, B, len[me], (int)S);
+    return CPDIT_OK;
+}
+
+cpdit_status cp_ring_attend(cpdit_comm *c, cp_ring_mode mode, const int *len,
+                            const cp_problem *p, float *out, float *lse, const float *q,
+                            const float *k, const float *v, cp_ws *ws, cpdit_error *err)
+{
+    if (p->H == 0)
+        return CPDIT_OK; /* this head share is empty on every rank of c */
+    if (c->size == 1) {
+        if (len[0] > 0)
+            cp_local_call(p, out, lse, q, k, v, p->B, len[0], len[0]);
+        return CPDIT_OK;
+    }
+    if (mode == CP_RING_ALLGATHER)
+        return ring_allgather(c, len, p, out, lse, q, k, v, ws, err);
+    return ring_p2p(c, len, p, out, lse, q, k, v, ws, err);
+}

@@ -1,0 +1,89 @@
+/* pipeline.h — FLUX.1 text-to-image for one item on one context-parallel group.
+ *
+ *   prompt ─ tokenizers + CLIP-L (pooled) + T5 (tokens)          replicated on every CP rank
+ *   seed ─ torch-compatible noise (B, 16, H/8, W/8) → pack 2x2 → image tokens (B, S, 64)
+ *   text and image tokens sharded separately over the CP group (even or uneven)
+ *   for each sigma of FLUX's schedule: transformer forward (attention through cp_attention)
+ *       [true CFG: a second forward on the negative prompt, v = v_neg + c (v - v_neg)]
+ *       Euler step on this rank's own image tokens (no communication)
+ *   gather image tokens → unpack → z / scaling + shift → VAE decode → RGB8   (CP rank 0)
+ *
+ * Every rank of the CP group calls pipeline_generate with the same parameters; only CP rank 0
+ * receives the image. Batch size is 1 per item (data-parallel groups run other items).
+ */
+#ifndef CPDIT_PIPELINE_H
+#define CPDIT_PIPELINE_H
+
+#include <stdint.h>
+
+#include "lib/cp/cp_attention.h"
+#include "lib/core/cpdit_error.h"
+#include "lib/cp/grid.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pipeline pipeline;
+
+/* What one item asks for. */
+typedef struct pipeline_params {
+    const char *prompt;
+    const char *negative_prompt; /* NULL or "": none */
+    uint64_t seed;               /* torch.Generator("cpu").manual_seed(seed) */
+    int width, height;           /* pixels, multiples of 16 */
+    int steps;                   /* >= 1 */
+    float guidance;              /* distilled guidance (dev: embedded; ignored by schnell) */
+    float true_cfg;              /* > 1 with a negative prompt: true classifier-free guidance */
+    int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
+} pipeline_params;
+
+/* Called on CP rank 0 after each sampler step (step counts from 1). */
+typedef void (*pipeline_progress_fn)(int step, int steps, double step_seconds, void *ctx);
+/* Polled between steps on every rank (must give the same answer on all ranks of the group,
+ * e.g. after an allreduce by the caller); non-zero = stop: pipeline_generate returns
+ * CPDIT_ERR_RUNTIME with what = "stopped". */
+typedef int (*pipeline_stop_fn)(void *ctx);
+
+typedef struct pipeline_run {
+    const cp_grid *grid;            /* the CP group (cp_size ranks) this item runs on */
+    cp_attention_config attn;       /* variant, anything, ... */
+    const char *dump_dir;           /* NULL, or write noise.safetensors + schedule.json here */
+    pipeline_progress_fn progress;  /* may be NULL */
+    pipeline_stop_fn should_stop;   /* may be NULL; see above */
+    void *ctx;
+    /* CFG-parallel (true CFG only): a 2-rank communicator joining this rank with the rank of
+     * the same CP coordinates in a second group that runs the same item. Rank 0 of it computes
+     * the prompt's velocity, rank 1 the negative prompt's; they swap and both apply
+     * v = v_neg + c (v - v_neg), so both groups hold the same latents. NULL: one group runs
+     * both forwards. Only rank 0's group gets the image. */
+    struct cpdit_comm *cfg_comm;
+} pipeline_run;
+
+/* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on
+ * first use, then loaded like any folder). */
+cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err);
+void pipeline_close(pipeline *p);
+
+/* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
+const char *pipeline_model_dir(const pipeline *p);
+/* 1 when the transformer embeds guidance (FLUX.1-dev), 0 for schnell-like models. */
+int pipeline_is_guidance_distilled(const pipeline *p);
+
+/* Validate parameters without running (sizes multiple of 16, steps, ...): INPUT errors
+ * whose where names the parameter ("width", "steps", ...). */
+cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm,
+                                   cpdit_error *err);
+
+/* Generate one image. On CP rank 0, *rgb receives a malloc'd (height, width, 3) uint8
+ * image; elsewhere *rgb is NULL. Collective over run->grid->cp. */
+cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
+                               uint8_t **rgb, cpdit_error *err);
+
+/* mkdir -p dir. INPUT for an empty or too long name, RUNTIME when a folder cannot be made. */
+cpdit_status pipeline_make_dirs(const char *dir, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

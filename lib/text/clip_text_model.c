@@ -1,0 +1,365 @@
+/* clip_text_model.c — CLIPTextModel: config, weights, forward (see clip_text_model.h).
+ */
+#include "config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/text/clip_text_model.h"
+#include "kernels/cpu/text_ops_cpu.h"
+
+/* CLIPTextConfig's defaults (transformers), used for keys config.json leaves out. */
+#define CLIP_DEFAULT_VOCAB 49408
+#define CLIP_DEFAULT_HIDDEN 512
+#define CLIP_DEFAULT_INTERMEDIATE 2048
+#define CLIP_DEFAULT_LAYERS 12
+#define CLIP_DEFAULT_HEADS 8
+#define CLIP_DEFAULT_MAX_POSITIONS 77
+#define CLIP_DEFAULT_EOS 49407
+#define CLIP_DEFAULT_EPS 1e-5
+#define CLIP_DEFAULT_ACT "quick_gelu"
+/* Upper bounds that keep every size product inside int and size_t arithmetic. */
+#define CLIP_MAX_DIM (1 << 16)
+#define CLIP_MAX_VOCAB (1 << 24)
+#define CLIP_MAX_LAYERS 1024
+
+#define P_EMB "text_model.embeddings."
+#define P_LAYER "text_model.encoder.layers."
+#define P_FINAL "text_model.final_layer_norm."
+
+typedef struct clip_linear {
+    text_param w, b;
+} clip_linear;
+
+typedef struct clip_layer {
+    text_param ln1_w, ln1_b, ln2_w, ln2_b;
+    clip_linear q, k, v, o, fc1, fc2;
+} clip_layer;
+
+struct clip_text_model {
+    clip_text_config cfg;
+    const cpdit_backend *be;
+    text_weights tw;
+    text_param tok_emb, pos_emb;
+    text_param final_w, final_b;
+    clip_layer *layers;
+};
+
+/* ------------------------------------------------------------------ config */
+
+cpdit_status clip_text_config_read(const model_config *file_cfg, clip_text_config *c,
+                                   cpdit_error *err)
+{
+    static const char *const types[] = {"clip_text_model", "clip"};
+    model_config sub;
+    const model_config *cfg = file_cfg;
+    json_t *tc = json_object_get(file_cfg->root, "text_config");
+    if (json_is_object(tc)) { /* a whole CLIPModel: its text tower's settings */
+        sub.root = tc;
+        sub.path = file_cfg->path;
+        cfg = &sub;
+    }
+    cpdit_status st;
+    memset(c, 0, sizeof *c);
+    if ((st = text_config_check_type(file_cfg, types, 2, err)) ||
+        (st = text_config_int(cfg, "vocab_size", CLIP_DEFAULT_VOCAB, 1, CLIP_MAX_VOCAB,
+                              &c->vocab_size, err)) ||
+        (st = text_config_int(cfg, "hidden_size", CLIP_DEFAULT_HIDDEN, 1, CLIP_MAX_DIM,
+                              &c->hidden_size, err)) ||
+        (st = text_config_int(cfg, "intermediate_size", CLIP_DEFAULT_INTERMEDIATE, 1,
+                              4 * CLIP_MAX_DIM, &c->intermediate_size, err)) ||
+        (st = text_config_int(cfg, "num_hidden_layers", CLIP_DEFAULT_LAYERS, 0, CLIP_MAX_LAYERS,
+                              &c->num_hidden_layers, err)) ||
+        (st = text_config_int(cfg, "num_attention_heads", CLIP_DEFAULT_HEADS, 1, CLIP_MAX_DIM,
+                              &c->num_attention_heads, err)) ||
+        (st = text_config_int(cfg, "max_position_embeddings", CLIP_DEFAULT_MAX_POSITIONS, 1,
+                              CLIP_MAX_DIM, &c->max_position_embeddings, err)) ||
+        (st = text_config_int(cfg, "eos_token_id", CLIP_DEFAULT_EOS, 0, CLIP_MAX_VOCAB,
+                              &c->eos_token_id, err)) ||
+        (st = text_config_eps(cfg, "layer_norm_eps", CLIP_DEFAULT_EPS, &c->layer_norm_eps, err)))
+        return st;
+    if (c->hidden_size % c->num_attention_heads)
+        return model_config_key_error(cfg, "num_attention_heads", err,
+                                      "hidden_size %d is not a multiple of %d heads",
+                                      c->hidden_size, c->num_attention_heads);
+    const char *act = NULL;
+    if ((st = model_config_get_string_default(cfg, "hidden_act", CLIP_DEFAULT_ACT, &act, err)))
+        return st;
+    c->hidden_act = text_act_from_name(act);
+    if (c->hidden_act == TEXT_ACT_INVALID)
+        return model_config_key_error(cfg, "hidden_act", err,
+                                      "\"%s\" is not supported (quick_gelu, gelu, gelu_new, "
+                                      "gelu_pytorch_tanh, relu, silu)",
+                                      act);
+    return CPDIT_OK;
+}
+
+/* ------------------------------------------------------------------ weights */
+
+static cpdit_status add_linear(text_weights *tw, clip_linear *l, const char *prefix, int out,
+                               int in, cpdit_error *err)
+{
+    char name[256];
+    cpdit_status st;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if ((st = text_weights_add(tw, &l->w, name, TEXT_PARAM_MATRIX, out, in, err)))
+        return st;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return text_weights_add(tw, &l->b, name, TEXT_PARAM_SMALL, out, 0, err);
+}
+
+static cpdit_status add_norm(text_weights *tw, text_param *w, text_param *b, const char *prefix,
+                             int dim, cpdit_error *err)
+{
+    char name[256];
+    cpdit_status st;
+    snprintf(name, sizeof name, "%sweight", prefix);
+    if ((st = text_weights_add(tw, w, name, TEXT_PARAM_SMALL, dim, 0, err)))
+        return st;
+    snprintf(name, sizeof name, "%sbias", prefix);
+    return text_weights_add(tw, b, name, TEXT_PARAM_SMALL, dim, 0, err);
+}
+
+static cpdit_status register_weights(clip_text_model *m, cpdit_error *err)
+{
+    const clip_text_config *c = &m->cfg;
+    text_weights *tw = &m->tw;
+    const int D = c->hidden_size, I = c->intermediate_size;
+    cpdit_status st;
+    if ((st = text_weights_add(tw, &m->tok_emb, P_EMB "token_embedding.weight", TEXT_PARAM_ROWS,
+                               c->vocab_size, D, err)) ||
+        (st = text_weights_add(tw, &m->pos_emb, P_EMB "position_embedding.weight",
+                               TEXT_PARAM_ROWS, c->max_position_embeddings, D, err)))
+        return st;
+    for (int i = 0; i < c->num_hidden_layers; i++) {
+        clip_layer *L = &m->layers[i];
+        char p[128], q[160];
+        snprintf(p, sizeof p, P_LAYER "%d.", i);
+        snprintf(q, sizeof q, "%slayer_norm1.", p);
+        if ((st = add_norm(tw, &L->ln1_w, &L->ln1_b, q, D, err)))
+            return st;
+        snprintf(q, sizeof q, "%slayer_norm2.", p);
+        if ((st = add_norm(tw, &L->ln2_w, &L->ln2_b, q, D, err)))
+            return st;
+        static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+        clip_linear *lin[4] = {&L->q, &L->k, &L->v, &L->o};
+        for (int j = 0; j < 4; j++) {
+            snprintf(q, sizeof q, "%sself_attn.%s", p, proj[j]);
+            if ((st = add_linear(tw, lin[j], q, D, D, err)))
+                return st;
+        }
+        snprintf(q, sizeof q, "%smlp.fc1", p);
+        if ((st = add_linear(tw, &L->fc1, q, I, D, err)))
+            return st;
+        snprintf(q, sizeof q, "%smlp.fc2", p);
+        if ((st = add_linear(tw, &L->fc2, q, D, I, err)))
+            return st;
+    }
+    return add_norm(tw, &m->final_w, &m->final_b, P_FINAL, D, err);
+}
+
+cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *opt,
+                                  clip_text_model **out, cpdit_error *err)
+{
+    /* buffers, heads and towers of related checkpoints that CLIPTextModel does not use */
+    static const char *const ignore[] = {P_EMB "position_ids", "text_projection", "logit_scale",
+                                         "vision_model.", "visual_projection"};
+    *out = NULL;
+    const text_encoder_options defaults = text_encoder_options_default();
+    if (!opt)
+        opt = &defaults;
+    clip_text_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    model_config cfg = {0};
+    cpdit_status st = text_backend_resolve(opt, &m->be, err);
+    if (!st)
+        st = text_config_load(dir, &cfg, err);
+    if (!st)
+        st = clip_text_config_read(&cfg, &m->cfg, err);
+    model_config_free(&cfg);
+    if (!st) {
+        m->layers = calloc((size_t)m->cfg.num_hidden_layers + 1, sizeof *m->layers);
+        if (!m->layers)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    }
+    if (!st)
+        st = text_weights_open(&m->tw, dir, err);
+    if (!st)
+        st = register_weights(m, err);
+    if (!st)
+        st = text_weights_finish(&m->tw, opt->cache_bytes, ignore,
+                                 (int)(sizeof ignore / sizeof ignore[0]), err);
+    if (st) {
+        clip_text_model_free(m);
+        return st;
+    }
+    *out = m;
+    return CPDIT_OK;
+}
+
+void clip_text_model_free(clip_text_model *m)
+{
+    if (!m)
+        return;
+    text_weights_close(&m->tw);
+    free(m->layers);
+    free(m);
+}
+
+const clip_text_config *clip_text_model_config(const clip_text_model *m)
+{
+    return &m->cfg;
+}
+
+size_t clip_text_model_param_count(const clip_text_model *m)
+{
+    return m->tw.n_params;
+}
+
+int clip_text_pool_index(const clip_text_config *cfg, const int32_t *ids, int S)
+{
+    int best = 0;
+    if (cfg->eos_token_id == CLIP_LEGACY_EOS_TOKEN_ID) {
+        for (int s = 1; s < S; s++)
+            if (ids[s] > ids[best])
+                best = s;
+        return best;
+    }
+    for (int s = 0; s < S; s++)
+        if (ids[s] == cfg->eos_token_id)
+            return s;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+typedef struct clip_work {
+    float *x;       /* (B*S, D) residual stream */
+    float *h;       /* (B*S, D) normed input of a sub-block */
+    float *qkv;     /* (B*S, 3D): q | k | v per token */
+    float *attn;    /* (B*S, D) attention output, heads concatenated */
+    float *mlp;     /* (B*S, I) */
+    float *scores;  /* (S, S) */
+    float *scratch; /* a streamed matrix */
+    int32_t *pos;   /* (S) position ids */
+} clip_work;
+
+/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear, fetching W (converted if streamed). */
+static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, float *y, int ldy,
+                               const float *x, int ldx, int M, int K, int N, int accumulate,
+                               float *scratch, cpdit_error *err)
+{
+    const float *w;
+    cpdit_status st = text_param_get(&m->tw, &l->w, scratch, &w, err);
+    if (!st)
+        st = m->be->linear(y, ldy, x, ldx, w, l->b.f32, M, K, N, accumulate, err);
+    text_param_release(&m->tw, &l->w);
+    return st;
+}
+
+static cpdit_status layer_forward(const clip_text_model *m, const clip_layer *L, clip_work *w,
+                                  int B, int S, cpdit_error *err)
+{
+    const clip_text_config *c = &m->cfg;
+    const int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
+    const int Dh = D / H, M = B * S;
+    const float scale = 1.0f / sqrtf((float)Dh);
+    cpdit_status st;
+
+    m->be->layer_norm(w->h, w->x, L->ln1_w.f32, L->ln1_b.f32, (size_t)M, D, c->layer_norm_eps);
+    const clip_linear *qkv[3] = {&L->q, &L->k, &L->v};
+    for (int j = 0; j < 3; j++)
+        if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * D, 3 * D, w->h, D, M, D, D, 0,
+                             w->scratch, err)))
+            return st;
+    for (int b = 0; b < B; b++) {
+        const float *q = w->qkv + (size_t)b * S * 3 * D;
+        text_attention_cpu(w->attn + (size_t)b * S * D, D, q, q + D, q + 2 * D, 3 * D, NULL, 1,
+                           S, H, Dh, scale, w->scores);
+    }
+    if ((st = run_linear(m, &L->o, w->x, D, w->attn, D, M, D, D, 1, w->scratch, err)))
+        return st;
+
+    m->be->layer_norm(w->h, w->x, L->ln2_w.f32, L->ln2_b.f32, (size_t)M, D, c->layer_norm_eps);
+    if ((st = run_linear(m, &L->fc1, w->mlp, I, w->h, D, M, D, I, 0, w->scratch, err)))
+        return st;
+    text_act_apply(m->be, c->hidden_act, w->mlp, w->mlp, (size_t)M * I);
+    return run_linear(m, &L->fc2, w->x, D, w->mlp, I, M, I, D, 1, w->scratch, err);
+}
+
+static void work_free(clip_work *w)
+{
+    free(w->x);
+    free(w->h);
+    free(w->qkv);
+    free(w->attn);
+    free(w->mlp);
+    free(w->scores);
+    free(w->scratch);
+    free(w->pos);
+}
+
+cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *ids, int B, int S,
+                                     float *last_hidden, float *pooled, cpdit_error *err)
+{
+    const clip_text_config *c = &m->cfg;
+    const char *where = m->tw.where;
+    if (B < 1 || S < 1 || S > c->max_position_embeddings)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
+                               "input_ids of shape (%d, %d): need B >= 1 and 1 <= S <= %d "
+                               "(max_position_embeddings)",
+                               B, S, c->max_position_embeddings);
+    for (size_t i = 0; i < (size_t)B * S; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
+                                   "token id %d at (%zu, %zu) is outside the vocabulary "
+                                   "[0, %d)",
+                                   (int)ids[i], i / (size_t)S, i % (size_t)S, c->vocab_size);
+    const size_t D = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t M = (size_t)B * (size_t)S;
+    clip_work w = {0};
+    w.x = malloc(M * D * sizeof(float));
+    w.h = malloc(M * D * sizeof(float));
+    w.qkv = malloc(M * 3 * D * sizeof(float));
+    w.attn = malloc(M * D * sizeof(float));
+    w.mlp = malloc(M * I * sizeof(float));
+    w.scores = malloc((size_t)S * S * sizeof(float));
+    w.pos = malloc((size_t)S * sizeof(int32_t));
+    if (m->tw.scratch_floats)
+        w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
+    if (!w.x || !w.h || !w.qkv || !w.attn || !w.mlp || !w.scores || !w.pos ||
+        (m->tw.scratch_floats && !w.scratch)) {
+        work_free(&w);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
+    }
+
+    /* embeddings: token rows + position rows 0..S-1 */
+    for (int s = 0; s < S; s++)
+        w.pos[s] = s;
+    cpdit_status st = text_param_gather_rows(&m->tok_emb, ids, M, w.x, err);
+    if (!st)
+        st = text_param_gather_rows(&m->pos_emb, w.pos, (size_t)S, w.h, err);
+    for (int b = 0; b < B && !st; b++)
+        m->be->add(w.x + (size_t)b * S * D, w.x + (size_t)b * S * D, w.h, (size_t)S * D);
+
+    for (int i = 0; i < c->num_hidden_layers && !st; i++)
+        st = layer_forward(m, &m->layers[i], &w, B, S, err);
+
+    if (!st) {
+        m->be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D,
+                          c->layer_norm_eps);
+        if (last_hidden)
+            memcpy(last_hidden, w.h, M * D * sizeof(float));
+        for (int b = 0; b < B && pooled; b++) {
+            const int s = clip_text_pool_index(c, ids + (size_t)b * S, S);
+            memcpy(pooled + (size_t)b * D, w.h + ((size_t)b * S + (size_t)s) * D,
+                   D * sizeof(float));
+        }
+    }
+    work_free(&w);
+    return st;
+}

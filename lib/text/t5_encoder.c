@@ -1,0 +1,359 @@
+/* t5_encoder.c — T5EncoderModel: config, weights, forward (see t5_encoder.h).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/text_ops_cpu.h"
+#include "lib/text/t5_encoder.h"
+
+/* T5Config's defaults (transformers), used for keys config.json leaves out. */
+#define T5_DEFAULT_VOCAB 32128
+#define T5_DEFAULT_D_MODEL 512
+#define T5_DEFAULT_D_KV 64
+#define T5_DEFAULT_D_FF 2048
+#define T5_DEFAULT_LAYERS 6
+#define T5_DEFAULT_HEADS 8
+#define T5_DEFAULT_BUCKETS 32
+#define T5_DEFAULT_MAX_DISTANCE 128
+#define T5_DEFAULT_EPS 1e-6
+#define T5_DEFAULT_FF_PROJ "relu"
+#define T5_GATED_PREFIX "gated-"
+/* Bounds that keep size products inside int / size_t arithmetic. */
+#define T5_MAX_DIM (1 << 17)
+#define T5_MAX_VOCAB (1 << 24)
+#define T5_MAX_LAYERS 1024
+#define T5_MIN_BUCKETS 4 /* bidirectional halves with at least one exact bucket each */
+#define T5_NO_SCALE 1.0f /* T5 does not scale q·k */
+
+#define P_BLOCK "encoder.block."
+
+typedef struct t5_block {
+    text_param ln_attn, q, k, v, o;
+    text_param ln_ff, wi0, wi1, wo; /* wi1 unused unless gated; wi0 is "wi" when not gated */
+} t5_block;
+
+struct t5_encoder {
+    t5_encoder_config cfg;
+    const cpdit_backend *be;
+    text_weights tw;
+    text_param embed, rel_bias, final_ln;
+    t5_block *blocks;
+};
+
+/* ------------------------------------------------------------------ config */
+
+static cpdit_status read_ff_proj(const model_config *cfg, t5_encoder_config *c, cpdit_error *err)
+{
+    const char *proj = NULL, *act_name;
+    cpdit_status st =
+        model_config_get_string_default(cfg, "feed_forward_proj", T5_DEFAULT_FF_PROJ, &proj, err);
+    if (st)
+        return st;
+    c->is_gated_act = !strncmp(proj, T5_GATED_PREFIX, strlen(T5_GATED_PREFIX));
+    act_name = c->is_gated_act ? proj + strlen(T5_GATED_PREFIX) : proj;
+    if (strchr(act_name, '-'))
+        return model_config_key_error(cfg, "feed_forward_proj", err,
+                                      "\"%s\" is not \"ACT\" or \"gated-ACT\"", proj);
+    if (!strcmp(proj, "gated-gelu")) /* T5Config's special case: T5 v1.1 uses gelu_new */
+        act_name = "gelu_new";
+    c->dense_act = text_act_from_name(act_name);
+    const char *override = NULL;
+    if ((st = model_config_get_string_default(cfg, "dense_act_fn", NULL, &override, err)))
+        return st;
+    if (override) {
+        c->dense_act = text_act_from_name(override);
+        if (c->dense_act == TEXT_ACT_INVALID)
+            return model_config_key_error(cfg, "dense_act_fn", err,
+                                          "\"%s\" is not supported (relu, gelu, gelu_new, "
+                                          "gelu_pytorch_tanh, quick_gelu, silu)",
+                                          override);
+    }
+    if (c->dense_act == TEXT_ACT_INVALID)
+        return model_config_key_error(cfg, "feed_forward_proj", err,
+                                      "activation \"%s\" is not supported (relu, gelu, "
+                                      "gelu_new, gelu_pytorch_tanh, quick_gelu, silu)",
+                                      act_name);
+    return CPDIT_OK;
+}
+
+cpdit_status t5_encoder_config_read(const model_config *cfg, t5_encoder_config *c,
+                                    cpdit_error *err)
+{
+    static const char *const types[] = {"t5"};
+    cpdit_status st;
+    memset(c, 0, sizeof *c);
+    if ((st = text_config_check_type(cfg, types, 1, err)) ||
+        (st = text_config_int(cfg, "vocab_size", T5_DEFAULT_VOCAB, 1, T5_MAX_VOCAB,
+                              &c->vocab_size, err)) ||
+        (st = text_config_int(cfg, "d_model", T5_DEFAULT_D_MODEL, 1, T5_MAX_DIM, &c->d_model,
+                              err)) ||
+        (st = text_config_int(cfg, "d_kv", T5_DEFAULT_D_KV, 1, T5_MAX_DIM, &c->d_kv, err)) ||
+        (st = text_config_int(cfg, "d_ff", T5_DEFAULT_D_FF, 1, T5_MAX_DIM, &c->d_ff, err)) ||
+        (st = text_config_int(cfg, "num_layers", T5_DEFAULT_LAYERS, 0, T5_MAX_LAYERS,
+                              &c->num_layers, err)) ||
+        (st = text_config_int(cfg, "num_heads", T5_DEFAULT_HEADS, 1, T5_MAX_DIM, &c->num_heads,
+                              err)) ||
+        (st = text_config_int(cfg, "relative_attention_num_buckets", T5_DEFAULT_BUCKETS,
+                              T5_MIN_BUCKETS, T5_MAX_DIM, &c->relative_attention_num_buckets,
+                              err)) ||
+        (st = text_config_int(cfg, "relative_attention_max_distance", T5_DEFAULT_MAX_DISTANCE, 1,
+                              T5_MAX_DIM, &c->relative_attention_max_distance, err)) ||
+        (st = text_config_eps(cfg, "layer_norm_epsilon", T5_DEFAULT_EPS, &c->layer_norm_epsilon,
+                              err)) ||
+        (st = read_ff_proj(cfg, c, err)))
+        return st;
+    if ((long)c->num_heads * c->d_kv > T5_MAX_DIM)
+        return model_config_key_error(cfg, "num_heads", err, "num_heads x d_kv = %ld is too big",
+                                      (long)c->num_heads * c->d_kv);
+    const int max_exact = c->relative_attention_num_buckets / 2 / 2;
+    if (c->relative_attention_max_distance <= max_exact)
+        return model_config_key_error(cfg, "relative_attention_max_distance", err,
+                                      "%d must exceed the %d exact buckets of %d buckets",
+                                      c->relative_attention_max_distance, max_exact,
+                                      c->relative_attention_num_buckets);
+    return CPDIT_OK;
+}
+
+/* ------------------------------------------------------------------ weights */
+
+/* Register encoder.block.<i>.layer.<suffix>.weight. */
+static cpdit_status add_block(text_weights *tw, text_param *p, int i, const char *suffix,
+                              text_param_kind kind, int64_t rows, int64_t cols, cpdit_error *err)
+{
+    char name[192];
+    snprintf(name, sizeof name, P_BLOCK "%d.layer.%s.weight", i, suffix);
+    return text_weights_add(tw, p, name, kind, rows, cols, err);
+}
+
+static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
+{
+    const t5_encoder_config *c = &m->cfg;
+    text_weights *tw = &m->tw;
+    const int D = c->d_model, inner = c->num_heads * c->d_kv, F = c->d_ff;
+    static const char *const embed_names[] = {"encoder.embed_tokens.weight", "shared.weight"};
+    const safetensors_tensor *e = text_weights_find_any(tw, embed_names, 2);
+    cpdit_status st;
+    if ((st = text_weights_add(tw, &m->embed, e ? e->name : "shared.weight", TEXT_PARAM_ROWS,
+                               c->vocab_size, D, err)))
+        return st;
+    for (int i = 0; i < c->num_layers; i++) {
+        t5_block *b = &m->blocks[i];
+        const int gated = c->is_gated_act;
+        if ((st = add_block(tw, &b->ln_attn, i, "0.layer_norm", TEXT_PARAM_SMALL, D, 0, err)) ||
+            (st = add_block(tw, &b->q, i, "0.SelfAttention.q", TEXT_PARAM_MATRIX, inner, D,
+                            err)) ||
+            (st = add_block(tw, &b->k, i, "0.SelfAttention.k", TEXT_PARAM_MATRIX, inner, D,
+                            err)) ||
+            (st = add_block(tw, &b->v, i, "0.SelfAttention.v", TEXT_PARAM_MATRIX, inner, D,
+                            err)) ||
+            (st = add_block(tw, &b->o, i, "0.SelfAttention.o", TEXT_PARAM_MATRIX, D, inner,
+                            err)) ||
+            (st = add_block(tw, &b->ln_ff, i, "1.layer_norm", TEXT_PARAM_SMALL, D, 0, err)) ||
+            (st = add_block(tw, &b->wi0, i,
+                            gated ? "1.DenseReluDense.wi_0" : "1.DenseReluDense.wi",
+                            TEXT_PARAM_MATRIX, F, D, err)) ||
+            (gated && (st = add_block(tw, &b->wi1, i, "1.DenseReluDense.wi_1",
+                                      TEXT_PARAM_MATRIX, F, D, err))) ||
+            (st = add_block(tw, &b->wo, i, "1.DenseReluDense.wo", TEXT_PARAM_MATRIX, D, F,
+                            err)))
+            return st;
+    }
+    if (c->num_layers > 0 &&
+        (st = text_weights_add(tw, &m->rel_bias,
+                               P_BLOCK "0.layer.0.SelfAttention.relative_attention_bias.weight",
+                               TEXT_PARAM_SMALL, c->relative_attention_num_buckets, c->num_heads,
+                               err)))
+        return st;
+    return text_weights_add(tw, &m->final_ln, "encoder.final_layer_norm.weight",
+                            TEXT_PARAM_SMALL, D, 0, err);
+}
+
+cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t5_encoder **out,
+                             cpdit_error *err)
+{
+    /* the other half of a T5ForConditionalGeneration checkpoint, and the tied embedding */
+    static const char *const ignore[] = {"decoder.", "lm_head.", "shared.weight",
+                                         "encoder.embed_tokens.weight"};
+    *out = NULL;
+    const text_encoder_options defaults = text_encoder_options_default();
+    if (!opt)
+        opt = &defaults;
+    t5_encoder *m = calloc(1, sizeof *m);
+    if (!m)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    model_config cfg = {0};
+    cpdit_status st = text_backend_resolve(opt, &m->be, err);
+    if (!st)
+        st = text_config_load(dir, &cfg, err);
+    if (!st)
+        st = t5_encoder_config_read(&cfg, &m->cfg, err);
+    model_config_free(&cfg);
+    if (!st) {
+        m->blocks = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->blocks);
+        if (!m->blocks)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    }
+    if (!st)
+        st = text_weights_open(&m->tw, dir, err);
+    if (!st)
+        st = register_weights(m, err);
+    if (!st)
+        st = text_weights_finish(&m->tw, opt->cache_bytes, ignore,
+                                 (int)(sizeof ignore / sizeof ignore[0]), err);
+    if (st) {
+        t5_encoder_free(m);
+        return st;
+    }
+    *out = m;
+    return CPDIT_OK;
+}
+
+void t5_encoder_free(t5_encoder *m)
+{
+    if (!m)
+        return;
+    text_weights_close(&m->tw);
+    free(m->blocks);
+    free(m);
+}
+
+const t5_encoder_config *t5_encoder_get_config(const t5_encoder *m)
+{
+    return &m->cfg;
+}
+
+size_t t5_encoder_param_count(const t5_encoder *m)
+{
+    return m->tw.n_params;
+}
+
+int t5_encoder_streaming(const t5_encoder *m)
+{
+    return m->tw.streaming;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+typedef struct t5_work {
+    float *x;       /* (B*S, D) residual stream */
+    float *h;       /* (B*S, D) normed input of a sub-block */
+    float *qkv;     /* (B*S, 3 inner): q | k | v per token */
+    float *attn;    /* (B*S, inner) */
+    float *ff0;     /* (B*S, F) */
+    float *ff1;     /* (B*S, F), gated only */
+    float *bias;    /* (H, S, S) relative position bias */
+    float *scores;  /* (S, S) */
+    float *scratch; /* a streamed matrix */
+} t5_work;
+
+/* y (M, N) (+)= x (M, K) W^T with W fetched (converted if streamed). */
+static cpdit_status run_linear(const t5_encoder *m, const text_param *w, float *y, int ldy,
+                               const float *x, int ldx, int M, int K, int N, int accumulate,
+                               float *scratch, cpdit_error *err)
+{
+    const float *wf;
+    cpdit_status st = text_param_get(&m->tw, w, scratch, &wf, err);
+    if (!st)
+        st = m->be->linear(y, ldy, x, ldx, wf, NULL, M, K, N, accumulate, err);
+    text_param_release(&m->tw, w);
+    return st;
+}
+
+static cpdit_status block_forward(const t5_encoder *m, const t5_block *b, t5_work *w, int B,
+                                  int S, cpdit_error *err)
+{
+    const t5_encoder_config *c = &m->cfg;
+    const int D = c->d_model, H = c->num_heads, Dh = c->d_kv, inner = H * Dh, F = c->d_ff;
+    const int M = B * S;
+    const float eps = c->layer_norm_epsilon;
+    cpdit_status st;
+
+    m->be->rms_norm(w->h, w->x, b->ln_attn.f32, (size_t)M, D, eps);
+    const text_param *qkv[3] = {&b->q, &b->k, &b->v};
+    for (int j = 0; j < 3; j++)
+        if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * inner, 3 * inner, w->h, D, M, D,
+                             inner, 0, w->scratch, err)))
+            return st;
+    for (int s = 0; s < B; s++) {
+        const float *q = w->qkv + (size_t)s * S * 3 * inner;
+        text_attention_cpu(w->attn + (size_t)s * S * inner, inner, q, q + inner, q + 2 * inner,
+                           3 * inner, w->bias, 0, S, H, Dh, T5_NO_SCALE, w->scores);
+    }
+    if ((st = run_linear(m, &b->o, w->x, D, w->attn, inner, M, inner, D, 1, w->scratch, err)))
+        return st;
+
+    m->be->rms_norm(w->h, w->x, b->ln_ff.f32, (size_t)M, D, eps);
+    if ((st = run_linear(m, &b->wi0, w->ff0, F, w->h, D, M, D, F, 0, w->scratch, err)))
+        return st;
+    text_act_apply(m->be, c->dense_act, w->ff0, w->ff0, (size_t)M * F);
+    if (c->is_gated_act) {
+        if ((st = run_linear(m, &b->wi1, w->ff1, F, w->h, D, M, D, F, 0, w->scratch, err)))
+            return st;
+        text_mul_cpu(w->ff0, w->ff0, w->ff1, (size_t)M * F);
+    }
+    return run_linear(m, &b->wo, w->x, D, w->ff0, F, M, F, D, 1, w->scratch, err);
+}
+
+static void work_free(t5_work *w)
+{
+    free(w->x);
+    free(w->h);
+    free(w->qkv);
+    free(w->attn);
+    free(w->ff0);
+    free(w->ff1);
+    free(w->bias);
+    free(w->scores);
+    free(w->scratch);
+}
+
+cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, int S,
+                                float *last_hidden, cpdit_error *err)
+{
+    const t5_encoder_config *c = &m->cfg;
+    const char *where = m->tw.where;
+    /* the (H, S, S) bias and (S, S) scores must stay addressable */
+    if (B < 1 || S < 1 || (size_t)S > (size_t)T5_MAX_DIM)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
+                               "input_ids of shape (%d, %d): need B >= 1 and 1 <= S <= %d", B,
+                               S, T5_MAX_DIM);
+    for (size_t i = 0; i < (size_t)B * S; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
+                                   "token id %d at (%zu, %zu) is outside the vocabulary "
+                                   "[0, %d)",
+                                   (int)ids[i], i / (size_t)S, i % (size_t)S, c->vocab_size);
+    const size_t D = (size_t)c->d_model, inner = (size_t)c->num_heads * c->d_kv;
+    const size_t F = (size_t)c->d_ff, M = (size_t)B * S, H = (size_t)c->num_heads;
+    t5_work w = {0};
+    w.x = malloc(M * D * sizeof(float));
+    w.h = malloc(M * D * sizeof(float));
+    w.qkv = malloc(M * 3 * inner * sizeof(float));
+    w.attn = malloc(M * inner * sizeof(float));
+    w.ff0 = malloc(M * F * sizeof(float));
+    if (c->is_gated_act)
+        w.ff1 = malloc(M * F * sizeof(float));
+    w.bias = malloc(H * S * S * sizeof(float));
+    w.scores = malloc((size_t)S * S * sizeof(float));
+    if (m->tw.scratch_floats)
+        w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
+    if (!w.x || !w.h || !w.qkv || !w.attn || !w.ff0 || (c->is_gated_act && !w.ff1) ||
+        !w.bias || !w.scores || (m->tw.scratch_floats && !w.scratch)) {
+        work_free(&w);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
+    }
+
+    cpdit_status st = text_param_gather_rows(&m->embed, ids, M, w.x, err);
+    if (!st && c->num_layers > 0)
+        t5_position_bias(w.bias, m->rel_bias.f32, c->relative_attention_num_buckets,
+                         c->relative_attention_max_distance, (int)H, S, S);
+    for (int i = 0; i < c->num_layers && !st; i++)
+        st = block_forward(m, &m->blocks[i], &w, B, S, err);
+    if (!st)
+        m->be->rms_norm(last_hidden, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
+    work_free(&w);
+    return st;
+}

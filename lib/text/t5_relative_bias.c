@@ -1,0 +1,68 @@
+/* t5_relative_bias.c — T5's bucketed relative position bias (see t5_encoder.h).
+ *
+ * Half of the buckets (per direction when bidirectional) hold the exact distances 0..max_exact-1,
+ * the other half cover max_exact..max_distance logarithmically; farther distances share the last
+ * bucket. The logarithm is taken in fp32 and truncated, like torch's
+ *   max_exact + (log(n.float() / max_exact) / math.log(max_distance / max_exact)
+ *                * (num_buckets - max_exact)).to(long)
+ * so that the boundaries land where transformers puts them (tests/data/t5_buckets_expected.txt
+ * holds torch's buckets for a range of configs).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "lib/text/t5_encoder.h"
+
+int t5_relative_position_bucket(int relative_position, int bidirectional, int num_buckets,
+                                int max_distance)
+{
+    int bucket = 0;
+    int n;
+    if (bidirectional) {
+        num_buckets /= 2;
+        if (relative_position > 0)
+            bucket += num_buckets;
+        n = abs(relative_position);
+    } else {
+        n = relative_position < 0 ? -relative_position : 0;
+    }
+    const int max_exact = num_buckets / 2;
+    if (n < max_exact)
+        return bucket + n;
+    /* fp32 like torch: log of a float32 tensor, divided by a Python float, times an int */
+    const float ratio = (float)n / (float)max_exact;
+    const float log_range = (float)log((double)max_distance / (double)max_exact);
+    const float v = logf(ratio) / log_range * (float)(num_buckets - max_exact);
+    long large = max_exact + (long)v;
+    if (large > num_buckets - 1)
+        large = num_buckets - 1;
+    return bucket + (int)large;
+}
+
+void t5_position_bias(float *bias, const float *table, int num_buckets, int max_distance, int H,
+                      int Sq, int Sk)
+{
+    /* one bucket per distance d = j - i in [-(Sq-1), Sk-1] */
+    const int n_dist = Sq + Sk - 1;
+    int *bucket_of = malloc((size_t)n_dist * sizeof *bucket_of);
+    if (!bucket_of) { /* tiny; fall back to computing per entry */
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < Sq; i++)
+                for (int j = 0; j < Sk; j++)
+                    bias[((size_t)h * Sq + i) * Sk + j] =
+                        table[(size_t)t5_relative_position_bucket(j - i, 1, num_buckets,
+                                                                  max_distance) * H + h];
+        return;
+    }
+    for (int d = 0; d < n_dist; d++)
+        bucket_of[d] = t5_relative_position_bucket(d - (Sq - 1), 1, num_buckets, max_distance);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < Sq; i++) {
+            float *row = bias + ((size_t)h * Sq + i) * Sk;
+            for (int j = 0; j < Sk; j++)
+                row[j] = table[(size_t)bucket_of[j - i + Sq - 1] * H + h];
+        }
+    free(bucket_of);
+}

@@ -1,0 +1,155 @@
+/* text_weights.h — what the CLIP text model and the T5 encoder share: load options, the
+ * activation names of transformers' configs, and their parameters read from a safetensors set
+ * (model.safetensors or a sharded model.safetensors.index.json) in fp32, fp16 or bf16.
+ *
+ * Memory policy. Each parameter is registered with its shape (checked against the file) and a
+ * kind:
+ *   TEXT_PARAM_SMALL   vectors and small tables (norms, biases, the relative-bias table):
+ *                      converted to fp32 at load, always;
+ *   TEXT_PARAM_MATRIX  the linear layers: fp32 tensors are used in place from the memory map;
+ *                      the others are converted at load into one cache when all of them fit in
+ *                      options.cache_bytes, otherwise ("streaming") each is converted just
+ *                      before its use into the caller's scratch buffer, and the map pages it
+ *                      came from are dropped after use, so that a model bigger than memory
+ *                      (T5-XXL: 19 GB in fp32) runs with one matrix converted at a time;
+ *   TEXT_PARAM_ROWS    embedding tables: never converted whole; the rows a forward needs are
+ *                      gathered (and converted) at use.
+ * A loaded text_weights is read-only: forwards with their own scratch may run concurrently.
+ */
+#ifndef CPDIT_TEXT_WEIGHTS_H
+#define CPDIT_TEXT_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/core/cpdit_error.h"
+#include "kernels/backend.h"
+#include "lib/io/model_config.h"
+#include "lib/io/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Default cache for converted fp32 matrices: CLIP-L (123 M parameters, 0.5 GB in fp32) and
+ * small T5s fit; T5-XXL (4.7 G parameters) streams. */
+#define TEXT_ENCODER_DEFAULT_CACHE_BYTES ((size_t)2 << 30)
+
+typedef struct text_encoder_options {
+    const cpdit_backend *backend; /* NULL = cpdit_backend_cpu(); only "cpu" is supported */
+    size_t cache_bytes;           /* see the memory policy above; 0 = always stream */
+} text_encoder_options;
+
+/* backend NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES. */
+text_encoder_options text_encoder_options_default(void);
+
+/* Activations by their transformers (ACT2FN) names. */
+typedef enum text_act {
+    TEXT_ACT_INVALID = 0,
+    TEXT_ACT_RELU,       /* "relu" */
+    TEXT_ACT_GELU_ERF,   /* "gelu": exact, with erf */
+    TEXT_ACT_GELU_TANH,  /* "gelu_new", "gelu_pytorch_tanh": the tanh approximation */
+    TEXT_ACT_QUICK_GELU, /* "quick_gelu": x sigmoid(1.702 x) */
+    TEXT_ACT_SILU        /* "silu", "swish" */
+} text_act;
+
+/* The activation of a name, or TEXT_ACT_INVALID. */
+text_act text_act_from_name(const char *name);
+const char *text_act_name(text_act act);
+
+/* y = act(x), n elements, in place allowed. */
+void text_act_apply(const cpdit_backend *be, text_act act, float *y, const float *x, size_t n);
+
+/* The backend of the options (NULL options or backend: the CPU table). Errors (INPUT): a
+ * backend other than "cpu" (the text encoders' attention and some activations are CPU code). */
+cpdit_status text_backend_resolve(const text_encoder_options *opt, const cpdit_backend **be,
+                                  cpdit_error *err);
+
+typedef enum text_param_kind {
+    TEXT_PARAM_SMALL = 0,
+    TEXT_PARAM_MATRIX,
+    TEXT_PARAM_ROWS
+} text_param_kind;
+
+typedef struct text_param {
+    const safetensors_tensor *t; /* the tensor in the map */
+    text_param_kind kind;
+    int64_t rows, cols;          /* cols 0: a vector of rows elements */
+    const float *f32;            /* fp32 data ready to use (map or cache), or NULL: convert at
+                                    use (streaming matrix, or rows) */
+    int in_map;                  /* f32 points into the memory map */
+} text_param;
+
+typedef struct text_weights {
+    safetensors_set *set;
+    char *where;               /* the folder, for messages */
+    unsigned char *used;       /* [safetensors_set_count]: registered tensors */
+    float *cache;              /* SMALL params and cached matrices (one allocation) */
+    size_t cache_floats;
+    int streaming;             /* 1: non-fp32 matrices are converted at use */
+    size_t scratch_floats;     /* scratch a streamed matrix needs (largest one), 0 if none */
+    size_t n_params;           /* parameters registered */
+    /* registration list, finalised by text_weights_finish */
+    text_param **pending;
+    size_t n_pending, cap_pending;
+} text_weights;
+
+/* Load dir/config.json into cfg (free with model_config_free). Errors: as
+ * model_config_load_file; out of memory. */
+cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *err);
+
+/* Open the safetensors set of folder dir (model.safetensors or model.safetensors.index.json;
+ * see safetensors_set_open). Errors: as safetensors_set_open, with where = the file. */
+cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *err);
+void text_weights_close(text_weights *tw);
+
+/* The tensor of the first name in names[0..n) that exists, or NULL. */
+const safetensors_tensor *text_weights_find_any(const text_weights *tw, const char *const *names,
+                                                int n);
+
+/* Register p as the tensor `name` of shape (rows, cols) (cols 0: 1-D (rows)). Errors (INPUT,
+ * where = the folder): missing tensor, other shape (both shapes in the message). */
+cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
+                              text_param_kind kind, int64_t rows, int64_t cols,
+                              cpdit_error *err);
+
+/* After all text_weights_add calls: decide cache vs streaming (options.cache_bytes), convert
+ * SMALL params and cached matrices, then check that every tensor of the set was registered
+ * except those whose names start with one of ignore[0..n_ignore) (buffers and heads a model
+ * does not use). Errors: an unexpected tensor (INPUT, named: usually a config that disagrees
+ * with the checkpoint, e.g. fewer layers), a conversion failure, out of memory. */
+cpdit_status text_weights_finish(text_weights *tw, size_t cache_bytes,
+                                 const char *const *ignore, int n_ignore, cpdit_error *err);
+
+/* fp32 data of a registered matrix or vector: p->f32 when set, else converted into scratch
+ * (tw->scratch_floats floats). Errors: conversion failure (INPUT, naming the file). */
+cpdit_status text_param_get(const text_weights *tw, const text_param *p, float *scratch,
+                            const float **out, cpdit_error *err);
+
+/* Done with a matrix for now: in streaming mode its map pages are dropped. */
+void text_param_release(const text_weights *tw, const text_param *p);
+
+/* dst[r, :] = p[ids[r], :] for r < n (p a (rows, cols) table, ids checked by the caller to be
+ * in [0, rows)); dst (n, cols). Errors: conversion failure. */
+cpdit_status text_param_gather_rows(const text_param *p, const int32_t *ids, size_t n,
+                                    float *dst, cpdit_error *err);
+
+/* ---------------------------------------------------------------- config helpers */
+
+/* Read an integer key (default def when missing) and check lo <= value <= hi (INPUT error
+ * naming the key otherwise). */
+cpdit_status text_config_int(const model_config *cfg, const char *key, int def, int lo, int hi,
+                             int *out, cpdit_error *err);
+
+/* Read a real key (default def when missing) and check 0 < value < 1 (an epsilon). */
+cpdit_status text_config_eps(const model_config *cfg, const char *key, double def, float *out,
+                             cpdit_error *err);
+
+/* Check model_type (when present) is one of the n accepted names. */
+cpdit_status text_config_check_type(const model_config *cfg, const char *const *accepted,
+                                    int n, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,101 @@
+/* vae_decoder.h — the decoder half of diffusers' AutoencoderKL (FLUX's VAE), fp32 on the CPU.
+ *
+ *   vae.decode(z):  [post_quant_conv 1x1 when use_post_quant_conv]  then Decoder:
+ *     conv_in 3x3 (latent_channels → ch[-1])
+ *     mid block: ResnetBlock2D, Attention (when mid_block_add_attention), ResnetBlock2D
+ *     up blocks i = 0..n-1 over reversed block_out_channels ch': layers_per_block + 1
+ *        ResnetBlock2D each (ch'[i-1] → ch'[i] for the first), then, except for the last block,
+ *        nearest 2x upsampling + conv 3x3
+ *     GroupNorm (eps 1e-6) → act_fn → conv_out 3x3 (ch[0] → out_channels)
+ *   ResnetBlock2D (no time embedding): h = conv2(act(norm2(conv1(act(norm1(x)))))),
+ *     out = shortcut(x) + h, shortcut = 1x1 conv when the channel count changes, else x.
+ *   Attention: one head over the H·W positions of each image, channels C as the head size:
+ *     GroupNorm → q, k, v = Linear(C, C) → softmax(q kᵀ / sqrt(C)) v → Linear(C, C) → + x.
+ *   All GroupNorms have norm_num_groups groups and eps 1e-6; dropout is inference-off.
+ * Output size: (B, out_channels, h·f, w·f) with f = 2^(len(block_out_channels) - 1) (8 for
+ * FLUX). The pipeline maps latents to the decoder's input first with vae_latents_denormalize
+ * (z / scaling_factor + shift_factor, FluxPipeline does it before vae.decode); vae_decode and
+ * `cpdit forward --component vae` (vae_forward_file) are the raw vae.decode.
+ *
+ * Weights use diffusers' state-dict names: post_quant_conv.weight, decoder.conv_in.weight,
+ * decoder.mid_block.resnets.0.norm1.weight, decoder.mid_block.attentions.0.to_q.weight (or the
+ * deprecated names query / key / value / proj_attn, weights (C, C) or (C, C, 1, 1)),
+ * decoder.up_blocks.0.resnets.0.conv_shortcut.weight, decoder.up_blocks.0.upsamplers.0.conv.*,
+ * decoder.conv_norm_out.*, decoder.conv_out.*. Other tensors (encoder.*, quant_conv.*) are
+ * ignored. Any float dtype on disk; computed in fp32.
+ */
+#ifndef CPDIT_VAE_DECODER_H
+#define CPDIT_VAE_DECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/io/component_config.h"
+#include "lib/core/cpdit_error.h"
+#include "lib/io/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* diffusers' AutoencoderKL decoder constants */
+#define VAE_NORM_EPS 1e-6f
+#define VAE_PARAM_MAX_DIMS 4
+#define VAE_PARAM_NAME_MAX 96
+
+typedef struct vae_decoder vae_decoder;
+
+typedef struct vae_param_info {
+    const char *name;                 /* diffusers' state-dict name */
+    int ndim;
+    int64_t shape[VAE_PARAM_MAX_DIMS];
+    float *data;                      /* count floats inside the decoder's one allocation */
+    size_t count;
+} vae_param_info;
+
+/* A decoder for config c with all weights zero (fill them with vae_decoder_param_at or
+ * vae_decoder_load_weights). Errors: an invalid config (INPUT), allocation (RUNTIME). */
+cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *c,
+                                cpdit_error *err);
+void vae_decoder_free(vae_decoder *d);
+
+const autoencoder_kl_config *vae_decoder_config(const vae_decoder *d);
+/* Pixels per latent value along each axis: 2^(n_blocks - 1). */
+int vae_decoder_upscale(const vae_decoder *d);
+
+/* The parameters, in a fixed order (post_quant_conv first, decoder modules in forward order). */
+size_t vae_decoder_param_count(const vae_decoder *d);
+/* Fill info for parameter i < count; returns 0, or -1 when i is out of range. */
+int vae_decoder_param_at(vae_decoder *d, size_t i, vae_param_info *info);
+
+/* Read every parameter from s by name (converted to fp32). Errors (INPUT, where = the file):
+ * a missing tensor, a shape that is not the expected one. */
+cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, cpdit_error *err);
+
+/* Config (vae/config.json) and weights of a model folder: a pipeline root with vae/, or the
+ * VAE's own folder. */
+/* Read and validate model_dir's vae/config.json (a pipeline root or the vae folder itself)
+ * without loading weights. */
+cpdit_status vae_config_load(const char *model_dir, autoencoder_kl_config *c, cpdit_error *err);
+
+cpdit_status vae_decoder_load(vae_decoder **out, const char *model_dir, cpdit_error *err);
+
+/* z[i] = z[i] / scaling_factor + shift_factor (shift 0 when the config has none), in float32
+ * as torch computes `latents / scaling_factor + shift_factor`. */
+void vae_latents_denormalize(const autoencoder_kl_config *c, float *z, size_t n);
+
+/* out (B, out_channels, h·f, w·f) = vae.decode(z (B, latent_channels, h, w)). Errors: sizes
+ * below 1 or too large (INPUT), allocation (RUNTIME). */
+cpdit_status vae_decode(const vae_decoder *d, const float *z, int B, int h, int w, float *out,
+                        cpdit_error *err);
+
+/* `cpdit forward --component vae`: read tensor "latent_sample" (B, latent_channels, h, w, any
+ * float dtype) from inputs_path, decode with the VAE of model_dir, write tensor "sample"
+ * (B, out_channels, h·f, w·f) float32 to output_path. */
+cpdit_status vae_forward_file(const char *model_dir, const char *inputs_path,
+                              const char *output_path, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
