@@ -27,6 +27,20 @@ int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);
 
+struct cpdit_backend;
+struct cpdit_attention_kernel;
+
+/* --attention VARIANT and --attention-backend KERNEL: an --attention-backend value that names a
+ * context-parallel variant (ring, ulysses, ...: forward's old spelling) is taken as --attention
+ * when --attention is not given; *variant NULL becomes "auto". */
+void cli_attention_alias(const char **variant, const char **kernel);
+
+/* --backend NAME and --attention-backend KERNEL into a backend and its kernel (NULL names: the
+ * best available backend, its default kernel). CPDIT_ERR_INPUT listing the choices. */
+cpdit_status cli_backend_resolve(const char *backend, const char *kernel,
+                                 const struct cpdit_backend **be,
+                                 const struct cpdit_attention_kernel **k, cpdit_error *err);
+
 /* Subcommands implemented in their own bin/cmd_*.c files (argv[0] is the subcommand). */
 int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

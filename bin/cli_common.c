@@ -5,6 +5,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "lib/cp/cp_attention.h"
 
 int cli_report(const cpdit_error *err)
 {
@@ -41,4 +45,25 @@ int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, l
     }
     *out = v;
     return 0;
+}
+
+void cli_attention_alias(const char **variant, const char **kernel)
+{
+    cp_attention_config probe;
+    if (!*variant && *kernel && cp_attention_config_parse(*kernel, &probe, NULL) == CPDIT_OK) {
+        *variant = *kernel;
+        *kernel = NULL;
+    }
+    if (!*variant)
+        *variant = "auto";
+}
+
+cpdit_status cli_backend_resolve(const char *backend, const char *kernel,
+                                 const cpdit_backend **be, const cpdit_attention_kernel **k,
+                                 cpdit_error *err)
+{
+    cpdit_status st = cpdit_backend_resolve(backend, be, err);
+    if (!st)
+        st = cpdit_attention_kernel_find(*be, kernel, k, err);
+    return st;
 }

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <getopt.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 
 #define SUB "forward"
@@ -43,59 +44,55 @@ static double now_s(void)
 /* Parse argv into o. Returns 0, or -1 after printing a usage error (rank 0 only). */
 static int parse_options(int argc, char **argv, forward_options *o, int quiet)
 {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},     {"component", required_argument, 0, 'c'},
+        {"inputs", required_argument, 0, 'i'},    {"output", required_argument, 0, 'o'},
+        {"attention", required_argument, 0, 'A'}, {"attention-backend", required_argument, 0, 'K'},
+        {"backend", required_argument, 0, 'B'},   {"ulysses", required_argument, 0, 'U'},
+        {"ring", required_argument, 0, 'R'},      {"anything", no_argument, 0, 'a'},
+        {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ulysses = o->ring = 1;
-    o->attention_backend = "auto";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **str = NULL;
-        int *num = NULL;
-        if (!strcmp(a, "--model"))
-            str = &o->model;
-        else if (!strcmp(a, "--component"))
-            str = &o->component;
-        else if (!strcmp(a, "--inputs"))
-            str = &o->inputs;
-        else if (!strcmp(a, "--output"))
-            str = &o->output;
-        else if (!strcmp(a, "--attention-backend"))
-            str = &o->attention_backend;
-        else if (!strcmp(a, "--ulysses"))
-            num = &o->ulysses;
-        else if (!strcmp(a, "--ring"))
-            num = &o->ring;
-        else if (!strcmp(a, "--anything")) {
-            o->anything = 1;
-            continue;
-        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-            o->verbose = 1;
-            continue;
-        } else {
-            if (!quiet)
-                cli_usage_error(SUB, "unknown option '%s'", a);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            if (!quiet)
-                cli_usage_error(SUB, "%s needs a value", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (str) {
-            *str = v;
-        } else {
-            long n;
+    long n;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "v", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'c': o->component = optarg; break;
+        case 'i': o->inputs = optarg; break;
+        case 'o': o->output = optarg; break;
+        case 'A': o->attention = optarg; break;
+        case 'K': o->attention_backend = optarg; break;
+        case 'B': o->backend = optarg; break;
+        case 'a': o->anything = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'U':
+        case 'R':
             if (quiet) {
                 char *end;
-                n = strtol(v, &end, 10);
-                if (!*v || *end || n < 1 || n > 1 << 20)
+                n = strtol(optarg, &end, 10);
+                if (!*optarg || *end || n < 1 || n > 1 << 20)
                     return -1;
-            } else if (cli_parse_int(SUB, a, v, 1, 1 << 20, &n)) {
+            } else if (cli_parse_int(SUB, c == 'U' ? "--ulysses" : "--ring", optarg, 1,
+                                     1 << 20, &n)) {
                 return -1;
             }
-            *num = (int)n;
+            *(c == 'U' ? &o->ulysses : &o->ring) = (int)n;
+            break;
+        default:
+            if (!quiet)
+                cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
+            return -1;
         }
     }
+    if (optind < argc) {
+        if (!quiet)
+            cli_usage_error(SUB, "unexpected argument '%s'", argv[optind]);
+        return -1;
+    }
+    cli_attention_alias(&o->attention, &o->attention_backend);
     const char *missing = !o->model       ? "--model DIR"
                           : !o->component ? "--component transformer|vae"
                           : !o->inputs    ? "--inputs IN.safetensors"
@@ -319,7 +316,8 @@ typedef struct run_state {
     cp_grid *grid;
     cp_seq_layout layout;
     int have_layout;
-    cp_attention_config attn;
+    cp_attention_config attn; /* variant, backend and kernel */
+    cp_attention_ws attn_ws;
     float *local[4];  /* hidden, encoder, txt ids, img ids of this rank's tokens */
     float *out_local, *out_group, *out_full;
 } run_state;
@@ -334,6 +332,7 @@ static void run_free(run_state *r)
     if (r->have_layout)
         cp_seq_layout_free(&r->layout);
     free_inputs(&r->in);
+    cp_attention_ws_release(&r->attn_ws);
     flux_transformer_close(r->model);
 }
 
@@ -387,8 +386,11 @@ static int run_transformer(const forward_options *o)
     cpdit_error_clear(&err);
     const double t0 = now_s();
 
-    cpdit_status st = cp_attention_config_parse(o->attention_backend, &r.attn, &err);
+    cpdit_status st = cp_attention_config_parse(o->attention, &r.attn, &err);
     r.attn.anything = o->anything;
+    if (!st)
+        st = cli_backend_resolve(o->backend, o->attention_backend, &r.attn.backend,
+                                 &r.attn.kernel, &err);
     if (!st)
         st = flux_transformer_open(&r.model, o->model, &err);
     if (!st)
@@ -433,8 +435,8 @@ static int run_transformer(const forward_options *o)
     /* forward (groups without items skip it), gather over CP, then over dp */
     const double t_fwd0 = now_s();
     if (nb > 0) {
-        flux_cp cp = {r.grid, r.attn, &r.layout};
-        st = flux_transformer_forward(r.model, NULL, &cp, &li, r.out_local, &err);
+        flux_cp cp = {r.grid, r.attn, &r.layout, &r.attn_ws};
+        st = flux_transformer_forward(r.model, r.attn.backend, &cp, &li, r.out_local, &err);
     }
     const double t_fwd1 = now_s();
     if (!st && nb > 0)

@@ -2,7 +2,8 @@
  *
  *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
  *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
- *                 [--attention-backend B] [--verbose]
+ *                 [--attention VARIANT] [--attention-backend KERNEL] [--backend NAME]
+ *                 [--verbose]
  *
  * cmd_forward parses the options, initialises MPI, and runs the component on every rank of
  * the job; rank 0 writes the output. The transformer part lives in cmd_forward.c; the VAE
@@ -19,7 +20,10 @@ typedef struct forward_options {
     const char *component;         /* --component: "transformer" or "vae" */
     const char *inputs;            /* --inputs IN.safetensors */
     const char *output;            /* --output OUT.safetensors */
-    const char *attention_backend; /* --attention-backend: a cp_attention variant name */
+    const char *attention;         /* --attention: the CP variant (cp_attention_config_parse) */
+    const char *attention_backend; /* --attention-backend: the backend's local attention
+                                      kernel (NULL: its default) */
+    const char *backend;           /* --backend NAME (NULL: the best available) */
     int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
     int anything;                  /* --anything: uneven lengths / head shares allowed */
     int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */

@@ -63,6 +63,8 @@ int cmd_run(int argc, char **argv)
         {"dump", required_argument, 0, 'd'},     {"ring", required_argument, 0, 'R'},
         {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
         {"attention", required_argument, 0, 'A'},
+        {"attention-backend", required_argument, 0, 'K'},
+        {"backend", required_argument, 0, 'B'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
@@ -83,6 +85,8 @@ int cmd_run(int argc, char **argv)
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
+        case 'K': o.attention_kernel = optarg; break;
+        case 'B': o.backend = optarg; break;
         case 'a': o.anything = 1; break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -97,6 +101,7 @@ int cmd_run(int argc, char **argv)
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
+    cli_attention_alias(&o.variant, &o.attention_kernel);
     if ((output_given && !o.output[0]) || (o.dump && !o.dump[0]))
         return cli_usage_error(SUB, "%s: empty folder name", o.dump && !o.dump[0] ? "--dump" : "--output");
     if (optind < argc) { /* a manifest */
@@ -119,7 +124,7 @@ int cmd_run(int argc, char **argv)
         if (check)
             return check_batch(argv[optind], &ov);
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
         return code;
     }

@@ -17,7 +17,9 @@ typedef struct run_item_options {
     const char *output;          /* folder */
     const char *dump;            /* NULL or folder */
     int ring, ulysses, anything;
-    const char *variant;         /* cp_attention_config_parse spelling */
+    const char *variant;         /* --attention: cp_attention_config_parse spelling */
+    const char *backend;         /* --backend NAME; NULL = the best available */
+    const char *attention_kernel; /* --attention-backend KERNEL; NULL = the backend's default */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
@@ -25,8 +27,8 @@ void run_item_defaults(run_item_options *o);
 int run_item(const run_item_options *o);
 struct manifest_overrides;
 /* `cpdit run MANIFEST`: runs under MPI; returns the exit code (jobs/job_run.h EXIT CODES). */
-int run_batch(const char *path, const struct manifest_overrides *ov, const char *variant,
-              const char *dump);
+/* Uses o->variant, o->backend, o->attention_kernel and o->dump. */
+int run_batch(const char *path, const struct manifest_overrides *ov, const run_item_options *o);
 /* `cpdit run MANIFEST --check`: no MPI needed. */
 int check_batch(const char *path, const struct manifest_overrides *ov);
 #endif

@@ -64,9 +64,9 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     return pipeline_generate(c->p, &prm, &run, rgb, err);
 }
 
-int run_batch(const char *path, const manifest_overrides *ov, const char *variant,
-              const char *dump)
+int run_batch(const char *path, const manifest_overrides *ov, const run_item_options *o)
 {
+    const char *dump = o->dump;
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;
@@ -83,11 +83,12 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     if (!st)
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     if (!st)
-        st = cp_attention_config_parse(variant, &c.attn, &err);
+        st = cp_attention_config_parse(o->variant ? o->variant : "auto", &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
-        st = pipeline_open(&c.p, m->model, &err);
+        st = pipeline_open(&c.p, m->model,
+                           &(pipeline_options){o->backend, o->attention_kernel}, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
 

@@ -21,7 +21,7 @@
 #include "bin/cli.h"
 #include "lib/cp/comm_mpi.h"
 #include "bin/cmd_run.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
 #include "lib/pipeline/pipeline.h"
@@ -50,7 +50,7 @@ void run_item_defaults(run_item_options *o)
     o->true_cfg = 1.0f;
     o->output = "out";
     o->ring = o->ulysses = 0;
-    o->variant = "auto";
+    o->variant = NULL; /* auto */
 }
 
 int run_item(const run_item_options *o)
@@ -70,7 +70,8 @@ int run_item(const run_item_options *o)
     }
     cpdit_status st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
     if (!st)
-        st = pipeline_open(&p, o->model, &err);
+        st = pipeline_open(&p, o->model,
+                           &(pipeline_options){o->backend, o->attention_kernel}, &err);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
     if (!st) {

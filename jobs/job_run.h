@@ -38,7 +38,7 @@
 #include <stdio.h>
 
 #include "lib/core/cpdit_error.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "jobs/job_items.h"
 #include "yaml/manifest.h"
 

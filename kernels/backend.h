@@ -1,25 +1,30 @@
 /* backend.h — the kernel table: the ops the models call, one table per backend.
  *
- * Model code (lib/flux_transformer.c, ...) never calls BLAS or a loop kernel directly: it calls
- * through a `const cpdit_backend *`, so that a GPU backend plugs in with its own table and
- * the model code stays one copy. Attention is NOT in this table: it goes through the
- * context-parallel entry point (lib/cp_attention.h), which runs the local kernel itself.
+ * Model code (lib/flux, lib/text, lib/cp, lib/pipeline, lib/vae) never calls BLAS, a loop kernel
+ * or malloc for activations directly: it calls through a `const cpdit_backend *`, so that a GPU
+ * backend plugs in with its own table and the model code stays one copy. The backends compiled
+ * in are listed by cpdit_backend_list(); one is picked by name (--backend) or the best available
+ * one by cpdit_backend_default().
  *
  * Conventions for every op:
  *   - tensors are fp32, row-major; "rows x dim" means `rows` vectors of `dim` contiguous floats;
  *   - buffers belong to the backend's memory (host memory for the CPU backend): allocate
- *     activations with alloc/free of the same table and move host data in and out with
- *     upload/download;
+ *     activations with alloc/free of the same table (or a cpdit_scratch over it) and move host
+ *     data in and out with upload/download;
  *   - unless an op says otherwise, y may alias x (in place), and sizes of 0 are no-ops;
- *   - the ops do not fail on valid arguments; `linear` returns a status because a backend may
- *     need workspace or a library handle.
+ *   - the ops do not fail on valid arguments; `linear` and attention return a status because a
+ *     backend may need workspace or a library handle.
  * Weights follow PyTorch's nn.Linear storage: W is (out, in) row-major, and
  *   linear: y = x W^T + b.
+ * Attention tensors are (B, S, H, D) (DESIGN.md); the LSE is (B, Sq, H) fp32, natural log.
+ * tests/test_backend_ops checks every op of every table against plain C references
+ * (kernels/backend_ops.h lists the cases); `cpdit bench ops` times them.
  */
 #ifndef CPDIT_KERNELS_BACKEND_H
 #define CPDIT_KERNELS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lib/core/cpdit_error.h"
 
@@ -27,8 +32,51 @@
 extern "C" {
 #endif
 
+/* Activations by kind (the `act` op); n elements, y may alias x. */
+typedef enum cpdit_act {
+    CPDIT_ACT_GELU_TANH = 0, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch "tanh") */
+    CPDIT_ACT_GELU_ERF,      /* 0.5 x (1 + erf(x / sqrt 2))  (torch's exact gelu) */
+    CPDIT_ACT_QUICK_GELU,    /* x sigmoid(1.702 x)  (CLIP's quick_gelu) */
+    CPDIT_ACT_SILU,          /* x sigmoid(x) */
+    CPDIT_ACT_RELU,          /* max(x, 0) */
+    CPDIT_ACT_COUNT
+} cpdit_act;
+
+/* "gelu-tanh", "gelu-erf", "quick-gelu", "silu", "relu"; "invalid" out of range. */
+const char *cpdit_act_name(cpdit_act kind);
+
+/* One attention problem: out = softmax(scale q k^T + bias, masked) v, per item b and head h.
+ *   q (B, Sq, H, D), k and v (B, Skv, H, D), out (B, Sq, H, D), lse (B, Sq, H) or NULL.
+ *   Row strides: consecutive tokens of q are ld_q floats apart (k and v: ld_kv, out: ld_out;
+ *   0 means H*D, contiguous), so q, k, v may be column blocks of one fused qkv buffer; item b
+ *   starts at b*Sq*ld_q (k, v: b*Skv*ld_kv; out: b*Sq*ld_out). lse is always contiguous.
+ *   bias: additive scores (H, Sq, Skv), the same for every item (T5's relative position bias),
+ *   or NULL. causal: query i sees keys j <= i only (CLIP); needs Sq == Skv.
+ *   Skv may be 0: out = 0 and lse = -INFINITY (an empty block; merging it changes nothing).
+ * out must not alias q, k or v. */
+typedef struct cpdit_attention_args {
+    int B, Sq, Skv, H, D;
+    int ld_q, ld_kv, ld_out;
+    float scale;
+    const float *bias;
+    int causal;
+} cpdit_attention_args;
+
+/* A local attention kernel of a backend (--attention-backend NAME, as diffusers'
+ * set_attention_backend). Every kernel takes every cpdit_attention_args; kernels differ in
+ * speed and numerics (within the conformance threshold), not in what they accept.
+ * forward returns CPDIT_OK, CPDIT_ERR_INPUT (bad shape, causal with Sq != Skv) or
+ * CPDIT_ERR_RUNTIME (out of memory), err filled. */
+typedef struct cpdit_attention_kernel {
+    const char *name;    /* "cpu-flash", "cpu-reference", ... unique over all backends */
+    const char *summary; /* one line for --help and errors */
+    cpdit_status (*forward)(float *out, float *lse, const float *q, const float *k,
+                            const float *v, const cpdit_attention_args *a, cpdit_error *err);
+} cpdit_attention_kernel;
+
 typedef struct cpdit_backend {
-    const char *name; /* "cpu", ... */
+    const char *name;    /* "cpu", ... */
+    const char *summary; /* one line for cpdit --version */
 
     /* Memory for activations: bytes rounded up to the backend's alignment; free(NULL) is fine.
      * alloc returns NULL when memory runs out. */
@@ -66,15 +114,18 @@ typedef struct cpdit_backend {
      * x (S, H, D); cos, sin (S, D) (each pair's two entries are equal in FLUX's table). D even. */
     void (*rope)(float *x, const float *cos, const float *sin, int S, int H, int D);
 
-    /* y = gelu(x) with the tanh approximation (torch's approximate="tanh"):
-     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). n elements. */
-    void (*gelu_tanh)(float *y, const float *x, size_t n);
-
-    /* y = silu(x) = x / (1 + e^-x). n elements. */
-    void (*silu)(float *y, const float *x, size_t n);
+    /* y = act(x) for the activation kind (cpdit_act), n elements. */
+    void (*act)(cpdit_act kind, float *y, const float *x, size_t n);
 
     /* y = a + b, n elements (y may alias a or b). */
     void (*add)(float *y, const float *a, const float *b, size_t n);
+
+    /* y = a * b elementwise, n elements (y may alias a or b). */
+    void (*mul)(float *y, const float *a, const float *b, size_t n);
+
+    /* Embedding gather: y[i] = table[ids[i]] for i < n; table (vocab, dim), y (n, dim). The
+     * caller checks 0 <= ids[i] < vocab (ids are host memory). */
+    void (*embedding)(float *y, const float *table, const int32_t *ids, size_t n, int dim);
 
     /* AdaLN modulation: y[r] = x[r] * (1 + scale) + shift for each of rows rows.
      * x, y (rows, dim); shift, scale (dim). */
@@ -88,13 +139,66 @@ typedef struct cpdit_backend {
 
     /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r]. */
     void (*copy_rows)(float *dst, int ldd, const float *src, int lds, size_t rows, int dim);
+
+    /* Merge a partial attention result (out_b, lse_b) over other keys into (out_a, lse_a), in
+     * place: lse = log(e^a + e^b), out = out_a e^(a-lse) + out_b e^(b-lse). rows = B*Sq*H
+     * rows of D floats (out) and one float (lse). An empty part (lse -INFINITY) adds nothing. */
+    void (*lse_merge)(float *out_a, float *lse_a, const float *out_b, const float *lse_b,
+                      size_t rows, int D);
+
+    /* The local attention kernels, NULL-terminated, the default (fastest) first. */
+    const cpdit_attention_kernel *const *attention_kernels;
+
+    /* How many independent tasks the backend runs at once (CPU: worker threads), for callers
+     * that split work into chunks (ring attention). >= 1. */
+    int (*workers)(void);
 } cpdit_backend;
+
+/* ---- backends in this build (kernels/backend.c) ---------------------------------------- */
 
 /* The CPU backend (kernels/cpu/backend_cpu.c): OpenBLAS SGEMM and loop kernels. */
 const cpdit_backend *cpdit_backend_cpu(void);
 
+/* The backends compiled in, NULL-terminated, best first (cpdit --version lists them). */
+const cpdit_backend *const *cpdit_backend_list(void);
+
 /* A backend by name ("cpu"); NULL when this build has no such backend. */
 const cpdit_backend *cpdit_backend_by_name(const char *name);
+
+/* The best backend available here (the first of the list that can run: a GPU backend without
+ * a device is skipped); never NULL (the CPU backend is always built). */
+const cpdit_backend *cpdit_backend_default(void);
+
+/* The backend named name (NULL or "" or "auto": cpdit_backend_default()) into *out.
+ * CPDIT_ERR_INPUT naming the backends of this build otherwise. */
+cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out,
+                                   cpdit_error *err);
+
+/* ---- attention kernels ------------------------------------------------------------------- */
+
+/* The attention kernel of be named name (NULL, "" or "auto": be's default) into *out.
+ * CPDIT_ERR_INPUT otherwise, the message listing be's kernels (and saying which backend
+ * offers the name, when another one does). */
+cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *name,
+                                         const cpdit_attention_kernel **out, cpdit_error *err);
+
+/* "cpu-flash, cpu-reference" — be's kernel names into buf; returns buf. */
+const char *cpdit_attention_kernel_names(const cpdit_backend *be, char *buf, size_t size);
+
+/* ---- scratch memory over a backend's alloc/free ------------------------------------------ */
+
+/* A growable block of backend memory kept between calls (attention workspaces): get returns at
+ * least bytes bytes (aligned as be->alloc), reallocating when it must grow (contents are not
+ * kept); NULL when out of memory. release frees it; the struct may be reused afterwards.
+ * Zero-initialise, then set be. One user at a time. */
+typedef struct cpdit_scratch {
+    const cpdit_backend *be;
+    void *base;
+    size_t cap; /* bytes */
+} cpdit_scratch;
+
+void *cpdit_scratch_get(cpdit_scratch *s, size_t bytes);
+void cpdit_scratch_release(cpdit_scratch *s);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "kernels/cpu/blas_runtime.h"
 
 #define BENCH_SGEMM_N 1024
@@ -133,7 +133,8 @@ int main(int argc, char **argv)
     float *out = malloc(((size_t)nb * il * out_dim + 1) * sizeof(float));
     flux_inputs in = {nb, tl, il, hs, ehs, pooled, ts, c->guidance_embeds ? gd : NULL,
                       txt_ids, img_ids};
-    flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL}, &layout};
+    cp_attention_ws ws = {{NULL, NULL, 0}, 0.0};
+    flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL, NULL}, &layout, &ws};
 
     /* SGEMM on rank 0 while the others wait */
     double sgemm = 0;

@@ -25,7 +25,7 @@
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "tests/test_util.h"
 
@@ -175,7 +175,7 @@ static void run_one(const cp_grid *g, const cp_attention_config *cfg, const shap
     cpdit_error e;
     cpdit_error_clear(&e);
     const int want = expect_ok(cfg, g->ring, g->ulysses, l, H);
-    cpdit_status st = cp_attention(cfg, g, out, lse_null ? NULL : lse, q, k, v, l, B, H, D,
+    cpdit_status st = cp_attention(cfg, g, NULL, out, lse_null ? NULL : lse, q, k, v, l, B, H, D,
                                    1.0f / sqrtf((float)D), &e);
     const char *name = cp_attention_config_name(cfg);
     if (want) {
@@ -218,9 +218,9 @@ static void test_mismatch(const cp_grid *g)
     cp_seq_layout_joint(&l, g->cp_size, 0, 4 * g->cp_size, &e);
     const int H = g->cp_rank == 0 ? 2 : 1, D = 16, L = l.len[g->cp_rank];
     float *buf = calloc((size_t)5 * L * H * D, sizeof(float));
-    cp_attention_config cfg = {CP_ATTN_RING, CP_RING_P2P, 1, NULL};
+    cp_attention_config cfg = {CP_ATTN_RING, CP_RING_P2P, 1, NULL, NULL};
     const size_t n = (size_t)L * H * D;
-    cpdit_status st = cp_attention(&cfg, g, buf + 3 * n, buf + 4 * n, buf, buf + n,
+    cpdit_status st = cp_attention(&cfg, g, NULL, buf + 3 * n, buf + 4 * n, buf, buf + n,
                                    buf + 2 * n, &l, 1, H, D, 0.25f, &e);
     CHECK(st == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(e.what, "different");

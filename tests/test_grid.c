@@ -12,7 +12,7 @@
 
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "lib/cp/comm_mpi.h"
 #include "tests/test_util.h"
 

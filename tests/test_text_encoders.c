@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "lib/text/clip_text_model.h"
-#include "kernels/cpu/text_ops_cpu.h"
+#include "kernels/backend.h"
 #include "lib/text/t5_encoder.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
@@ -50,11 +50,14 @@ static float frand(unsigned *s)
 
 /* ---------------------------------------------------------------- ops */
 
-static void test_attention_op(int causal, int with_bias)
+/* The text encoders' attention (strided q/k/v, causal or biased) through every attention
+ * kernel of the default backend. */
+static void test_attention_op_kernel(const cpdit_attention_kernel *kern, int causal,
+                                     int with_bias)
 {
     enum { S = 7, H = 3, Dh = 5, LD = 2 * H * Dh };
     unsigned seed = 7u + (unsigned)causal * 2u + (unsigned)with_bias;
-    float q[S * LD], k[S * LD], v[S * LD], bias[H * S * S], out[S * H * Dh], scores[S * S];
+    float q[S * LD], k[S * LD], v[S * LD], bias[H * S * S], out[S * H * Dh];
     for (int i = 0; i < S * LD; i++) {
         q[i] = frand(&seed);
         k[i] = frand(&seed);
@@ -63,8 +66,11 @@ static void test_attention_op(int causal, int with_bias)
     for (int i = 0; i < H * S * S; i++)
         bias[i] = 2 * frand(&seed);
     const float scale = 0.7f;
-    text_attention_cpu(out, H * Dh, q, k, v, LD, with_bias ? bias : NULL, causal, S, H, Dh,
-                       scale, scores);
+    const cpdit_attention_args a = {.B = 1, .Sq = S, .Skv = S, .H = H, .D = Dh, .ld_q = LD,
+                                    .ld_kv = LD, .ld_out = H * Dh, .scale = scale,
+                                    .bias = with_bias ? bias : NULL, .causal = causal};
+    cpdit_error err;
+    CHECK(kern->forward(out, NULL, q, k, v, &a, &err) == CPDIT_OK);
     double worst = 0;
     for (int h = 0; h < H; h++)
         for (int i = 0; i < S; i++) {
@@ -86,8 +92,15 @@ static void test_attention_op(int causal, int with_bias)
                 worst = fmax(worst, fabs(o - out[i * H * Dh + h * Dh + c]));
             }
         }
-    CHECK_MSG(worst <= OP_TOL, "attention causal %d bias %d: max error %g", causal, with_bias,
-              worst);
+    CHECK_MSG(worst <= OP_TOL, "attention %s causal %d bias %d: max error %g", kern->name,
+              causal, with_bias, worst);
+}
+
+static void test_attention_op(int causal, int with_bias)
+{
+    const cpdit_backend *be = cpdit_backend_default();
+    for (const cpdit_attention_kernel *const *k = be->attention_kernels; *k; k++)
+        test_attention_op_kernel(*k, causal, with_bias);
 }
 
 static void test_activations(void)
@@ -96,13 +109,14 @@ static void test_activations(void)
     float x[N], y[N];
     for (int i = 0; i < N; i++)
         x[i] = -10.0f + 0.2f * (float)i;
-    text_quick_gelu_cpu(y, x, N);
+    const cpdit_backend *be = cpdit_backend_default();
+    be->act(CPDIT_ACT_QUICK_GELU, y, x, N);
     for (int i = 0; i < N; i++)
         CHECK_NEAR(y[i], x[i] / (1 + exp(-1.702 * x[i])), OP_TOL);
-    text_gelu_erf_cpu(y, x, N);
+    be->act(CPDIT_ACT_GELU_ERF, y, x, N);
     for (int i = 0; i < N; i++)
         CHECK_NEAR(y[i], 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0))), OP_TOL);
-    text_relu_cpu(y, x, N);
+    be->act(CPDIT_ACT_RELU, y, x, N);
     for (int i = 0; i < N; i++)
         CHECK(y[i] == (x[i] > 0 ? x[i] : 0));
     CHECK(text_act_from_name("quick_gelu") == TEXT_ACT_QUICK_GELU);

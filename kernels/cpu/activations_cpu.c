@@ -1,8 +1,11 @@
-/* activations_cpu.c — GELU (tanh approximation) and SiLU, through a vectorisable exp.
+/* activations_cpu.c — the activations by kind (cpdit_act): GELU (tanh approximation), SiLU and
+ * quick GELU through a vectorisable exp, exact GELU through erff, ReLU; and the table's act
+ * dispatcher.
  *
- * Both are written as x * sigmoid(z):
- *   silu(x)      = x / (1 + e^-x)
- *   gelu_tanh(x) = 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+ * The sigmoid ones are written as x * sigmoid(z):
+ *   silu(x)       = x / (1 + e^-x)
+ *   quick_gelu(x) = x / (1 + e^(-1.702 x))
+ *   gelu_tanh(x)  = 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  * (since 0.5 (1 + tanh u) = sigmoid(2u)), which has no cancellation for small u and saturates
  * cleanly: e^(-2u) -> inf gives 0, -> 0 gives x.
  *
@@ -14,6 +17,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -30,6 +34,8 @@
 /* sqrt(2/pi) and the cubic coefficient of the tanh approximation (torch's gelu "tanh"). */
 #define GELU_SQRT_2_OVER_PI 0.7978845608028654f
 #define GELU_CUBIC 0.044715f
+/* QuickGELU's sigmoid slope (OpenAI CLIP, transformers' QuickGELUActivation). */
+#define QUICK_GELU_SLOPE 1.702f
 
 /* Cephes expf polynomial: e^r ~ 1 + r + r^2 (P0 r^4... ) on |r| <= ln2/2. */
 #define EXP_P0 1.9875691500e-4f
@@ -74,6 +80,74 @@ static inline __attribute__((always_inline)) float gelu_one(float x)
 {
     const float u = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
     return x / (1.0f + exp_core(-2.0f * u));
+}
+
+static inline __attribute__((always_inline)) float quick_gelu_one(float x)
+{
+    return x / (1.0f + exp_core(-QUICK_GELU_SLOPE * x));
+}
+
+/* Apply one of the *_one functions over n floats in CPU_LANES blocks (vectorised by GCC). */
+#define CPU_MAP(one, y, x, n)                                                                 \
+    do {                                                                                      \
+        size_t i_ = 0;                                                                        \
+        for (; i_ + CPU_LANES <= (n); i_ += CPU_LANES) {                                      \
+            float t_[CPU_LANES];                                                              \
+            for (int l_ = 0; l_ < CPU_LANES; l_++)                                            \
+                t_[l_] = one((x)[i_ + l_]);                                                   \
+            for (int l_ = 0; l_ < CPU_LANES; l_++)                                            \
+                (y)[i_ + l_] = t_[l_];                                                        \
+        }                                                                                     \
+        for (; i_ < (n); i_++)                                                                \
+            (y)[i_] = one((x)[i_]);                                                           \
+    } while (0)
+
+/* y, x: n floats (y may alias x). */
+CPU_KERNEL_CLONES
+void cpu_quick_gelu(float *y, const float *x, size_t n)
+{
+    CPU_MAP(quick_gelu_one, y, x, n);
+}
+
+/* y = 0.5 x (1 + erf(x / sqrt 2)); y, x: n floats (y may alias x). */
+void cpu_gelu_erf(float *y, const float *x, size_t n)
+{
+    const float inv_sqrt2 = (float)M_SQRT1_2;
+    for (size_t i = 0; i < n; i++) {
+        const float a = x[i];
+        y[i] = 0.5f * a * (1.0f + erff(a * inv_sqrt2));
+    }
+}
+
+/* y = max(x, 0); y, x: n floats (y may alias x). */
+CPU_KERNEL_CLONES
+void cpu_relu(float *y, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void cpu_act(cpdit_act kind, float *y, const float *x, size_t n)
+{
+    switch (kind) {
+    case CPDIT_ACT_GELU_TANH:
+        cpu_gelu_tanh(y, x, n);
+        break;
+    case CPDIT_ACT_GELU_ERF:
+        cpu_gelu_erf(y, x, n);
+        break;
+    case CPDIT_ACT_QUICK_GELU:
+        cpu_quick_gelu(y, x, n);
+        break;
+    case CPDIT_ACT_SILU:
+        cpu_silu(y, x, n);
+        break;
+    case CPDIT_ACT_RELU:
+        cpu_relu(y, x, n);
+        break;
+    case CPDIT_ACT_COUNT:
+        break;
+    }
 }
 
 /* y, x: n floats (y may alias x). */

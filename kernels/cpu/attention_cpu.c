@@ -63,6 +63,7 @@ typedef struct attn_job {
     float *out, *lse;
     const float *q, *k, *v;
     int B, Sq, Skv, H, D;
+    int ld_q, ld_kv, ld_o; /* floats between consecutive tokens */
     float scale;
     int block_q;  /* query rows per task */
     int block_kv; /* keys per block: min(ATTN_BLOCK_KV, Skv) */
@@ -76,17 +77,18 @@ typedef struct attn_job {
 static void attn_task(const attn_job *j, int b, int h, int i0, int bq, float *s, float *m, float *l)
 {
     const int H = j->H, D = j->D, Skv = j->Skv;
-    const int ld = H * D; /* floats between consecutive tokens */
-    const float *q = j->q + ((size_t)b * j->Sq + (size_t)i0) * (size_t)ld + (size_t)h * D;
-    const float *k = j->k + (size_t)b * Skv * (size_t)ld + (size_t)h * D;
-    const float *v = j->v + (size_t)b * Skv * (size_t)ld + (size_t)h * D;
+    const int ld = j->ld_o, ldq = j->ld_q, ldkv = j->ld_kv; /* floats between tokens */
+    const float *q = j->q + ((size_t)b * j->Sq + (size_t)i0) * (size_t)ldq + (size_t)h * D;
+    const float *k = j->k + (size_t)b * Skv * (size_t)ldkv + (size_t)h * D;
+    const float *v = j->v + (size_t)b * Skv * (size_t)ldkv + (size_t)h * D;
     float *o = j->out + ((size_t)b * j->Sq + (size_t)i0) * (size_t)ld + (size_t)h * D;
-    float *lse = j->lse + ((size_t)b * j->Sq + (size_t)i0) * (size_t)H + h;
+    float *lse = j->lse ? j->lse + ((size_t)b * j->Sq + (size_t)i0) * (size_t)H + h : NULL;
 
     if (Skv == 0) {
         for (int r = 0; r < bq; r++) {
             memset(o + (size_t)r * ld, 0, sizeof(float) * (size_t)D);
-            lse[(size_t)r * H] = -INFINITY;
+            if (lse)
+                lse[(size_t)r * H] = -INFINITY;
         }
         return;
     }
@@ -94,8 +96,8 @@ static void attn_task(const attn_job *j, int b, int h, int i0, int bq, float *s,
         const int bk = Skv - j0 < j->block_kv ? Skv - j0 : j->block_kv;
         const int first = j0 == 0;
         /* S (bq x bk) = scale * Q (bq x D) . K_j^T (D x bk) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, j->scale, q, ld,
-                    k + (size_t)j0 * ld, ld, 0.0f, s, bk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, j->scale, q, ldq,
+                    k + (size_t)j0 * ldkv, ldkv, 0.0f, s, bk);
         for (int r = 0; r < bq; r++) {
             float *sr = s + (size_t)r * bk;
             const float mx = attention_row_max(sr, bk);
@@ -116,11 +118,12 @@ static void attn_task(const attn_job *j, int b, int h, int i0, int bq, float *s,
         }
         /* O (bq x D) = P (bq x bk) . V_j (bk x D) + (first ? 0 : O) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, s, bk,
-                    v + (size_t)j0 * ld, ld, first ? 0.0f : 1.0f, o, ld);
+                    v + (size_t)j0 * ldkv, ldkv, first ? 0.0f : 1.0f, o, ld);
     }
     for (int r = 0; r < bq; r++) {
         attention_row_scale(o + (size_t)r * ld, D, 1.0f / l[r]);
-        lse[(size_t)r * H] = m[r] + logf(l[r]);
+        if (lse)
+            lse[(size_t)r * H] = m[r] + logf(l[r]);
     }
 }
 
@@ -148,14 +151,17 @@ static void *attn_worker(void *arg)
     return NULL;
 }
 
-/* q: (B, Sq, H, D); k, v: (B, Skv, H, D); out: (B, Sq, H, D); lse: (B, Sq, H); fp32. */
-cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const float *k,
-                                   const float *v, int B, int Sq, int Skv, int H, int D,
-                                   float scale, cpdit_error *err)
+/* q: (B, Sq, H, D); k, v: (B, Skv, H, D); out: (B, Sq, H, D); lse: (B, Sq, H) or NULL; fp32,
+ * row strides as cpdit_attention_args (bias and causal are not this kernel's: see
+ * attention_cpu_kernels.c). */
+cpdit_status attention_cpu_flash(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, const cpdit_attention_args *a, cpdit_error *err)
 {
+    const int B = a->B, Sq = a->Sq, Skv = a->Skv, H = a->H, D = a->D;
     if (B < 0 || Sq < 0 || Skv < 0 || H < 0 || D < 1 || (long)H * D > (long)(1 << 30))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "attention_cpu_forward",
                                "bad shape B=%d Sq=%d Skv=%d H=%d D=%d", B, Sq, Skv, H, D);
+    const int row = H * D;
     attn_job job = {
         .out = out,
         .lse = lse,
@@ -167,7 +173,10 @@ cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const
         .Skv = Skv,
         .H = H,
         .D = D,
-        .scale = scale,
+        .ld_q = a->ld_q > 0 ? a->ld_q : row,
+        .ld_kv = a->ld_kv > 0 ? a->ld_kv : row,
+        .ld_o = a->ld_out > 0 ? a->ld_out : row,
+        .scale = a->scale,
         .block_q = ATTN_BLOCK_Q,
         .block_kv = Skv < ATTN_BLOCK_KV ? (Skv > 0 ? Skv : 1) : ATTN_BLOCK_KV,
     };
@@ -208,4 +217,13 @@ cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const
                                "out of memory for the %zu-byte score block of a worker",
                                sizeof(float) * ((size_t)job.block_q * job.block_kv));
     return CPDIT_OK;
+}
+
+cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const float *k,
+                                   const float *v, int B, int Sq, int Skv, int H, int D,
+                                   float scale, cpdit_error *err)
+{
+    const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
+                                    .scale = scale};
+    return attention_cpu_flash(out, lse, q, k, v, &a, err);
 }

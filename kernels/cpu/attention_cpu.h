@@ -6,9 +6,15 @@
  * No mask (FLUX joint attention is unmasked). scale is usually 1/sqrt(D).
  * Skv may be 0: then out = 0 and lse = -INFINITY (an empty block; merging it changes nothing).
  *
- * attention_cpu_reference  — the plain three-loop definition, kept for tests.
+ * attention_cpu_reference  — the plain three-loop definition, kept for tests; with _args it
+ *                            takes every cpdit_attention_args (the "cpu-reference" kernel).
  * attention_cpu_forward    — the fast blocked online-softmax (flash-attention style) kernel,
- *                            block products through BLAS, fp32 accumulation.
+ *                            block products through BLAS, fp32 accumulation; attention_cpu_flash
+ *                            is the same with row strides and lse NULL allowed (no mask/bias).
+ * attention_cpu_dense      — masked or biased attention (text encoders) over the whole score
+ *                            matrix of one head at a time (attention_dense_cpu.c).
+ * attention_cpu_kernels    — the table's kernels: "cpu-flash" (flash, or dense when there is a
+ *                            mask or a bias) and "cpu-reference" (attention_cpu_kernels.c).
  * attention_lse_merge      — merge a partial result (out_b, lse_b) into (out_a, lse_a) in place:
  *                            lse = log(e^a + e^b), out = out_a e^(a-lse) + out_b e^(b-lse).
  *                            rows = B*Sq*H rows of D values each.
@@ -25,6 +31,7 @@
 #define CPDIT_ATTENTION_CPU_H
 
 #include <stddef.h>
+#include "kernels/backend.h"
 #include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
@@ -38,6 +45,17 @@ cpdit_status attention_cpu_reference(float *out, float *lse, const float *q, con
 cpdit_status attention_cpu_forward(float *out, float *lse, const float *q, const float *k,
                                    const float *v, int B, int Sq, int Skv, int H, int D,
                                    float scale, cpdit_error *err);
+
+cpdit_status attention_cpu_reference_args(float *out, float *lse, const float *q,
+                                          const float *k, const float *v,
+                                          const cpdit_attention_args *a, cpdit_error *err);
+cpdit_status attention_cpu_flash(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, const cpdit_attention_args *a, cpdit_error *err);
+cpdit_status attention_cpu_dense(float *out, float *lse, const float *q, const float *k,
+                                 const float *v, const cpdit_attention_args *a, cpdit_error *err);
+
+/* The CPU table's attention kernels, NULL-terminated, default first. */
+extern const cpdit_attention_kernel *const attention_cpu_kernels[];
 
 /* Worker threads for attention_cpu_forward; n <= 0 means "follow the BLAS thread count". */
 void attention_cpu_set_num_threads(int n);

@@ -1,6 +1,6 @@
 /* backend_cpu.c — the CPU kernel table: memory, linear layers through cblas_sgemm, and the
- * elementwise ops (add, AdaLN modulate, gated residual, strided row copy). Norms, RoPE and
- * activations live in their own files (see backend_cpu.h).
+ * elementwise ops (add, mul, AdaLN modulate, gated residual, strided row copy, embedding
+ * gather). Norms, RoPE, activations and attention live in their own files (backend_cpu.h).
  */
 #include "config.h"
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/backend_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
@@ -82,6 +83,20 @@ void cpu_add(float *y, const float *a, const float *b, size_t n)
         y[i] = a[i] + b[i];
 }
 
+void cpu_mul(float *y, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+/* y (n, dim) = rows ids[0..n) of table (vocab, dim). */
+void cpu_embedding(float *y, const float *table, const int32_t *ids, size_t n, int dim)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(y + i * (size_t)dim, table + (size_t)ids[i] * (size_t)dim,
+               (size_t)dim * sizeof(float));
+}
+
 void cpu_modulate(float *y, const float *x, const float *shift, const float *scale, size_t rows,
                   int dim)
 {
@@ -118,6 +133,7 @@ void cpu_copy_rows(float *dst, int ldd, const float *src, int lds, size_t rows, 
 
 static const cpdit_backend cpu_backend = {
     .name = "cpu",
+    .summary = "fp32 on the host: OpenBLAS SGEMM, vectorised loops, pthreads attention",
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy_bytes,
@@ -126,22 +142,19 @@ static const cpdit_backend cpu_backend = {
     .layer_norm = cpu_layer_norm,
     .rms_norm = cpu_rms_norm,
     .rope = cpu_rope,
-    .gelu_tanh = cpu_gelu_tanh,
-    .silu = cpu_silu,
+    .act = cpu_act,
     .add = cpu_add,
+    .mul = cpu_mul,
+    .embedding = cpu_embedding,
     .modulate = cpu_modulate,
     .gated_residual = cpu_gated_residual,
     .copy_rows = cpu_copy_rows,
+    .lse_merge = attention_lse_merge,
+    .attention_kernels = attention_cpu_kernels,
+    .workers = attention_cpu_get_num_threads,
 };
 
 const cpdit_backend *cpdit_backend_cpu(void)
 {
     return &cpu_backend;
-}
-
-const cpdit_backend *cpdit_backend_by_name(const char *name)
-{
-    if (name && strcmp(name, "cpu") == 0)
-        return &cpu_backend;
-    return NULL;
 }

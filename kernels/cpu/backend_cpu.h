@@ -7,7 +7,10 @@
  *   backend_cpu.c      the table, memory, linear (cblas_sgemm), elementwise ops
  *   norms_cpu.c        layer_norm, rms_norm
  *   rope_cpu.c         rotary embedding (pairwise-interleaved)
- *   activations_cpu.c  gelu (tanh approximation), silu, and the vector exp they use
+ *   activations_cpu.c  the activations by kind (gelu tanh/erf, quick gelu, silu, relu), the
+ *                      vector exp they use
+ *   attention_cpu_kernels.c  the attention kernels (cpu-flash, cpu-reference); the LSE merge
+ *                      is attention_lse_merge.c
  * The activation and norm loops are written so that GCC vectorises them; they are compiled
  * for AVX-512 and AVX2 as well as baseline x86-64 (target_clones, chosen at load time from
  * the CPU's features).
@@ -16,7 +19,9 @@
 #define CPDIT_BACKEND_CPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kernels/backend.h"
 #include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
@@ -52,13 +57,19 @@ void cpu_rms_norm(float *y, const float *x, const float *weight, size_t rows, in
 
 void cpu_rope(float *x, const float *cos, const float *sin, int S, int H, int D);
 
+void cpu_act(cpdit_act kind, float *y, const float *x, size_t n);
 void cpu_gelu_tanh(float *y, const float *x, size_t n);
+void cpu_gelu_erf(float *y, const float *x, size_t n);
+void cpu_quick_gelu(float *y, const float *x, size_t n);
 void cpu_silu(float *y, const float *x, size_t n);
+void cpu_relu(float *y, const float *x, size_t n);
 /* The vectorisable exp behind gelu and silu: within a few ulp of expf on [-87.3, 88.3];
  * arguments outside are clamped to that range (results about 1e-38 and 2e38). */
 float cpu_fast_expf(float x);
 
 void cpu_add(float *y, const float *a, const float *b, size_t n);
+void cpu_mul(float *y, const float *a, const float *b, size_t n);
+void cpu_embedding(float *y, const float *table, const int32_t *ids, size_t n, int dim);
 void cpu_modulate(float *y, const float *x, const float *shift, const float *scale, size_t rows,
                   int dim);
 void cpu_gated_residual(float *h, int ldh, const float *x, int ldx, const float *gate,

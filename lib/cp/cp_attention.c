@@ -3,7 +3,8 @@
  *
  * One call:
  *   1. validate (pure, identical verdict on every rank, so all ranks fail together);
- *   2. size and allocate the variant's workspace (one block);
+ *   2. size and allocate the variant's workspace (one block of backend memory, kept in the
+ *      caller's cp_attention_ws);
  *   3. one small allreduce over the CP group: did every rank allocate, and did every rank pass
  *      the same config / layout / shapes (a hash)? Otherwise all ranks return an error
  *      instead of waiting forever in a mismatched exchange;
@@ -21,7 +22,6 @@
 #include <time.h>
 
 #include "lib/cp/cp_internal.h"
-#include "kernels/cpu/attention_cpu.h"
 
 #define CP_WHERE "cp-attention"
 #define NS_PER_S 1e9
@@ -82,9 +82,10 @@ void cp_local_call(const cp_problem *p, float *out, float *lse, const float *q, 
     cpdit_error e;
     struct timespec t0, t1;
     cpdit_error_clear(&e);
-    cp_local_attention_fn fn = p->local ? p->local : attention_cpu_forward;
+    const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = p->H, .D = p->D,
+                                    .scale = p->scale};
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (fn(out, lse, q, k, v, B, Sq, Skv, p->H, p->D, p->scale, &e) != CPDIT_OK &&
+    if (p->kernel->forward(out, lse, q, k, v, &a, &e) != CPDIT_OK &&
         p->cerr->status == CPDIT_OK)
         *p->cerr = e;
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -201,37 +202,33 @@ static long long agreement_hash(const cp_attention_config *cfg, const cp_seq_lay
 
 static size_t workspace_bytes(cp_attention_variant v, const cp_attention_config *cfg,
                               const cp_grid *g, const cp_seq_layout *layout, int B, int H,
-                              int D)
+                              int D, int workers)
 {
     const int me = g->cp_rank;
     if (v == CP_ATTN_RING)
-        return cp_ring_ws_bytes(cfg->ring_mode, g->cp_size, layout->len, me, B, H, D);
+        return cp_ring_ws_bytes(cfg->ring_mode, g->cp_size, layout->len, me, B, H, D, workers);
     if (v == CP_ATTN_ULYSSES)
         return cp_ulysses_ws_bytes(g->cp_size, layout->len, me, B, H, D, CP_RING_P2P, 1, NULL,
-                                   0);
-    return cp_unified_ws_bytes(g, cfg->ring_mode, layout, B, H, D);
+                                   0, workers);
+    return cp_unified_ws_bytes(g, cfg->ring_mode, layout, B, H, D, workers);
 }
 
-cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, float *out,
-                          float *lse, const float *q, const float *k, const float *v,
-                          const cp_seq_layout *layout, int B, int H, int D, float scale,
-                          cpdit_error *err)
+void cp_attention_ws_release(cp_attention_ws *ws)
 {
-    if (!g)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE, "no grid given");
-    if (cp_attention_validate(cfg, g->ring, g->ulysses, layout, B, H, D, err))
-        return err ? err->status : CPDIT_ERR_INPUT;
-    const cp_attention_variant variant =
-        cfg->variant == CP_ATTN_AUTO ? CP_ATTN_UNIFIED : cfg->variant;
-    const size_t L = (size_t)layout->len[g->cp_rank];
+    if (ws)
+        cpdit_scratch_release(&ws->mem);
+}
 
-    /* 2. workspace, plus the LSE when the caller does not want it */
-    size_t bytes = workspace_bytes(variant, cfg, g, layout, B, H, D);
-    size_t lse_bytes = lse ? 0 : cp_ws_round((size_t)B * L * H * sizeof(float));
-    cp_ws ws = {NULL, bytes + lse_bytes, 0};
-    if (ws.cap) /* the grid keeps it for the next call; the const is about the layout */
-        ws.base = cp_grid_scratch_get((cp_grid *)g, ws.cap, CP_WS_ALIGN);
-    if (!lse && L > 0)
+/* Steps 3 to 5 of a call whose workspace is ready (ws.base NULL when allocation failed). */
+static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
+                           cp_attention_variant variant, const cpdit_backend *be,
+                           const cpdit_attention_kernel *kernel, cp_ws ws, float *out,
+                           float *lse, const float *q, const float *k, const float *v,
+                           const cp_seq_layout *layout, int B, int H, int D, float scale,
+                           double *kernel_seconds, cpdit_error *err)
+{
+    const size_t L = (size_t)layout->len[g->cp_rank];
+    if (!lse && L > 0 && ws.base)
         lse = cp_ws_take(&ws, (size_t)B * L * H * sizeof(float));
 
     /* 3. agreement: allocation and inputs */
@@ -255,9 +252,8 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, floa
     /* 4. run */
     cpdit_error cerr;
     cpdit_error_clear(&cerr);
-    cp_grid *gm = (cp_grid *)g; /* the grid's per-call record; the const is about its shape */
-    gm->last_kernel_seconds = 0.0;
-    cp_problem p = {B, H, D, scale, cfg->local, &cerr, &gm->last_kernel_seconds};
+    *kernel_seconds = 0.0;
+    cp_problem p = {B, H, D, scale, be, kernel, be->workers(), &cerr, kernel_seconds};
     cpdit_status st;
     if (variant == CP_ATTN_RING)
         st = cp_ring_attend(g->cp, cfg->ring_mode, layout->len, &p, out, lse, q, k, v, &ws,
@@ -284,4 +280,38 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, floa
                                "the local attention kernel failed on another rank of the CP "
                                "group");
     return CPDIT_OK;
+}
+
+cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_attention_ws *ws,
+                          float *out, float *lse, const float *q, const float *k,
+                          const float *v, const cp_seq_layout *layout, int B, int H, int D,
+                          float scale, cpdit_error *err)
+{
+    if (!g)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE, "no grid given");
+    if (cp_attention_validate(cfg, g->ring, g->ulysses, layout, B, H, D, err))
+        return err ? err->status : CPDIT_ERR_INPUT;
+    const cp_attention_variant variant =
+        cfg->variant == CP_ATTN_AUTO ? CP_ATTN_UNIFIED : cfg->variant;
+    const cpdit_backend *be = cfg->backend ? cfg->backend : cpdit_backend_default();
+    const cpdit_attention_kernel *kernel = cfg->kernel ? cfg->kernel : be->attention_kernels[0];
+    const size_t L = (size_t)layout->len[g->cp_rank];
+
+    /* 2. workspace, plus the LSE when the caller does not want it */
+    const size_t bytes = workspace_bytes(variant, cfg, g, layout, B, H, D, be->workers());
+    const size_t lse_bytes = lse ? 0 : cp_ws_round((size_t)B * L * H * sizeof(float));
+    cp_attention_ws own = {{be, NULL, 0}, 0.0};
+    cp_attention_ws *w = ws ? ws : &own;
+    if (!w->mem.be || w->mem.be != be) { /* first use, or another backend than last time */
+        cpdit_scratch_release(&w->mem);
+        w->mem.be = be;
+    }
+    cp_ws cw = {NULL, bytes + lse_bytes, 0};
+    if (cw.cap)
+        cw.base = cpdit_scratch_get(&w->mem, cw.cap);
+    cpdit_status st = attend(cfg, g, variant, be, kernel, cw, out, lse, q, k, v, layout, B, H,
+                             D, scale, &w->last_kernel_seconds, err);
+    if (!ws)
+        cpdit_scratch_release(&own.mem);
+    return st;
 }

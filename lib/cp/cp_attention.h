@@ -28,6 +28,7 @@
 #ifndef CPDIT_CP_ATTENTION_H
 #define CPDIT_CP_ATTENTION_H
 
+#include "kernels/backend.h"
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/cp/grid.h"
@@ -48,20 +49,26 @@ typedef enum cp_ring_mode {
     CP_RING_ALLGATHER /* all-gather K/V, compute once */
 } cp_ring_mode;
 
-/* A local attention kernel with the signature of attention_cpu_forward
- * (kernels/cpu/attention_cpu.h): q (B, Sq, H, D), k and v (B, Skv, H, D) -> out (B, Sq, H, D),
- * lse (B, Sq, H). Skv may be 0. */
-typedef cpdit_status (*cp_local_attention_fn)(float *out, float *lse, const float *q,
-                                              const float *k, const float *v, int B, int Sq,
-                                              int Skv, int H, int D, float scale,
-                                              cpdit_error *err);
-
+/* The local work (kernel on each rank's share, LSE merges, workspace) goes through a backend's
+ * kernel table (kernels/backend.h) and one of its attention kernels (--attention-backend). */
 typedef struct cp_attention_config {
     cp_attention_variant variant;
     cp_ring_mode ring_mode;
-    int anything;                /* 1: uneven lengths / head shares allowed (--anything) */
-    cp_local_attention_fn local; /* NULL: attention_cpu_forward */
+    int anything;                         /* 1: uneven lengths / head shares (--anything) */
+    const cpdit_backend *backend;         /* NULL: cpdit_backend_default() */
+    const cpdit_attention_kernel *kernel; /* NULL: the backend's default kernel */
 } cp_attention_config;
+
+/* What cp_attention keeps between calls: the workspace (backend memory, grown on demand) and
+ * timing. Zero-initialise; one cp_attention call at a time per workspace; free the memory with
+ * cp_attention_ws_release. Passing NULL to cp_attention allocates and frees per call. */
+typedef struct cp_attention_ws {
+    cpdit_scratch mem;
+    double last_kernel_seconds; /* the last call's time in the local kernel on this rank (the
+                                   rest: communication, packing, merges, waiting) */
+} cp_attention_ws;
+
+void cp_attention_ws_release(cp_attention_ws *ws);
 
 /* Parse a variant name: "auto", "ring", "ring-allgather", "ulysses", "unified",
  * "unified-allgather" into cfg->variant and cfg->ring_mode (other fields untouched).
@@ -79,13 +86,12 @@ cpdit_status cp_attention_validate(const cp_attention_config *cfg, int ring, int
                                    cpdit_error *err);
 
 /* The entry point (collective over g->cp). out (B, S_local, H, D) and lse (B, S_local, H) are
- * written; lse may be NULL when not wanted. q/k/v/out may be NULL when S_local = 0. The
- * workspace stays with the grid (cp_grid_scratch_get) for the next call: one call at a time
- * per grid. Returns
+ * written (backend memory); lse may be NULL when not wanted. q/k/v/out may be NULL when
+ * S_local = 0. ws: the workspace kept for the next call, or NULL. Returns
  * CPDIT_OK; CPDIT_ERR_INPUT for configurations that cannot work (see validate); or
  * CPDIT_ERR_RUNTIME (out of memory or communication failure on any rank of the group). */
-cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, float *out,
-                          float *lse, const float *q, const float *k, const float *v,
+cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_attention_ws *ws,
+                          float *out, float *lse, const float *q, const float *k, const float *v,
                           const cp_seq_layout *layout, int B, int H, int D, float scale,
                           cpdit_error *err);
 

@@ -11,8 +11,7 @@
 #include "lib/cp/comm.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
-#include "lib/cp/grid.h"
-#include "kernels/cpu/attention_cpu.h"
+#include "lib/cp/grid_mpi.h"
 #include "kernels/cpu/blas_runtime.h"
 
 #define BENCH_WHERE "bench attention"
@@ -65,6 +64,16 @@ static void idle_barrier(MPI_Comm comm)
     }
 }
 
+/* The default backend's default attention kernel (what cp_attention runs locally). */
+static cpdit_status local_attention(float *out, float *lse, const float *q, const float *k,
+                                    const float *v, int B, int Sq, int Skv, int H, int D,
+                                    float scale, cpdit_error *err)
+{
+    const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
+                                    .scale = scale};
+    return cpdit_backend_default()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
+}
+
 /* Seconds of the fastest timed call of the local kernel over the whole problem, measured on
  * world rank 0 while the others wait; every rank returns the value (negative on failure). */
 static double single_rank_seconds(MPI_Comm world, const cp_attention_bench_opts *o, int S)
@@ -84,8 +93,8 @@ static double single_rank_seconds(MPI_Comm world, const cp_attention_bench_opts 
             best = INFINITY;
             for (int i = 0; i < o->warmup + o->iters && ok; i++) {
                 double t0 = MPI_Wtime();
-                ok = attention_cpu_forward(out, lse, q, k, v, o->batch, S, S, o->heads,
-                                           o->head_dim, scale, &e) == CPDIT_OK;
+                ok = local_attention(out, lse, q, k, v, o->batch, S, S, o->heads, o->head_dim,
+                                     scale, &e) == CPDIT_OK;
                 double dt = MPI_Wtime() - t0;
                 if (i >= o->warmup && dt < best)
                     best = dt;
@@ -127,8 +136,8 @@ static double local_share_seconds(MPI_Comm world, const cp_attention_bench_opts 
         for (int i = 0; i < o->warmup + o->iters; i++) {
             MPI_Barrier(world);
             double t0 = MPI_Wtime();
-            if (L > 0 && attention_cpu_forward(out, lse, q, k, v, o->batch, L, S, o->heads,
-                                               o->head_dim, scale, &e) != CPDIT_OK)
+            if (L > 0 && local_attention(out, lse, q, k, v, o->batch, L, S, o->heads,
+                                         o->head_dim, scale, &e) != CPDIT_OK)
                 bad = 1;
             double dt = bad ? INFINITY : MPI_Wtime() - t0;
             MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
@@ -215,6 +224,7 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
     fill_random(buf, 3 * n, 1000u + (unsigned)g->world_rank);
     const float scale = 1.0f / sqrtf((float)D);
     cpdit_comm *comms[3] = {g->cp, g->ring_comm, g->ulysses_comm};
+    cp_attention_ws ws = {{NULL, NULL, 0}, 0.0};
     double tsum = 0.0, best = INFINITY, ksum = 0.0;
     cpdit_status st = CPDIT_OK;
     for (int i = 0; i < o->warmup + o->iters && st == CPDIT_OK; i++) {
@@ -223,13 +233,13 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
                 cpdit_comm_reset_counters(comms[c]);
         MPI_Barrier(world);
         double t0 = MPI_Wtime();
-        st = cp_attention(cfg, g, o_, lse, q, k, v, &layout, B, H, D, scale, err);
+        st = cp_attention(cfg, g, &ws, o_, lse, q, k, v, &layout, B, H, D, scale, err);
         double dt = MPI_Wtime() - t0, call = dt;
         /* the call lasts until its slowest rank returns */
         MPI_Allreduce(&dt, &call, 1, MPI_DOUBLE, MPI_MAX, world);
         if (i >= o->warmup) {
             tsum += dt;
-            ksum += g->last_kernel_seconds;
+            ksum += ws.last_kernel_seconds;
             best = call < best ? call : best;
         }
     }
@@ -260,6 +270,7 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
         }
     }
     free(buf);
+    cp_attention_ws_release(&ws);
     cp_seq_layout_free(&layout);
     cp_grid_destroy(g);
     return st;
@@ -313,7 +324,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         const double krate = t1 > 0 ? kflops / t1 / FLOP_PER_GFLOP : 0.0;
         if (t1 > 0)
             fprintf(out, "# single rank, best call (%d kernel threads): %.2f ms, %.1f GFLOP/s",
-                    attention_cpu_get_num_threads(), t1 * MS_PER_S, krate);
+                    cpdit_backend_default()->workers(), t1 * MS_PER_S, krate);
         else
             fprintf(out, "# single rank: failed (out of memory?)");
         if (sgemm > 0)

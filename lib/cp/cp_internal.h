@@ -1,8 +1,9 @@
 /* cp_internal.h — pieces shared by the context-parallel attention variants (not installed).
  *
- * Every variant sizes its workspace first (the *_ws_bytes functions), the entry point
- * allocates it once and makes the whole CP group agree that allocation worked before any
- * data moves; the variants then carve their buffers from it (cp_ws_take) and never allocate.
+ * Every variant sizes its workspace first (the *_ws_bytes functions; `workers` is the
+ * backend's cpdit_backend.workers(), which sets the ring's chunk size), the entry point
+ * allocates it once (backend memory, kept in the caller's cp_attention_ws) and makes the
+ * whole CP group agree that allocation worked before any data moves; the variants then carve their buffers from it (cp_ws_take) and never allocate.
  * A failure inside the local kernel does not stop the exchange (the other ranks are waiting
  * for this rank's blocks): it is recorded in cerr and reported after the exchange.
  */
@@ -43,12 +44,14 @@ static inline void *cp_ws_take(cp_ws *w, size_t bytes)
     return p;
 }
 
-/* The per-call problem: batch, heads held by this rank in this phase, head dim, scale,
- * kernel; cerr collects the first kernel failure. */
+/* The per-call problem: batch, heads held by this rank in this phase, head dim, scale, the
+ * backend (merge, workers) and its kernel; cerr collects the first kernel failure. */
 typedef struct cp_problem {
     int B, H, D;
     float scale;
-    cp_local_attention_fn local;
+    const cpdit_backend *be;
+    const cpdit_attention_kernel *kernel;
+    int workers; /* be->workers() */
     cpdit_error *cerr;
     double *kernel_seconds; /* accumulates the time spent in the kernel */
 } cp_problem;
@@ -66,7 +69,8 @@ void cp_heads_split(int H, int n, int *count, int *start);
  * rank's (B, len[me], H, D); out (B, len[me], H, D) and lse (B, len[me], H) receive attention
  * of the local queries over all n blocks. p->H may be 0 (then nothing happens; all ranks of c
  * must agree). */
-size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D);
+size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D,
+                        int workers);
 cpdit_status cp_ring_attend(cpdit_comm *c, cp_ring_mode mode, const int *len,
                             const cp_problem *p, float *out, float *lse, const float *q,
                             const float *k, const float *v, cp_ws *ws, cpdit_error *err);
@@ -78,7 +82,8 @@ cpdit_status cp_ring_attend(cpdit_comm *c, cp_ring_mode mode, const int *len,
  * ranks, ring_len[r] = group tokens of ring rank r, ring_len[ring->rank] == G) — then
  * heads -> tokens back into out (B, len[me], H, D), lse (B, len[me], H). */
 size_t cp_ulysses_ws_bytes(int U, const int *len, int me, int B, int H, int D,
-                           cp_ring_mode ring_mode, int R, const int *ring_len, int ring_me);
+                           cp_ring_mode ring_mode, int R, const int *ring_len, int ring_me,
+                           int workers);
 cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
                                cp_ring_mode ring_mode, const int *ring_len, const cp_problem *p,
                                float *out, float *lse, const float *q, const float *k,
@@ -87,7 +92,7 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
 /* ---- unified (cp_unified.c) --------------------------------------------------------------
  * Ulysses over g->ulysses_comm inside, ring over g->ring_comm across, for the layout. */
 size_t cp_unified_ws_bytes(const cp_grid *g, cp_ring_mode mode, const cp_seq_layout *layout,
-                           int B, int H, int D);
+                           int B, int H, int D, int workers);
 cpdit_status cp_unified_attend(const cp_grid *g, cp_ring_mode mode,
                                const cp_seq_layout *layout, const cp_problem *p, float *out,
                                float *lse, const float *q, const float *k, const float *v,

@@ -17,11 +17,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/cpu/attention_cpu.h"
 
 /* The kernel runs on chunks of about 1/CP_RING_POLLS_PER_BLOCK of a block's query rows,
  * testing the in-flight transfers between chunks. Chunks are whole multiples of
- * CP_RING_CHUNK_QUANTUM rows, the fast kernel's largest query tile (ATTN_BLOCK_Q in
+ * CP_RING_CHUNK_QUANTUM rows, about the CPU kernel's largest query tile (ATTN_BLOCK_Q in
  * kernels/cpu/attention_cpu.c), so chunking does not shrink its block products. */
 #define CP_RING_POLLS_PER_BLOCK 4
 #define CP_RING_CHUNK_QUANTUM 256
@@ -32,10 +31,10 @@
 /* The ring's four transfers of one step. */
 #define CP_RING_NREQ 4
 
-/* Query rows per kernel call for a block of Lq local queries with H heads (>= 1). */
-static int chunk_rows(int Lq, int H)
+/* Query rows per kernel call for a block of Lq local queries with H heads (>= 1), on a
+ * backend running `threads` tasks at once (cpdit_backend.workers). */
+static int chunk_rows(int Lq, int H, int threads)
 {
-    const int threads = attention_cpu_get_num_threads();
     const int hh = H > 0 ? H : 1;
     const int tiles = (CP_RING_TASKS_PER_THREAD * threads + hh - 1) / hh; /* per chunk */
     int r = (Lq + CP_RING_POLLS_PER_BLOCK - 1) / CP_RING_POLLS_PER_BLOCK;
@@ -54,7 +53,8 @@ static int max_len(int n, const int *len)
     return m;
 }
 
-size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D)
+size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D,
+                        int workers)
 {
     size_t row = (size_t)H * D;
     if (H == 0 || n == 1)
@@ -67,7 +67,7 @@ size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B,
         return 3 * cp_ws_round(full) + 2 * cp_ws_round((size_t)n * sizeof(size_t));
     }
     size_t blk = (size_t)B * (size_t)max_len(n, len) * row * sizeof(float);
-    size_t cr = (size_t)chunk_rows(len[me], H);
+    size_t cr = (size_t)chunk_rows(len[me], H, workers);
     return 4 * cp_ws_round(blk) + cp_ws_round(cr * row * sizeof(float)) +
            cp_ws_round(cr * (size_t)H * sizeof(float));
 }
@@ -91,7 +91,7 @@ static cpdit_status compute_block(cpdit_comm *c, cpdit_comm_request *reqs, const
                                   float *tlse, cpdit_error *err)
 {
     const size_t row = (size_t)p->H * p->D;
-    const int cr = chunk_rows(Lq, p->H);
+    const int cr = chunk_rows(Lq, p->H, p->workers);
     for (int b = 0; b < p->B; b++) {
         const float *kbb = kb + (size_t)b * Lk * row;
         const float *vbb = vb + (size_t)b * Lk * row;
@@ -105,7 +105,7 @@ static cpdit_status compute_block(cpdit_comm *c, cpdit_comm_request *reqs, const
                 cp_local_call(p, op, lp, qp, kbb, vbb, 1, rows, Lk);
             } else {
                 cp_local_call(p, tout, tlse, qp, kbb, vbb, 1, rows, Lk);
-                attention_lse_merge(op, lp, tout, tlse, (size_t)rows * p->H, p->D);
+                p->be->lse_merge(op, lp, tout, tlse, (size_t)rows * p->H, p->D);
             }
             if (poll(c, reqs, err))
                 return CPDIT_ERR_RUNTIME;
@@ -123,7 +123,7 @@ static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p,
     const int Lq = len[me];
     const size_t row = (size_t)p->H * p->D;
     const size_t blk_max = (size_t)p->B * (size_t)max_len(n, len) * row;
-    const int cr = chunk_rows(Lq, p->H);
+    const int cr = chunk_rows(Lq, p->H, p->workers);
     float *kb[2], *vb[2];
     for (int i = 0; i < 2; i++) {
         kb[i] = cp_ws_take(ws, blk_max * sizeof(float));

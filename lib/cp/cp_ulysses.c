@@ -34,7 +34,8 @@ static size_t total_of(int n, const int *len)
 }
 
 size_t cp_ulysses_ws_bytes(int U, const int *len, int me, int B, int H, int D,
-                           cp_ring_mode ring_mode, int R, const int *ring_len, int ring_me)
+                           cp_ring_mode ring_mode, int R, const int *ring_len, int ring_me,
+                           int workers)
 {
     int count[U > 0 ? U : 1], start[U > 0 ? U : 1];
     cp_heads_split(H, U, count, start);
@@ -48,7 +49,7 @@ size_t cp_ulysses_ws_bytes(int U, const int *len, int me, int B, int H, int D,
                    + 4 * cp_ws_round((size_t)U * sizeof(size_t))
                    + 2 * cp_ws_round((size_t)U * sizeof(int));
     if (ring_len)
-        bytes += cp_ring_ws_bytes(ring_mode, R, ring_len, ring_me, B, (int)h, D);
+        bytes += cp_ring_ws_bytes(ring_mode, R, ring_len, ring_me, B, (int)h, D, workers);
     return bytes;
 }
 

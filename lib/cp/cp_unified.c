@@ -26,15 +26,15 @@ static void group_lengths(const cp_grid *g, const cp_seq_layout *layout, int *le
 }
 
 size_t cp_unified_ws_bytes(const cp_grid *g, cp_ring_mode mode, const cp_seq_layout *layout,
-                           int B, int H, int D)
+                           int B, int H, int D, int workers)
 {
     const int R = g->ring, U = g->ulysses;
     int len_u[U], ring_len[R];
     group_lengths(g, layout, len_u, ring_len);
     if (U == 1)
-        return cp_ring_ws_bytes(mode, R, ring_len, g->ring_index, B, H, D);
+        return cp_ring_ws_bytes(mode, R, ring_len, g->ring_index, B, H, D, workers);
     return cp_ulysses_ws_bytes(U, len_u, g->ulysses_index, B, H, D, mode, R,
-                               R > 1 ? ring_len : NULL, g->ring_index);
+                               R > 1 ? ring_len : NULL, g->ring_index, workers);
 }
 
 cpdit_status cp_unified_attend(const cp_grid *g, cp_ring_mode mode,

@@ -1,5 +1,5 @@
 /* grid.c — build the dp x ring x ulysses process grid and its sub-communicators (grid.h). */
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,34 +140,6 @@ cpdit_status cp_grid_create(MPI_Comm world, int dp, int ring, int ulysses, cp_gr
     return CPDIT_OK;
 }
 
-struct cp_grid_scratch {
-    void *base;
-    size_t bytes;
-};
-
-void *cp_grid_scratch_get(cp_grid *g, size_t bytes, size_t align)
-{
-    if (!g->scratch && !(g->scratch = calloc(1, sizeof *g->scratch)))
-        return NULL;
-    struct cp_grid_scratch *s = g->scratch;
-    if (s->bytes >= bytes && s->base)
-        return s->base;
-    free(s->base);
-    s->bytes = 0;
-    s->base = aligned_alloc(align, (bytes + align - 1) / align * align);
-    if (s->base)
-        s->bytes = bytes;
-    return s->base;
-}
-
-void cp_grid_scratch_free(struct cp_grid_scratch *s)
-{
-    if (!s)
-        return;
-    free(s->base);
-    free(s);
-}
-
 void cp_grid_destroy(cp_grid *g)
 {
     if (!g)
@@ -176,7 +148,6 @@ void cp_grid_destroy(cp_grid *g)
     cpdit_comm_destroy(g->ring_comm);
     cpdit_comm_destroy(g->ulysses_comm);
     cpdit_comm_destroy(g->dp_comm);
-    cp_grid_scratch_free(g->scratch);
     free(g);
 }
 

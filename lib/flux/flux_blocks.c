@@ -23,7 +23,6 @@
 #include <stdlib.h>
 
 #include "lib/flux/flux_internal.h"
-#include "kernels/cpu/attention_cpu.h"
 
 /* Chunks of the AdaLN-zero vectors (diffusers' chunk order). */
 enum { MOD_SHIFT_MSA = 0, MOD_SCALE_MSA, MOD_GATE_MSA, MOD_SHIFT_MLP, MOD_SCALE_MLP, MOD_GATE_MLP,
@@ -47,20 +46,23 @@ static inline cpdit_status lin(const cpdit_backend *be, float *y, const float *x
     return be->linear(y, L->out, x, L->in, L->w, L->b, M, L->in, L->out, 0, err);
 }
 
-cpdit_status flux_attention(flux_acts *a, const flux_cp *cp, cpdit_error *err)
+cpdit_status flux_attention(flux_acts *a, const cpdit_backend *be, const flux_cp *cp,
+                            cpdit_error *err)
 {
     const float scale = (float)(1.0 / sqrt((double)a->D));
-    if (cp && cp->grid)
-        return cp_attention(&cp->attn, cp->grid, a->o, NULL, a->q, a->k, a->v, cp->layout, a->B,
-                            a->H, a->D, scale, err);
-    /* no grid: the whole sequence is here */
-    float *lse = malloc(((size_t)a->B * a->S * a->H + 1) * sizeof(float));
-    if (!lse)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "flux", "out of memory (attention LSE)");
-    cp_local_attention_fn fn = cp && cp->attn.local ? cp->attn.local : attention_cpu_forward;
-    cpdit_status st = fn(a->o, lse, a->q, a->k, a->v, a->B, a->S, a->S, a->H, a->D, scale, err);
-    free(lse);
-    return st;
+    if (cp && cp->grid) {
+        cp_attention_config cfg = cp->attn;
+        if (!cfg.backend)
+            cfg.backend = be;
+        return cp_attention(&cfg, cp->grid, cp->ws, a->o, NULL, a->q, a->k, a->v, cp->layout,
+                            a->B, a->H, a->D, scale, err);
+    }
+    /* no grid: the whole sequence is here; the backend's kernel (or the one asked for) */
+    const cpdit_attention_kernel *kernel =
+        cp && cp->attn.kernel ? cp->attn.kernel : be->attention_kernels[0];
+    const cpdit_attention_args args = {.B = a->B, .Sq = a->S, .Skv = a->S, .H = a->H,
+                                       .D = a->D, .scale = scale};
+    return kernel->forward(a->o, NULL, a->q, a->k, a->v, &args, err);
 }
 
 /* Per-head RMSNorm of q and k of one stream's rows, then nothing else (RoPE comes later over
@@ -91,7 +93,7 @@ static cpdit_status stream_ff(const cpdit_backend *be, flux_acts *a, float *x, c
         return CPDIT_OK;
     if ((st = lin(be, a->mlp, n, in, M, err)))
         return st;
-    be->gelu_tanh(a->mlp, a->mlp, (size_t)M * in->out);
+    be->act(CPDIT_ACT_GELU_TANH, a->mlp, a->mlp, (size_t)M * in->out);
     if ((st = lin(be, tmp, a->mlp, out, M, err)))
         return st;
     be->gated_residual(x, a->inner, tmp, a->inner, gate, (size_t)M, a->inner);
@@ -129,7 +131,7 @@ cpdit_status flux_double_block(const flux_double_weights *w, flux_acts *a,
                 w->norm_added_k);
         rope_item(be, a, b);
     }
-    if ((st = flux_attention(a, cp, err)))
+    if ((st = flux_attention(a, be, cp, err)))
         return st;
 
     /* attention outputs, gated, into each stream's residual (a->n is free now) */
@@ -185,12 +187,12 @@ cpdit_status flux_single_block(const flux_single_weights *w, flux_acts *a,
         return st;
     for (int r = 0; r < rows; r++) {
         float *m = a->mlp + (size_t)r * ldc + E;
-        be->gelu_tanh(m, m, (size_t)F);
+        be->act(CPDIT_ACT_GELU_TANH, m, m, (size_t)F);
     }
     qk_norm(be, a, a->q, a->k, rows, w->norm_q, w->norm_k);
     for (int b = 0; b < B; b++)
         rope_item(be, a, b);
-    if ((st = flux_attention(a, cp, err)))
+    if ((st = flux_attention(a, be, cp, err)))
         return st;
 
     /* proj_out([attn, mlp]) gated into the residual */

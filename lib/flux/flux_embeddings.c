@@ -47,7 +47,7 @@ static cpdit_status mlp_embed(float *y, const flux_linear *l1, const flux_linear
 {
     if (be->linear(h, l1->out, x, l1->in, l1->w, l1->b, B, l1->in, l1->out, 0, err))
         return err ? err->status : CPDIT_ERR_RUNTIME;
-    be->silu(h, h, (size_t)B * l1->out);
+    be->act(CPDIT_ACT_SILU, h, h, (size_t)B * l1->out);
     return be->linear(y, l2->out, h, l2->in, l2->w, l2->b, B, l2->in, l2->out, accumulate, err);
 }
 

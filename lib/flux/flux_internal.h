@@ -170,6 +170,7 @@ cpdit_status flux_single_block(const flux_single_weights *w, flux_acts *a,
 
 /* Attention over the joint sequence: o = attention(q, k, v) through cp_attention, or locally
  * without a grid. q, k, v, o (B, S, H, D). */
-cpdit_status flux_attention(flux_acts *a, const flux_cp *cp, cpdit_error *err);
+cpdit_status flux_attention(flux_acts *a, const cpdit_backend *be, const flux_cp *cp,
+                            cpdit_error *err);
 
 #endif

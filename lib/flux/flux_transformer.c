@@ -373,7 +373,7 @@ static cpdit_status embed(flux_transformer *m, const cpdit_backend *be, const fl
                                            in->pooled_projections, a->B, f->work, err);
     if (st)
         return st;
-    be->silu(f->stemb, f->temb, (size_t)a->B * a->inner);
+    be->act(CPDIT_ACT_SILU, f->stemb, f->temb, (size_t)a->B * a->inner);
     /* image tokens, then text tokens, through the staging buffer; rows of item b go to
      * [txt | img] of item b */
     be->upload(f->stage, in->hidden_states, (size_t)a->B * a->img * in_ch * sizeof(float));
@@ -442,7 +442,7 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
                                       cpdit_error *err)
 {
     if (!be)
-        be = cpdit_backend_cpu();
+        be = cpdit_backend_default();
     cpdit_status st = check_inputs(m, cp, in, err);
     fwd_bufs f;
     if (!st)

@@ -108,8 +108,9 @@ typedef struct flux_inputs {
  * entry for this rank matches the inputs' txt_len / img_len. */
 typedef struct flux_cp {
     const cp_grid *grid;          /* NULL: no CP, the rank holds the whole sequence */
-    cp_attention_config attn;     /* variant, ring mode, anything, local kernel */
+    cp_attention_config attn;     /* variant, ring mode, anything, backend and kernel */
     const cp_seq_layout *layout;  /* over grid->cp_size ranks */
+    cp_attention_ws *ws;          /* workspace kept between calls, or NULL */
 } flux_cp;
 
 /* Run the model on this rank's tokens: out (B, img_len, patch_size^2 * out_channels).

@@ -44,6 +44,9 @@ struct pipeline {
     text_encoders *text;
     flow_schedule_config sched;
     int latent_channels;       /* transformer in_channels / 4 */
+    const cpdit_backend *be;   /* every model runs on it */
+    const cpdit_attention_kernel *attn_kernel;
+    cp_attention_ws attn_ws;   /* CP attention's workspace, kept between steps */
 };
 
 static double now_seconds(void)
@@ -53,14 +56,20 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
+cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_options *opt,
+                           cpdit_error *err)
 {
     *out = NULL;
     pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     char dir[4096];
-    cpdit_status st = builtin_model_resolve(model, dir, sizeof dir, err);
+    cpdit_status st = cpdit_backend_resolve(opt ? opt->backend : NULL, &p->be, err);
+    if (!st)
+        st = cpdit_attention_kernel_find(p->be, opt ? opt->attention_kernel : NULL,
+                                         &p->attn_kernel, err);
+    if (!st)
+        st = builtin_model_resolve(model, dir, sizeof dir, err);
     if (st)
         goto fail;
     p->model_dir = strdup(dir);
@@ -104,7 +113,10 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
     }
     if ((st = flow_schedule_config_load(dir, &p->sched, err)))
         goto fail;
-    if ((st = text_encoders_load(dir, NULL, &p->text, err)))
+    text_encoder_options topt = text_encoder_options_default();
+    topt.backend = p->be;
+    topt.attention_kernel = p->attn_kernel->name;
+    if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||
         text_encoders_t5_dim(p->text) != tc->joint_attention_dim) {
@@ -129,6 +141,7 @@ void pipeline_close(pipeline *p)
     flux_transformer_close(p->transformer);
     vae_decoder_free(p->vae);
     text_encoders_free(p->text);
+    cp_attention_ws_release(&p->attn_ws);
     free(p->model_dir);
     free(p);
 }
@@ -389,7 +402,9 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     flux_shard_take(b.img_ids_local, b.img_ids, 1, S, istart, ilen, 3);
     flux_shard_take(b.x, b.packed, 1, S, istart, ilen, (size_t)W64);
 
-    flux_cp cp = {g, run->attn, &b.layout};
+    flux_cp cp = {g, run->attn, &b.layout, &p->attn_ws};
+    cp.attn.backend = p->be;
+    cp.attn.kernel = p->attn_kernel;
     if (g && !cp.attn.anything && needs_anything(&b.layout, g, tc->num_attention_heads))
         cp.attn.anything = 1; /* e.g. 169 image tokens on 4 ranks: uneven shares */
     const float guidance = prm->guidance;
@@ -411,7 +426,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
             float *mine = cfg_rank == 0 ? b.v : b.v_neg, *theirs = cfg_rank == 0 ? b.v_neg : b.v;
             in.encoder_hidden_states = cfg_rank == 0 ? b.txt_local : b.txt_local_neg;
             in.pooled_projections = cfg_rank == 0 ? b.pooled : b.pooled_neg;
-            if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, mine, err)))
+            if ((st = flux_transformer_forward(p->transformer, p->be, &cp, &in, mine, err)))
                 goto forward_failed;
             cpdit_comm_request rq[2] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
             const int peer = 1 - cfg_rank;
@@ -425,12 +440,12 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         } else {
         in.encoder_hidden_states = b.txt_local;
         in.pooled_projections = b.pooled;
-        if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v, err)))
+        if ((st = flux_transformer_forward(p->transformer, p->be, &cp, &in, b.v, err)))
             goto forward_failed;
         if (cfg) {
             in.encoder_hidden_states = b.txt_local_neg;
             in.pooled_projections = b.pooled_neg;
-            if ((st = flux_transformer_forward(p->transformer, NULL, &cp, &in, b.v_neg, err)))
+            if ((st = flux_transformer_forward(p->transformer, p->be, &cp, &in, b.v_neg, err)))
                 goto forward_failed;
             for (size_t k = 0; k < nv; k++) /* neg + true_cfg * (pos - neg) */
                 b.v[k] = b.v_neg[k] + prm->true_cfg * (b.v[k] - b.v_neg[k]);

@@ -47,7 +47,7 @@ typedef int (*pipeline_stop_fn)(void *ctx);
 
 typedef struct pipeline_run {
     const cp_grid *grid;            /* the CP group (cp_size ranks) this item runs on */
-    cp_attention_config attn;       /* variant, anything, ... */
+    cp_attention_config attn;       /* variant, anything (backend and kernel: the pipeline's) */
     const char *dump_dir;           /* NULL, or write noise.safetensors + schedule.json here */
     pipeline_progress_fn progress;  /* may be NULL */
     pipeline_stop_fn should_stop;   /* may be NULL; see above */
@@ -60,9 +60,18 @@ typedef struct pipeline_run {
     struct cpdit_comm *cfg_comm;
 } pipeline_run;
 
+/* Where the models run. */
+typedef struct pipeline_options {
+    const char *backend;          /* --backend NAME; NULL or "auto": the best available */
+    const char *attention_kernel; /* --attention-backend KERNEL of that backend; NULL: its
+                                     default */
+} pipeline_options;
+
 /* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on
- * first use, then loaded like any folder). */
-cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err);
+ * first use, then loaded like any folder). opt may be NULL (defaults). An unknown backend or
+ * kernel is CPDIT_ERR_INPUT, the message listing the choices. */
+cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_options *opt,
+                           cpdit_error *err);
 void pipeline_close(pipeline *p);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "lib/text/clip_text_model.h"
-#include "kernels/cpu/text_ops_cpu.h"
 
 /* CLIPTextConfig's defaults (transformers), used for keys config.json leaves out. */
 #define CLIP_DEFAULT_VOCAB 49408
@@ -42,6 +41,7 @@ typedef struct clip_layer {
 struct clip_text_model {
     clip_text_config cfg;
     const cpdit_backend *be;
+    const cpdit_attention_kernel *attn; /* the backend's local attention kernel */
     text_weights tw;
     text_param tok_emb, pos_emb;
     text_param final_w, final_b;
@@ -175,7 +175,7 @@ cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *o
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     model_config cfg = {0};
-    cpdit_status st = text_backend_resolve(opt, &m->be, err);
+    cpdit_status st = text_backend_resolve(opt, &m->be, &m->attn, err);
     if (!st)
         st = text_config_load(dir, &cfg, err);
     if (!st)
@@ -243,9 +243,9 @@ typedef struct clip_work {
     float *qkv;     /* (B*S, 3D): q | k | v per token */
     float *attn;    /* (B*S, D) attention output, heads concatenated */
     float *mlp;     /* (B*S, I) */
-    float *scores;  /* (S, S) */
-    float *scratch; /* a streamed matrix */
-    int32_t *pos;   /* (S) position ids */
+    float *scratch; /* a streamed matrix (host) */
+    float *host;    /* (B*S, D) host staging: embeddings in, hidden states out */
+    int32_t *pos;   /* (S) position ids (host) */
 } clip_work;
 
 /* y (M, N) (+)= x (M, K) W^T + b for a clip_linear, fetching W (converted if streamed). */
@@ -276,11 +276,11 @@ static cpdit_status layer_forward(const clip_text_model *m, const clip_layer *L,
         if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * D, 3 * D, w->h, D, M, D, D, 0,
                              w->scratch, err)))
             return st;
-    for (int b = 0; b < B; b++) {
-        const float *q = w->qkv + (size_t)b * S * 3 * D;
-        text_attention_cpu(w->attn + (size_t)b * S * D, D, q, q + D, q + 2 * D, 3 * D, NULL, 1,
-                           S, H, Dh, scale, w->scores);
-    }
+    const cpdit_attention_args aa = {.B = B, .Sq = S, .Skv = S, .H = H, .D = Dh,
+                                     .ld_q = 3 * D, .ld_kv = 3 * D, .ld_out = D,
+                                     .scale = scale, .causal = 1};
+    if ((st = m->attn->forward(w->attn, NULL, w->qkv, w->qkv + D, w->qkv + 2 * D, &aa, err)))
+        return st;
     if ((st = run_linear(m, &L->o, w->x, D, w->attn, D, M, D, D, 1, w->scratch, err)))
         return st;
 
@@ -291,15 +291,15 @@ static cpdit_status layer_forward(const clip_text_model *m, const clip_layer *L,
     return run_linear(m, &L->fc2, w->x, D, w->mlp, I, M, I, D, 1, w->scratch, err);
 }
 
-static void work_free(clip_work *w)
+static void work_free(const cpdit_backend *be, clip_work *w)
 {
-    free(w->x);
-    free(w->h);
-    free(w->qkv);
-    free(w->attn);
-    free(w->mlp);
-    free(w->scores);
+    be->free(w->x);
+    be->free(w->h);
+    be->free(w->qkv);
+    be->free(w->attn);
+    be->free(w->mlp);
     free(w->scratch);
+    free(w->host);
     free(w->pos);
 }
 
@@ -321,45 +321,50 @@ cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *id
                                    (int)ids[i], i / (size_t)S, i % (size_t)S, c->vocab_size);
     const size_t D = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
     const size_t M = (size_t)B * (size_t)S;
+    const cpdit_backend *be = m->be;
     clip_work w = {0};
-    w.x = malloc(M * D * sizeof(float));
-    w.h = malloc(M * D * sizeof(float));
-    w.qkv = malloc(M * 3 * D * sizeof(float));
-    w.attn = malloc(M * D * sizeof(float));
-    w.mlp = malloc(M * I * sizeof(float));
-    w.scores = malloc((size_t)S * S * sizeof(float));
+    w.x = be->alloc(M * D * sizeof(float));
+    w.h = be->alloc(M * D * sizeof(float));
+    w.qkv = be->alloc(M * 3 * D * sizeof(float));
+    w.attn = be->alloc(M * D * sizeof(float));
+    w.mlp = be->alloc(M * I * sizeof(float));
+    w.host = malloc(M * D * sizeof(float));
     w.pos = malloc((size_t)S * sizeof(int32_t));
     if (m->tw.scratch_floats)
         w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
-    if (!w.x || !w.h || !w.qkv || !w.attn || !w.mlp || !w.scores || !w.pos ||
+    if (!w.x || !w.h || !w.qkv || !w.attn || !w.mlp || !w.host || !w.pos ||
         (m->tw.scratch_floats && !w.scratch)) {
-        work_free(&w);
+        work_free(be, &w);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
     }
 
-    /* embeddings: token rows + position rows 0..S-1 */
+    /* embeddings: token rows + position rows 0..S-1 (gathered and converted on the host) */
     for (int s = 0; s < S; s++)
         w.pos[s] = s;
-    cpdit_status st = text_param_gather_rows(&m->tok_emb, ids, M, w.x, err);
+    cpdit_status st = text_param_gather_rows(&m->tok_emb, ids, M, w.host, err);
     if (!st)
-        st = text_param_gather_rows(&m->pos_emb, w.pos, (size_t)S, w.h, err);
+        be->upload(w.x, w.host, M * D * sizeof(float));
+    if (!st)
+        st = text_param_gather_rows(&m->pos_emb, w.pos, (size_t)S, w.host, err);
+    if (!st)
+        be->upload(w.h, w.host, (size_t)S * D * sizeof(float));
     for (int b = 0; b < B && !st; b++)
-        m->be->add(w.x + (size_t)b * S * D, w.x + (size_t)b * S * D, w.h, (size_t)S * D);
+        be->add(w.x + (size_t)b * S * D, w.x + (size_t)b * S * D, w.h, (size_t)S * D);
 
     for (int i = 0; i < c->num_hidden_layers && !st; i++)
         st = layer_forward(m, &m->layers[i], &w, B, S, err);
 
     if (!st) {
-        m->be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D,
-                          c->layer_norm_eps);
+        be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D, c->layer_norm_eps);
+        be->download(w.host, w.h, M * D * sizeof(float));
         if (last_hidden)
-            memcpy(last_hidden, w.h, M * D * sizeof(float));
+            memcpy(last_hidden, w.host, M * D * sizeof(float));
         for (int b = 0; b < B && pooled; b++) {
             const int s = clip_text_pool_index(c, ids + (size_t)b * S, S);
-            memcpy(pooled + (size_t)b * D, w.h + ((size_t)b * S + (size_t)s) * D,
+            memcpy(pooled + (size_t)b * D, w.host + ((size_t)b * S + (size_t)s) * D,
                    D * sizeof(float));
         }
     }
-    work_free(&w);
+    work_free(be, &w);
     return st;
 }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/text_ops_cpu.h"
 #include "lib/text/t5_encoder.h"
 
 /* T5Config's defaults (transformers), used for keys config.json leaves out. */
@@ -38,6 +37,7 @@ typedef struct t5_block {
 struct t5_encoder {
     t5_encoder_config cfg;
     const cpdit_backend *be;
+    const cpdit_attention_kernel *attn; /* the backend's local attention kernel */
     text_weights tw;
     text_param embed, rel_bias, final_ln;
     t5_block *blocks;
@@ -185,7 +185,7 @@ cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     model_config cfg = {0};
-    cpdit_status st = text_backend_resolve(opt, &m->be, err);
+    cpdit_status st = text_backend_resolve(opt, &m->be, &m->attn, err);
     if (!st)
         st = text_config_load(dir, &cfg, err);
     if (!st)
@@ -245,8 +245,8 @@ typedef struct t5_work {
     float *ff0;     /* (B*S, F) */
     float *ff1;     /* (B*S, F), gated only */
     float *bias;    /* (H, S, S) relative position bias */
-    float *scores;  /* (S, S) */
-    float *scratch; /* a streamed matrix */
+    float *scratch; /* a streamed matrix (host) */
+    float *host;    /* host staging: embeddings, the bias table, the output */
 } t5_work;
 
 /* y (M, N) (+)= x (M, K) W^T with W fetched (converted if streamed). */
@@ -277,11 +277,12 @@ static cpdit_status block_forward(const t5_encoder *m, const t5_block *b, t5_wor
         if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * inner, 3 * inner, w->h, D, M, D,
                              inner, 0, w->scratch, err)))
             return st;
-    for (int s = 0; s < B; s++) {
-        const float *q = w->qkv + (size_t)s * S * 3 * inner;
-        text_attention_cpu(w->attn + (size_t)s * S * inner, inner, q, q + inner, q + 2 * inner,
-                           3 * inner, w->bias, 0, S, H, Dh, T5_NO_SCALE, w->scores);
-    }
+    const cpdit_attention_args aa = {.B = B, .Sq = S, .Skv = S, .H = H, .D = Dh,
+                                     .ld_q = 3 * inner, .ld_kv = 3 * inner, .ld_out = inner,
+                                     .scale = T5_NO_SCALE, .bias = w->bias};
+    if ((st = m->attn->forward(w->attn, NULL, w->qkv, w->qkv + inner, w->qkv + 2 * inner, &aa,
+                               err)))
+        return st;
     if ((st = run_linear(m, &b->o, w->x, D, w->attn, inner, M, inner, D, 1, w->scratch, err)))
         return st;
 
@@ -292,22 +293,22 @@ static cpdit_status block_forward(const t5_encoder *m, const t5_block *b, t5_wor
     if (c->is_gated_act) {
         if ((st = run_linear(m, &b->wi1, w->ff1, F, w->h, D, M, D, F, 0, w->scratch, err)))
             return st;
-        text_mul_cpu(w->ff0, w->ff0, w->ff1, (size_t)M * F);
+        m->be->mul(w->ff0, w->ff0, w->ff1, (size_t)M * F);
     }
     return run_linear(m, &b->wo, w->x, D, w->ff0, F, M, F, D, 1, w->scratch, err);
 }
 
-static void work_free(t5_work *w)
+static void work_free(const cpdit_backend *be, t5_work *w)
 {
-    free(w->x);
-    free(w->h);
-    free(w->qkv);
-    free(w->attn);
-    free(w->ff0);
-    free(w->ff1);
-    free(w->bias);
-    free(w->scores);
+    be->free(w->x);
+    be->free(w->h);
+    be->free(w->qkv);
+    be->free(w->attn);
+    be->free(w->ff0);
+    be->free(w->ff1);
+    be->free(w->bias);
     free(w->scratch);
+    free(w->host);
 }
 
 cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, int S,
@@ -328,32 +329,41 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
                                    (int)ids[i], i / (size_t)S, i % (size_t)S, c->vocab_size);
     const size_t D = (size_t)c->d_model, inner = (size_t)c->num_heads * c->d_kv;
     const size_t F = (size_t)c->d_ff, M = (size_t)B * S, H = (size_t)c->num_heads;
+    const cpdit_backend *be = m->be;
+    const size_t host_floats = M * D > H * S * S ? M * D : H * S * S;
     t5_work w = {0};
-    w.x = malloc(M * D * sizeof(float));
-    w.h = malloc(M * D * sizeof(float));
-    w.qkv = malloc(M * 3 * inner * sizeof(float));
-    w.attn = malloc(M * inner * sizeof(float));
-    w.ff0 = malloc(M * F * sizeof(float));
+    w.x = be->alloc(M * D * sizeof(float));
+    w.h = be->alloc(M * D * sizeof(float));
+    w.qkv = be->alloc(M * 3 * inner * sizeof(float));
+    w.attn = be->alloc(M * inner * sizeof(float));
+    w.ff0 = be->alloc(M * F * sizeof(float));
     if (c->is_gated_act)
-        w.ff1 = malloc(M * F * sizeof(float));
-    w.bias = malloc(H * S * S * sizeof(float));
-    w.scores = malloc((size_t)S * S * sizeof(float));
+        w.ff1 = be->alloc(M * F * sizeof(float));
+    w.bias = be->alloc(H * S * S * sizeof(float));
+    w.host = malloc(host_floats * sizeof(float));
     if (m->tw.scratch_floats)
         w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
     if (!w.x || !w.h || !w.qkv || !w.attn || !w.ff0 || (c->is_gated_act && !w.ff1) ||
-        !w.bias || !w.scores || (m->tw.scratch_floats && !w.scratch)) {
-        work_free(&w);
+        !w.bias || !w.host || (m->tw.scratch_floats && !w.scratch)) {
+        work_free(be, &w);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
     }
 
-    cpdit_status st = text_param_gather_rows(&m->embed, ids, M, w.x, err);
-    if (!st && c->num_layers > 0)
-        t5_position_bias(w.bias, m->rel_bias.f32, c->relative_attention_num_buckets,
+    /* embedding rows and the position bias table are made on the host, then uploaded */
+    cpdit_status st = text_param_gather_rows(&m->embed, ids, M, w.host, err);
+    if (!st)
+        be->upload(w.x, w.host, M * D * sizeof(float));
+    if (!st && c->num_layers > 0) {
+        t5_position_bias(w.host, m->rel_bias.f32, c->relative_attention_num_buckets,
                          c->relative_attention_max_distance, (int)H, S, S);
+        be->upload(w.bias, w.host, H * S * S * sizeof(float));
+    }
     for (int i = 0; i < c->num_layers && !st; i++)
         st = block_forward(m, &m->blocks[i], &w, B, S, err);
-    if (!st)
-        m->be->rms_norm(last_hidden, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
-    work_free(&w);
+    if (!st) {
+        be->rms_norm(w.h, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
+        be->download(last_hidden, w.h, M * D * sizeof(float));
+    }
+    work_free(be, &w);
     return st;
 }

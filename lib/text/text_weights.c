@@ -10,7 +10,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kernels/cpu/text_ops_cpu.h"
 #include "lib/text/text_weights.h"
 
 /* Cache blocks are aligned like the CPU backend's activations (one cache line). */
@@ -20,6 +19,7 @@ text_encoder_options text_encoder_options_default(void)
 {
     text_encoder_options o;
     o.backend = NULL;
+    o.attention_kernel = NULL;
     o.cache_bytes = TEXT_ENCODER_DEFAULT_CACHE_BYTES;
     return o;
 }
@@ -59,38 +59,26 @@ const char *text_act_name(text_act act)
 
 void text_act_apply(const cpdit_backend *be, text_act act, float *y, const float *x, size_t n)
 {
-    switch (act) {
-    case TEXT_ACT_RELU:
-        text_relu_cpu(y, x, n);
-        break;
-    case TEXT_ACT_GELU_ERF:
-        text_gelu_erf_cpu(y, x, n);
-        break;
-    case TEXT_ACT_GELU_TANH:
-        be->gelu_tanh(y, x, n);
-        break;
-    case TEXT_ACT_QUICK_GELU:
-        text_quick_gelu_cpu(y, x, n);
-        break;
-    case TEXT_ACT_SILU:
-        be->silu(y, x, n);
-        break;
-    case TEXT_ACT_INVALID:
-        break;
-    }
+    static const cpdit_act kinds[] = {
+        [TEXT_ACT_RELU] = CPDIT_ACT_RELU,
+        [TEXT_ACT_GELU_ERF] = CPDIT_ACT_GELU_ERF,
+        [TEXT_ACT_GELU_TANH] = CPDIT_ACT_GELU_TANH,
+        [TEXT_ACT_QUICK_GELU] = CPDIT_ACT_QUICK_GELU,
+        [TEXT_ACT_SILU] = CPDIT_ACT_SILU,
+    };
+    if (act > TEXT_ACT_INVALID && act <= TEXT_ACT_SILU)
+        be->act(kinds[act], y, x, n);
 }
 
 cpdit_status text_backend_resolve(const text_encoder_options *opt, const cpdit_backend **be,
-                                  cpdit_error *err)
+                                  const cpdit_attention_kernel **attn, cpdit_error *err)
 {
-    const cpdit_backend *b = opt && opt->backend ? opt->backend : cpdit_backend_cpu();
-    if (!b || strcmp(b->name, "cpu"))
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, "text encoder",
-                               "backend \"%s\" is not supported: the text encoders run on the "
-                               "cpu backend",
-                               b ? b->name : "(none)");
-    *be = b;
-    return CPDIT_OK;
+    const cpdit_backend *b = opt && opt->backend ? opt->backend : cpdit_backend_default();
+    cpdit_status st = cpdit_attention_kernel_find(b, opt ? opt->attention_kernel : NULL, attn,
+                                                  err);
+    if (!st)
+        *be = b;
+    return st;
 }
 
 cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *err)

@@ -36,11 +36,12 @@ extern "C" {
 #define TEXT_ENCODER_DEFAULT_CACHE_BYTES ((size_t)2 << 30)
 
 typedef struct text_encoder_options {
-    const cpdit_backend *backend; /* NULL = cpdit_backend_cpu(); only "cpu" is supported */
-    size_t cache_bytes;           /* see the memory policy above; 0 = always stream */
+    const cpdit_backend *backend;  /* NULL = cpdit_backend_default() */
+    const char *attention_kernel;  /* the backend's kernel name; NULL = its default */
+    size_t cache_bytes;            /* see the memory policy above; 0 = always stream */
 } text_encoder_options;
 
-/* backend NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES. */
+/* backend NULL, attention_kernel NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES. */
 text_encoder_options text_encoder_options_default(void);
 
 /* Activations by their transformers (ACT2FN) names. */
@@ -60,10 +61,11 @@ const char *text_act_name(text_act act);
 /* y = act(x), n elements, in place allowed. */
 void text_act_apply(const cpdit_backend *be, text_act act, float *y, const float *x, size_t n);
 
-/* The backend of the options (NULL options or backend: the CPU table). Errors (INPUT): a
- * backend other than "cpu" (the text encoders' attention and some activations are CPU code). */
+/* The backend of the options (NULL options or backend: cpdit_backend_default()) and its
+ * attention kernel (opt->attention_kernel, NULL: the backend's default). Errors (INPUT): a
+ * kernel name the backend does not have (the message lists its kernels). */
 cpdit_status text_backend_resolve(const text_encoder_options *opt, const cpdit_backend **be,
-                                  cpdit_error *err);
+                                  const cpdit_attention_kernel **attn, cpdit_error *err);
 
 typedef enum text_param_kind {
     TEXT_PARAM_SMALL = 0,

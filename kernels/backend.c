@@ -1,0 +1,128 @@
+/* backend.c — what is common to every kernel table: the list of backends compiled in, lookup
+ * by name, attention kernel lookup with messages that list the choices, activation names, and
+ * scratch memory over a backend's alloc/free.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+#define BACKEND_WHERE "backend"
+
+/* Best first. A CUDA table joins here (before the CPU one) when it is built. */
+static const cpdit_backend *const *backends(void)
+{
+    static const cpdit_backend *list[2];
+    if (!list[0])
+        list[0] = cpdit_backend_cpu();
+    return list;
+}
+
+const cpdit_backend *const *cpdit_backend_list(void)
+{
+    return backends();
+}
+
+const cpdit_backend *cpdit_backend_by_name(const char *name)
+{
+    for (const cpdit_backend *const *b = backends(); name && *b; b++)
+        if (strcmp((*b)->name, name) == 0)
+            return *b;
+    return NULL;
+}
+
+const cpdit_backend *cpdit_backend_default(void)
+{
+    return backends()[0];
+}
+
+/* "cpu, cuda" into buf. */
+static const char *backend_names(char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const cpdit_backend *const *b = backends(); *b && used < size; b++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", (*b)->name);
+    return buf;
+}
+
+cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out, cpdit_error *err)
+{
+    if (!name || !*name || strcmp(name, "auto") == 0) {
+        *out = cpdit_backend_default();
+        return CPDIT_OK;
+    }
+    const cpdit_backend *b = cpdit_backend_by_name(name);
+    if (!b) {
+        char names[256];
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, BACKEND_WHERE,
+                               "unknown backend '%s'; this build has: %s (or auto)", name,
+                               backend_names(names, sizeof names));
+    }
+    *out = b;
+    return CPDIT_OK;
+}
+
+const char *cpdit_attention_kernel_names(const cpdit_backend *be, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const cpdit_attention_kernel *const *k = be->attention_kernels; *k && used < size; k++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "", (*k)->name);
+    return buf;
+}
+
+cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *name,
+                                         const cpdit_attention_kernel **out, cpdit_error *err)
+{
+    if (!name || !*name || strcmp(name, "auto") == 0) {
+        *out = be->attention_kernels[0];
+        return CPDIT_OK;
+    }
+    for (const cpdit_attention_kernel *const *k = be->attention_kernels; *k; k++)
+        if (strcmp((*k)->name, name) == 0) {
+            *out = *k;
+            return CPDIT_OK;
+        }
+    char names[256];
+    cpdit_attention_kernel_names(be, names, sizeof names);
+    for (const cpdit_backend *const *b = backends(); *b; b++)
+        for (const cpdit_attention_kernel *const *k = (*b)->attention_kernels; *k; k++)
+            if (strcmp((*k)->name, name) == 0)
+                return cpdit_error_set(err, CPDIT_ERR_INPUT, BACKEND_WHERE,
+                                       "attention kernel '%s' belongs to the %s backend, not "
+                                       "%s; the %s backend has: %s (or auto)",
+                                       name, (*b)->name, be->name, be->name, names);
+    return cpdit_error_set(err, CPDIT_ERR_INPUT, BACKEND_WHERE,
+                           "unknown attention kernel '%s'; the %s backend has: %s (or auto)",
+                           name, be->name, names);
+}
+
+const char *cpdit_act_name(cpdit_act kind)
+{
+    static const char *const names[CPDIT_ACT_COUNT] = {
+        [CPDIT_ACT_GELU_TANH] = "gelu-tanh", [CPDIT_ACT_GELU_ERF] = "gelu-erf",
+        [CPDIT_ACT_QUICK_GELU] = "quick-gelu", [CPDIT_ACT_SILU] = "silu",
+        [CPDIT_ACT_RELU] = "relu"};
+    return (unsigned)kind < CPDIT_ACT_COUNT ? names[kind] : "invalid";
+}
+
+void *cpdit_scratch_get(cpdit_scratch *s, size_t bytes)
+{
+    if (bytes <= s->cap && s->base)
+        return s->base;
+    s->be->free(s->base);
+    s->base = s->be->alloc(bytes);
+    s->cap = s->base ? bytes : 0;
+    return s->base;
+}
+
+void cpdit_scratch_release(cpdit_scratch *s)
+{
+    if (s->be)
+        s->be->free(s->base);
+    s->base = NULL;
+    s->cap = 0;
+}
