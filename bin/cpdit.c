@@ -32,10 +32,12 @@ static const struct {
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
      "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "                 [--attention VARIANT] [--attention-backend KERNEL] [--backend NAME]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
-     "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
+     "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
+     "                 [--backend NAME] [--dump DIR]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -47,7 +49,10 @@ static const cli_command commands[] = {
      "guidance-distilled models (FLUX.1-dev), 4 otherwise (schnell); guidance 3.5.\n"
      "Without --ring/--ulysses all ranks form one Ulysses group. Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
-     "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
+     "--attention: the context-parallel variant: auto, ring, ring-allgather, ulysses,\n"
+     "unified, unified-allgather. --backend: the kernel table the models run on (cpdit\n"
+     "--version lists those built in; default: the best available). --attention-backend:\n"
+     "that backend's local attention kernel (cpu: cpu-flash, cpu-reference).\n"
      "True CFG (--negative-prompt N --true-cfg C, C > 1) runs CFG-parallel when the job has\n"
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
@@ -74,14 +79,18 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--verbose]\n"
+     "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
+     "                     [--backend NAME] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
      "vae: latent_sample). The output tensor is `sample`, float32. Run under mpirun -np N\n"
-     "with U*R dividing N (the rest is data-parallel). --attention-backend picks the\n"
+     "with U*R dividing N (the rest is data-parallel). --attention picks the\n"
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
-     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
+     "unified-allgather (a variant given to --attention-backend, the old spelling, still\n"
+     "works). --attention-backend KERNEL picks the backend's local attention kernel (cpu:\n"
+     "cpu-flash, cpu-reference); --backend NAME the backend (default: the best available).\n"
+     "--verbose prints the grid, timings and peak memory on rank 0.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"

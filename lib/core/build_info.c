@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/blas_runtime.h"
 #ifdef CPDIT_HAVE_CUDA
 #include "kernels/cuda/cuda_runtime_info.h"
@@ -79,6 +80,13 @@ void cpdit_build_info_print(FILE *out)
     fprintf(out, "  libpng:     %s\n", png_get_libpng_ver(NULL));
     fprintf(out, "  libyaml:    %s\n", yaml_get_version_string());
     fprintf(out, "  jansson:    %s\n", jansson_version_str());
+    fprintf(out, "  backends:   (--backend NAME; the first is the default)\n");
+    for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
+        char kernels[256];
+        fprintf(out, "    %-8s  %s\n", (*b)->name, (*b)->summary);
+        fprintf(out, "    %-8s  attention kernels: %s\n", "",
+                cpdit_attention_kernel_names(*b, kernels, sizeof kernels));
+    }
 }
 
 void cpdit_build_info_line(char *buf, size_t size)
