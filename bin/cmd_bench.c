@@ -5,6 +5,8 @@
  *                           unified, unified-allgather; time, GFLOP/s, bytes per rank, ratio
  *                           to the ideal 1/N of the single-rank time.
  *   cpdit bench kernel      the local CPU attention kernel next to the BLAS SGEMM rate.
+ *   cpdit bench ops         every op of every backend's kernel table (kernels/backend_ops.h):
+ *                           time per call, GFLOP/s and GB/s.
  * Every table starts with the build line (BLAS core in use, MPI, CUDA).
  */
 #include "config.h"
@@ -17,7 +19,9 @@
 
 #include "bin/cli.h"
 #include "lib/cp/cp_attention_bench.h"
+#include "kernels/backend_ops.h"
 #include "kernels/cpu/attention_bench.h"
+#include "lib/core/build_info.h"
 
 #define SUB "bench"
 #define MAX_LIST 16
@@ -70,6 +74,40 @@ static int bench_kernel(int argc, char **argv)
                                   n_lens ? lens : NULL, n_lens, (int)reps) == 0
                ? CLI_EXIT_OK
                : CLI_EXIT_RUNTIME;
+}
+
+/* `cpdit bench ops`: every op case of the kernel table at its largest shape. */
+static int bench_ops(int argc, char **argv)
+{
+    static const struct option opts[] = {{"backend", required_argument, 0, 'B'},
+                                         {"op", required_argument, 0, 'o'},
+                                         {"reps", required_argument, 0, 'r'},
+                                         {0, 0, 0, 0}};
+    const char *backend = NULL, *op = NULL;
+    long reps = 5;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'B': backend = optarg; break;
+        case 'o': op = optarg; break;
+        case 'r': if (cli_parse_int(SUB, "--reps", optarg, 1, 1000, &reps)) return CLI_EXIT_USAGE; break;
+        default:
+            return cli_usage_error(SUB, "ops: unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(SUB, "ops: unexpected argument '%s'", argv[optind]);
+    char line[1024];
+    cpdit_build_info_line(line, sizeof line);
+    printf("# %s\n# best of %ld calls after one warm-up, each op at its largest test shape\n",
+           line, reps);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (backend_ops_bench(stdout, backend, op, (int)reps, &err))
+        return cli_report(&err);
+    return CLI_EXIT_OK;
 }
 
 static int bench_attention(int argc, char **argv)
@@ -141,10 +179,12 @@ static int bench_attention(int argc, char **argv)
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage_error(SUB, "which benchmark? 'attention' or 'kernel'");
+        return cli_usage_error(SUB, "which benchmark? 'attention', 'kernel' or 'ops'");
+    if (strcmp(argv[1], "ops") == 0)
+        return bench_ops(argc - 1, argv + 1);
     if (strcmp(argv[1], "attention") == 0)
         return bench_attention(argc - 1, argv + 1);
     if (strcmp(argv[1], "kernel") == 0)
         return bench_kernel(argc - 1, argv + 1);
-    return cli_usage_error(SUB, "unknown benchmark '%s' (expected 'attention' or 'kernel')", argv[1]);
+    return cli_usage_error(SUB, "unknown benchmark '%s' (expected 'attention', 'kernel' or 'ops')", argv[1]);
 }

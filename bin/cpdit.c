@@ -107,12 +107,15 @@ static const cli_command commands[] = {
      "                             [--ring R --ulysses U] [--sgemm-n N]\n"
      "       cpdit bench kernel [--batch B] [--heads H] [--head-dims 64,128]\n"
      "                          [--seq-lens 1024,4096] [--reps N]\n"
+     "       cpdit bench ops [--backend NAME] [--op NAME] [--reps N]\n"
      "\n"
      "attention: run under mpirun -np N. Times every context-parallel variant (ring,\n"
      "ring-allgather, ulysses, unified, unified-allgather; or LIST) on every ring x ulysses\n"
      "grid of N ranks (or only R x U): time per call min/avg/max over ranks, GFLOP/s, MB sent\n"
      "per rank, and the ratio to the ideal 1/N of the single-rank kernel time.\n"
      "kernel: the local CPU attention kernel's FLOP rate next to the BLAS SGEMM rate.\n"
+     "ops: every op of the kernel table (the conformance suite's cases, largest shape) on\n"
+     "every backend and attention kernel: time per call, GFLOP/s and GB/s.\n"
      "Each table starts with the build line, including the BLAS kernels in use.\n",
      cmd_bench},
     {"builtin", "list the built-in models or write one out as a diffusers folder",

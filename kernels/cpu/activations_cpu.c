@@ -109,13 +109,14 @@ void cpu_quick_gelu(float *y, const float *x, size_t n)
     CPU_MAP(quick_gelu_one, y, x, n);
 }
 
-/* y = 0.5 x (1 + erf(x / sqrt 2)); y, x: n floats (y may alias x). */
+/* y = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): the erfc form keeps the relative
+ * precision for negative x, where 1 + erf cancels. y, x: n floats (y may alias x). */
 void cpu_gelu_erf(float *y, const float *x, size_t n)
 {
     const float inv_sqrt2 = (float)M_SQRT1_2;
     for (size_t i = 0; i < n; i++) {
         const float a = x[i];
-        y[i] = 0.5f * a * (1.0f + erff(a * inv_sqrt2));
+        y[i] = 0.5f * a * erfcf(-a * inv_sqrt2);
     }
 }
 

@@ -1,0 +1,652 @@
+/* backend_ops.c — the op cases of the kernel table (see backend_ops.h) and `cpdit bench ops`.
+ *
+ * Input layouts (floats, in this order) and outputs, per case:
+ *   linear             x (M,K) | W (N,K) | b (N)                    -> y (M,N)
+ *   linear-acc-strided x (M,K+3) | W (N,K) | y0 (M,N+2)             -> y0 + x W^T (ldy N+2)
+ *   layer_norm         x (R,C) | gamma (C) | beta (C)               -> y (R,C), eps 1e-6
+ *   layer_norm-plain   x (R,C)                                      -> y (R,C), no affine
+ *   rms_norm           x (R,C) | weight (C)                         -> y (R,C), eps 1e-6
+ *   rope               x (S,H,D) | cos (S,D) | sin (S,D)            -> x rotated
+ *   act-KIND           x (n), uniform [-8, 8]                       -> act(x)
+ *   add, mul           a (n) | b (n)                                -> a + b, a * b
+ *   embedding          table (V,C) | ids (n, integers as floats)    -> y (n,C)
+ *   modulate           x (R,C) | shift (C) | scale (C)              -> x (1 + scale) + shift
+ *   gated_residual     h0 (R,C+1) | x (R,C+3) | gate (C)            -> h0 + gate x (ldh C+1)
+ *   copy_rows          dst0 (R,C+1) | src (R,C+2)                   -> dst0 with src's C cols
+ *   lse_merge          oa (R,D) | la (R) | ob (R,D) | lb (R)        -> merged oa | la
+ *   attention          q (B,Sq,H,D) | k, v (B,Skv,H,D)              -> out | lse (B,Sq,H)
+ *   attention-causal   qkv (B,S,3,H,D) fused (CLIP's layout)        -> out (B,S,H,D) | lse
+ *   attention-bias     q | k | v as attention | bias (H,Sq,Skv)     -> out | lse
+ * The lse_merge inputs include empty parts (lse -inf) in rows 0 and 1 when there are rows.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend_ops.h"
+
+#define OPS_WHERE "backend ops"
+#define NORM_EPS 1e-6f
+#define ACT_RANGE 8.0f  /* activations are checked on [-ACT_RANGE, ACT_RANGE] */
+#define BIAS_RANGE 2.0f /* attention bias values */
+#define LSE_RANGE 5.0f  /* lse_merge log-sum-exps */
+#define F 4.0           /* bytes per float */
+#define NS_PER_S 1e9
+
+/* ------------------------------------------------------------------ helpers */
+
+void backend_op_fill_uniform(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        x[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+    }
+}
+
+static size_t prod(const int *d, int n)
+{
+    size_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= (size_t)d[i];
+    return p;
+}
+
+/* out (rows, ld) = in (rows, ld): the harness's way to start an output from an input. */
+static void start_from(const cpdit_backend *be, float *out, const float *in, size_t n)
+{
+    be->copy_rows(out, (int)n, in, (int)n, n ? 1 : 0, (int)n);
+}
+
+/* ------------------------------------------------------------------ linear */
+
+static void linear_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = (size_t)d[0] * d[1] + (size_t)d[2] * d[1] + (size_t)d[2];
+    *no = (size_t)d[0] * d[2];
+}
+static cpdit_status linear_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                               const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k;
+    const int M = d[0], K = d[1], N = d[2];
+    const float *x = in, *w = x + (size_t)M * K, *b = w + (size_t)N * K;
+    return be->linear(out, N, x, K, w, b, M, K, N, 0, err);
+}
+static double linear_flops(const int *d)
+{
+    return 2.0 * d[0] * d[1] * d[2];
+}
+static double linear_bytes(const int *d)
+{
+    return F * ((double)d[0] * d[1] + (double)d[2] * d[1] + d[2] + (double)d[0] * d[2]);
+}
+
+static void linacc_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = (size_t)d[0] * (d[1] + 3) + (size_t)d[2] * d[1] + (size_t)d[0] * (d[2] + 2);
+    *no = (size_t)d[0] * (d[2] + 2);
+}
+static cpdit_status linacc_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                               const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k;
+    const int M = d[0], K = d[1], N = d[2];
+    const float *x = in, *w = x + (size_t)M * (K + 3), *y0 = w + (size_t)N * K;
+    start_from(be, out, y0, (size_t)M * (N + 2));
+    return be->linear(out, N + 2, x, K + 3, w, NULL, M, K, N, 1, err);
+}
+
+/* ------------------------------------------------------------------ norms */
+
+static void rows3_sizes(const int *d, size_t *ni, size_t *no) /* x (R,C) | 2 vectors (C) */
+{
+    *ni = (size_t)d[0] * d[1] + 2 * (size_t)d[1];
+    *no = (size_t)d[0] * d[1];
+}
+static void rows2_sizes(const int *d, size_t *ni, size_t *no) /* x (R,C) | 1 vector (C) */
+{
+    *ni = (size_t)d[0] * d[1] + (size_t)d[1];
+    *no = (size_t)d[0] * d[1];
+}
+static void rows1_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = *no = (size_t)d[0] * d[1];
+}
+static cpdit_status ln_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                           const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const size_t n = (size_t)d[0] * d[1];
+    be->layer_norm(out, in, in + n, in + n + d[1], (size_t)d[0], d[1], NORM_EPS);
+    return CPDIT_OK;
+}
+static cpdit_status ln_plain_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                                 const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    be->layer_norm(out, in, NULL, NULL, (size_t)d[0], d[1], NORM_EPS);
+    return CPDIT_OK;
+}
+static cpdit_status rms_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                            const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    be->rms_norm(out, in, in + (size_t)d[0] * d[1], (size_t)d[0], d[1], NORM_EPS);
+    return CPDIT_OK;
+}
+static double rows_flops(const int *d) /* a few operations per element */
+{
+    return 5.0 * d[0] * d[1];
+}
+static double rows_bytes(const int *d)
+{
+    return F * (2.0 * d[0] * d[1] + 2.0 * d[1]);
+}
+
+/* ------------------------------------------------------------------ rope */
+
+static void rope_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *no = prod(d, 3);
+    *ni = *no + 2 * (size_t)d[0] * d[2];
+}
+static cpdit_status rope_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                             const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const size_t n = prod(d, 3), t = (size_t)d[0] * d[2];
+    start_from(be, out, in, n);
+    be->rope(out, in + n, in + n + t, d[0], d[1], d[2]);
+    return CPDIT_OK;
+}
+static double rope_flops(const int *d)
+{
+    return 3.0 * prod(d, 3);
+}
+static double rope_bytes(const int *d)
+{
+    return F * (2.0 * prod(d, 3) + 2.0 * d[0] * d[2]);
+}
+
+/* ------------------------------------------------------------------ elementwise */
+
+static void n1_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = *no = (size_t)d[0];
+}
+static void n2_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = 2 * (size_t)d[0];
+    *no = (size_t)d[0];
+}
+static void act_fill(const int *d, float *in, size_t n, uint64_t seed)
+{
+    (void)d;
+    backend_op_fill_uniform(in, n, seed);
+    for (size_t i = 0; i < n; i++)
+        in[i] *= ACT_RANGE;
+}
+#define ACT_RUN(fn, kind)                                                                    \
+    static cpdit_status fn(const cpdit_backend *be, const cpdit_attention_kernel *k,         \
+                           const int *d, float *out, const float *in, cpdit_error *err)      \
+    {                                                                                        \
+        (void)k, (void)err;                                                                  \
+        be->act(kind, out, in, (size_t)d[0]);                                                \
+        return CPDIT_OK;                                                                     \
+    }
+ACT_RUN(act_gelu_tanh_run, CPDIT_ACT_GELU_TANH)
+ACT_RUN(act_gelu_erf_run, CPDIT_ACT_GELU_ERF)
+ACT_RUN(act_quick_gelu_run, CPDIT_ACT_QUICK_GELU)
+ACT_RUN(act_silu_run, CPDIT_ACT_SILU)
+ACT_RUN(act_relu_run, CPDIT_ACT_RELU)
+static double n_flops(const int *d)
+{
+    return (double)d[0];
+}
+static double act_flops(const int *d) /* an exp and a division, counted as 10 */
+{
+    return 10.0 * d[0];
+}
+static double n1_bytes(const int *d)
+{
+    return F * 2.0 * d[0];
+}
+static double n2_bytes(const int *d)
+{
+    return F * 3.0 * d[0];
+}
+static cpdit_status add_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                            const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    be->add(out, in, in + d[0], (size_t)d[0]);
+    return CPDIT_OK;
+}
+static cpdit_status mul_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                            const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    be->mul(out, in, in + d[0], (size_t)d[0]);
+    return CPDIT_OK;
+}
+
+/* embedding: d = V C n */
+static void emb_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *ni = (size_t)d[0] * d[1] + (size_t)d[2];
+    *no = (size_t)d[2] * d[1];
+}
+static void emb_fill(const int *d, float *in, size_t n, uint64_t seed)
+{
+    backend_op_fill_uniform(in, n, seed);
+    float *ids = in + (size_t)d[0] * d[1];
+    for (int i = 0; i < d[2]; i++) /* ids spread over the table, last row included */
+        ids[i] = (float)(i == d[2] - 1 ? d[0] - 1 : (int)((ids[i] + 1.0f) * 0.5f * d[0]) % d[0]);
+}
+static cpdit_status emb_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                            const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k;
+    const int V = d[0], C = d[1], n = d[2];
+    float *idf = malloc(((size_t)n + 1) * sizeof(float));
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof(int32_t));
+    if (!idf || !ids) {
+        free(idf);
+        free(ids);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
+    }
+    be->download(idf, in + (size_t)V * C, (size_t)n * sizeof(float)); /* ids are host data */
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)idf[i];
+    be->embedding(out, in, ids, (size_t)n, C);
+    free(idf);
+    free(ids);
+    return CPDIT_OK;
+}
+static double emb_bytes(const int *d)
+{
+    return F * 2.0 * d[2] * d[1];
+}
+static double zero_flops(const int *d)
+{
+    (void)d;
+    return 0.0;
+}
+
+static cpdit_status modulate_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                                 const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const size_t n = (size_t)d[0] * d[1];
+    be->modulate(out, in, in + n, in + n + d[1], (size_t)d[0], d[1]);
+    return CPDIT_OK;
+}
+
+static void gres_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *no = (size_t)d[0] * (d[1] + 1);
+    *ni = *no + (size_t)d[0] * (d[1] + 3) + (size_t)d[1];
+}
+static cpdit_status gres_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                             const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const int R = d[0], C = d[1];
+    const float *h0 = in, *x = h0 + (size_t)R * (C + 1), *gate = x + (size_t)R * (C + 3);
+    start_from(be, out, h0, (size_t)R * (C + 1));
+    be->gated_residual(out, C + 1, x, C + 3, gate, (size_t)R, C);
+    return CPDIT_OK;
+}
+static double gres_bytes(const int *d)
+{
+    return F * 3.0 * d[0] * d[1];
+}
+
+static void copy_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *no = (size_t)d[0] * (d[1] + 1);
+    *ni = *no + (size_t)d[0] * (d[1] + 2);
+}
+static cpdit_status copy_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                             const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const int R = d[0], C = d[1];
+    start_from(be, out, in, (size_t)R * (C + 1));
+    be->copy_rows(out, C + 1, in + (size_t)R * (C + 1), C + 2, (size_t)R, C);
+    return CPDIT_OK;
+}
+static double copy_bytes(const int *d)
+{
+    return F * 2.0 * d[0] * d[1];
+}
+
+/* ------------------------------------------------------------------ lse merge: d = R D */
+
+static void merge_sizes(const int *d, size_t *ni, size_t *no)
+{
+    *no = (size_t)d[0] * (d[1] + 1);
+    *ni = 2 * *no;
+}
+static void merge_fill(const int *d, float *in, size_t n, uint64_t seed)
+{
+    const size_t R = (size_t)d[0], D = (size_t)d[1];
+    backend_op_fill_uniform(in, n, seed);
+    float *la = in + R * D, *lb = la + R + R * D;
+    for (size_t r = 0; r < R; r++) {
+        la[r] *= LSE_RANGE;
+        lb[r] *= LSE_RANGE;
+    }
+    if (R > 1) {
+        lb[0] = -INFINITY; /* an empty part b: a unchanged */
+        la[1] = -INFINITY; /* an empty part a: b copied */
+    }
+}
+static cpdit_status merge_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                              const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)k, (void)err;
+    const size_t R = (size_t)d[0], D = (size_t)d[1];
+    start_from(be, out, in, R * (D + 1));
+    const float *ob = in + R * (D + 1);
+    be->lse_merge(out, out + R * D, ob, ob + R * D, R, (int)D);
+    return CPDIT_OK;
+}
+static double merge_flops(const int *d)
+{
+    return 3.0 * d[0] * d[1];
+}
+static double merge_bytes(const int *d)
+{
+    return F * 3.0 * d[0] * (d[1] + 1);
+}
+
+/* ------------------------------------------------------------------ attention: B Sq Skv H D */
+
+static void attn_sizes(const int *d, size_t *ni, size_t *no)
+{
+    const size_t B = (size_t)d[0], Sq = (size_t)d[1], Skv = (size_t)d[2], H = (size_t)d[3],
+                 D = (size_t)d[4];
+    *ni = B * Sq * H * D + 2 * B * Skv * H * D;
+    *no = B * Sq * H * D + B * Sq * H;
+}
+static cpdit_status attn_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                             const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)be;
+    const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
+                                    .scale = 1.0f / sqrtf((float)d[4])};
+    const size_t nq = prod(d, 2) * d[3] * d[4], nk = (size_t)d[0] * d[2] * d[3] * d[4];
+    return k->forward(out, out + nq, in, in + nq, in + nq + nk, &a, err);
+}
+static double attn_flops(const int *d)
+{
+    return 4.0 * d[0] * (double)d[1] * d[2] * d[3] * d[4];
+}
+static double attn_bytes(const int *d)
+{
+    return F * ((double)d[0] * d[3] * d[4] * (2.0 * d[1] + 2.0 * d[2]) + (double)d[0] * d[1] * d[3]);
+}
+
+/* causal, fused qkv: d = B S H D */
+static void causal_sizes(const int *d, size_t *ni, size_t *no)
+{
+    const size_t n = prod(d, 4);
+    *ni = 3 * n;
+    *no = n + (size_t)d[0] * d[1] * d[2];
+}
+static cpdit_status causal_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                               const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)be;
+    const int row = d[2] * d[3];
+    const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[1], .H = d[2], .D = d[3],
+                                    .ld_q = 3 * row, .ld_kv = 3 * row, .ld_out = row,
+                                    .scale = 1.0f / sqrtf((float)d[3]), .causal = 1};
+    return k->forward(out, out + prod(d, 4), in, in + row, in + 2 * row, &a, err);
+}
+static double causal_flops(const int *d)
+{
+    return 2.0 * d[0] * (double)d[1] * d[1] * d[2] * d[3];
+}
+static double causal_bytes(const int *d)
+{
+    return F * (4.0 * prod(d, 4) + (double)d[0] * d[1] * d[2]);
+}
+
+/* additive bias (H, Sq, Skv): d = B Sq Skv H D */
+static void bias_sizes(const int *d, size_t *ni, size_t *no)
+{
+    attn_sizes(d, ni, no);
+    *ni += (size_t)d[3] * d[1] * d[2];
+}
+static void bias_fill(const int *d, float *in, size_t n, uint64_t seed)
+{
+    size_t ni, no;
+    attn_sizes(d, &ni, &no);
+    backend_op_fill_uniform(in, n, seed);
+    for (size_t i = ni; i < n; i++)
+        in[i] *= BIAS_RANGE;
+}
+static cpdit_status bias_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                             const int *d, float *out, const float *in, cpdit_error *err)
+{
+    (void)be;
+    size_t ni, no;
+    attn_sizes(d, &ni, &no);
+    const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
+                                    .scale = 1.0f / sqrtf((float)d[4]), .bias = in + ni};
+    const size_t nq = prod(d, 2) * d[3] * d[4], nk = (size_t)d[0] * d[2] * d[3] * d[4];
+    return k->forward(out, out + nq, in, in + nq, in + nq + nk, &a, err);
+}
+
+/* ------------------------------------------------------------------ the table */
+
+#define S(...) {{__VA_ARGS__}}
+/* Shapes of one-dimensional ops: 1, odd, primes, a vector-lane multiple plus tail, large. */
+#define N_SHAPES 6, {S(1), S(7), S(31), S(257), S(4099), S(1 << 20)}
+/* Rows x cols ops. */
+#define RC_SHAPES 6, {S(1, 1), S(1, 17), S(3, 5), S(13, 64), S(37, 3072), S(4096, 768)}
+
+static const backend_op_case cases[] = {
+    {"linear", "M K N", 6, {S(1, 1, 1), S(3, 5, 7), S(17, 31, 13), S(64, 257, 129),
+                            S(1, 3072, 768), S(512, 1024, 768)},
+     1e-5, 0, linear_sizes, NULL, linear_run, linear_flops, linear_bytes},
+    {"linear-acc-strided", "M K N", 4, {S(1, 1, 1), S(5, 3, 7), S(19, 67, 41), S(256, 512, 384)},
+     1e-5, 0, linacc_sizes, NULL, linacc_run, linear_flops, linear_bytes},
+    {"layer_norm", "rows cols", RC_SHAPES, 1e-5, 0, rows3_sizes, NULL, ln_run, rows_flops,
+     rows_bytes},
+    {"layer_norm-plain", "rows cols", RC_SHAPES, 1e-5, 0, rows1_sizes, NULL, ln_plain_run,
+     rows_flops, rows_bytes},
+    {"rms_norm", "rows cols", RC_SHAPES, 1e-5, 0, rows2_sizes, NULL, rms_run, rows_flops,
+     rows_bytes},
+    {"rope", "S H D", 5, {S(1, 1, 2), S(3, 5, 6), S(17, 3, 32), S(61, 7, 128), S(4096, 24, 128)},
+     1e-5, 0, rope_sizes, NULL, rope_run, rope_flops, rope_bytes},
+    {"act-gelu-tanh", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_gelu_tanh_run, act_flops,
+     n1_bytes},
+    {"act-gelu-erf", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_gelu_erf_run, act_flops,
+     n1_bytes},
+    {"act-quick-gelu", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_quick_gelu_run,
+     act_flops, n1_bytes},
+    {"act-silu", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_silu_run, act_flops, n1_bytes},
+    {"act-relu", "n", N_SHAPES, 0.0, 0, n1_sizes, act_fill, act_relu_run, n_flops, n1_bytes},
+    {"add", "n", N_SHAPES, 1e-7, 0, n2_sizes, NULL, add_run, n_flops, n2_bytes},
+    {"mul", "n", N_SHAPES, 1e-7, 0, n2_sizes, NULL, mul_run, n_flops, n2_bytes},
+    {"embedding", "vocab cols n", 5, {S(1, 1, 1), S(7, 5, 3), S(101, 64, 77), S(997, 13, 512),
+                                      S(32128, 768, 512)},
+     0.0, 0, emb_sizes, emb_fill, emb_run, zero_flops, emb_bytes},
+    {"modulate", "rows cols", RC_SHAPES, 1e-6, 0, rows3_sizes, NULL, modulate_run, rows_flops,
+     rows_bytes},
+    {"gated_residual", "rows cols", RC_SHAPES, 1e-6, 0, gres_sizes, NULL, gres_run, rows_flops,
+     gres_bytes},
+    {"copy_rows", "rows cols", RC_SHAPES, 0.0, 0, copy_sizes, NULL, copy_run, zero_flops,
+     copy_bytes},
+    {"lse_merge", "rows D", 5, {S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128)}, 1e-6, 0,
+     merge_sizes, merge_fill, merge_run, merge_flops, merge_bytes},
+    {"attention", "B Sq Skv H D", 7, {S(1, 1, 1, 1, 1), S(1, 3, 0, 2, 4), S(2, 7, 13, 3, 5),
+                                      S(1, 31, 17, 2, 64), S(1, 61, 600, 3, 128),
+                                      S(1, 600, 700, 1, 32), S(1, 1024, 1024, 4, 128)},
+     1e-5, 1, attn_sizes, NULL, attn_run, attn_flops, attn_bytes},
+    {"attention-causal", "B S H D", 5, {S(1, 1, 1, 1), S(2, 7, 3, 5), S(1, 77, 12, 64),
+                                        S(3, 31, 2, 17), S(1, 512, 8, 64)},
+     1e-5, 1, causal_sizes, NULL, causal_run, causal_flops, causal_bytes},
+    {"attention-bias", "B Sq Skv H D", 5, {S(1, 1, 1, 1, 1), S(2, 7, 7, 3, 5),
+                                           S(1, 13, 29, 2, 16), S(2, 77, 77, 4, 64),
+                                           S(1, 512, 512, 8, 64)},
+     1e-5, 1, bias_sizes, bias_fill, bias_run, attn_flops, attn_bytes},
+};
+#undef S
+
+const backend_op_case *const *backend_op_cases(void)
+{
+    static const backend_op_case *list[sizeof cases / sizeof cases[0] + 1];
+    if (!list[0])
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            list[i] = &cases[i];
+    return list;
+}
+
+const char *backend_op_shape_text(const backend_op_case *c, const int *d, char *buf,
+                                  size_t size)
+{
+    size_t used = 0;
+    const char *p = c->dims;
+    buf[0] = '\0';
+    for (int i = 0; *p && used < size; i++) {
+        const size_t len = strcspn(p, " ");
+        used += (size_t)snprintf(buf + used, size - used, "%s%.*s %d", i ? " " : "", (int)len,
+                                 p, d[i]);
+        p += len;
+        p += *p == ' ';
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------------ running */
+
+typedef struct op_bufs {
+    float *in, *out; /* backend memory */
+    size_t n_in, n_out;
+} op_bufs;
+
+static cpdit_status bufs_alloc(const cpdit_backend *be, const backend_op_case *c, const int *d,
+                               op_bufs *b, cpdit_error *err)
+{
+    c->sizes(d, &b->n_in, &b->n_out);
+    b->in = be->alloc((b->n_in + 1) * sizeof(float));
+    b->out = be->alloc((b->n_out + 1) * sizeof(float));
+    if (!b->in || !b->out) {
+        be->free(b->in);
+        be->free(b->out);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE,
+                               "%s: out of backend memory (%zu + %zu floats)", c->name, b->n_in,
+                               b->n_out);
+    }
+    return CPDIT_OK;
+}
+
+cpdit_status backend_op_run_host(const cpdit_backend *be, const cpdit_attention_kernel *kernel,
+                                 const backend_op_case *c, const int *d, float *host_out,
+                                 const float *host_in, cpdit_error *err)
+{
+    op_bufs b;
+    cpdit_status st = bufs_alloc(be, c, d, &b, err);
+    if (st)
+        return st;
+    be->upload(b.in, host_in, b.n_in * sizeof(float));
+    st = c->run(be, kernel, d, b.out, b.in, err);
+    if (!st)
+        be->download(host_out, b.out, b.n_out * sizeof(float));
+    be->free(b.in);
+    be->free(b.out);
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_S;
+}
+
+/* Best seconds per call of c at d on be (one warm-up call, then reps); < 0 on failure. */
+static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                        const backend_op_case *c, const int *d, int reps, cpdit_error *err)
+{
+    op_bufs b;
+    if (bufs_alloc(be, c, d, &b, err))
+        return -1.0;
+    float *host = malloc((b.n_in + 1) * sizeof(float));
+    double best = -1.0;
+    if (host) {
+        if (c->fill)
+            c->fill(d, host, b.n_in, 1);
+        else
+            backend_op_fill_uniform(host, b.n_in, 1);
+        be->upload(b.in, host, b.n_in * sizeof(float));
+        best = INFINITY;
+        for (int r = -1; r < reps; r++) {
+            const double t0 = now_s();
+            if (c->run(be, k, d, b.out, b.in, err)) {
+                best = -1.0;
+                break;
+            }
+            be->download(host, b.out, sizeof(float)); /* waits for an asynchronous backend */
+            const double t = now_s() - t0;
+            if (r >= 0 && t < best)
+                best = t;
+        }
+    } else {
+        cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
+    }
+    free(host);
+    be->free(b.in);
+    be->free(b.out);
+    return best;
+}
+
+cpdit_status backend_ops_bench(FILE *out, const char *only_backend, const char *only_op,
+                               int reps, cpdit_error *err)
+{
+    int found = 0;
+    fprintf(out, "%-20s %-14s %-8s %-34s %12s %10s %9s\n", "op", "kernel", "backend", "shape",
+            "us/call", "GFLOP/s", "GB/s");
+    for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
+        if (only_backend && strcmp(only_backend, (*b)->name))
+            continue;
+        for (const backend_op_case *const *c = backend_op_cases(); *c; c++) {
+            if (only_op && strcmp(only_op, (*c)->name))
+                continue;
+            found = 1;
+            const int *d = (*c)->shapes[(*c)->nshapes - 1].d;
+            const cpdit_attention_kernel *const none[] = {NULL, NULL};
+            const cpdit_attention_kernel *const *ks = (*c)->per_kernel ? (*b)->attention_kernels
+                                                                      : none;
+            for (; *ks || ks == none; ks++) {
+                char shape[64];
+                const double t = time_case(*b, *ks, *c, d, reps, err);
+                if (t < 0)
+                    return err ? err->status : CPDIT_ERR_RUNTIME;
+                const double fl = (*c)->flops(d), by = (*c)->bytes(d);
+                fprintf(out, "%-20s %-14s %-8s %-34s %12.2f %10.2f %9.2f\n", (*c)->name,
+                        *ks ? (*ks)->name : "-", (*b)->name,
+                        backend_op_shape_text(*c, d, shape, sizeof shape), t * 1e6,
+                        fl > 0 ? fl / t / 1e9 : 0.0, by / t / 1e9);
+                fflush(out);
+                if (ks == none)
+                    break;
+            }
+        }
+    }
+    if (!found)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, OPS_WHERE,
+                               "no op '%s' on backend '%s' (see cpdit --version for backends)",
+                               only_op ? only_op : "*", only_backend ? only_backend : "*");
+    return CPDIT_OK;
+}

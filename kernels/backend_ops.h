@@ -1,0 +1,81 @@
+/* backend_ops.h — the op cases of the kernel table, for the conformance suite
+ * (tests/test_backend_ops, in the spirit of ggml's test-backend-ops) and `cpdit bench ops`.
+ *
+ * A case is one use of one table op over a grid of shapes (1, odd sizes, primes, large). For a
+ * shape it says how many input and output floats there are, fills the inputs (random in
+ * [-1, 1], except where an op needs other values: ids, positive weights), runs the op on a
+ * backend with inputs and outputs in that backend's memory, and counts the FLOPs and bytes one
+ * call moves. The suite compares every output of every case on every backend of the build with
+ * a plain C reference (tests/backend_ops_reference.c, double precision, written without the
+ * kernels' code) by normalised error  ||out - ref||_2 / ||ref||_2  <= the case's tolerance.
+ *
+ * Adding an op to the table: add one backend_op_case to the table in backend_ops.c and one
+ * reference under the same name in tests/backend_ops_reference.c (the suite fails when a case
+ * has no reference).
+ */
+#ifndef CPDIT_KERNELS_BACKEND_OPS_H
+#define CPDIT_KERNELS_BACKEND_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Dimensions of a shape (meaning per case, named by backend_op_case.dims). */
+#define BACKEND_OP_MAX_DIMS 6
+/* Shapes in a case's grid. */
+#define BACKEND_OP_MAX_SHAPES 8
+
+typedef struct backend_op_shape {
+    int d[BACKEND_OP_MAX_DIMS];
+} backend_op_shape;
+
+typedef struct backend_op_case {
+    const char *name; /* "linear", "attention-causal", ... (unique) */
+    const char *dims; /* names of the shape's dimensions: "M K N" */
+    int nshapes;
+    backend_op_shape shapes[BACKEND_OP_MAX_SHAPES]; /* the last is the largest (bench) */
+    double tol;        /* normalised error threshold against the reference */
+    int per_kernel;    /* 1: run once per attention kernel of the backend */
+    /* floats of input and output for a shape */
+    void (*sizes)(const int *d, size_t *n_in, size_t *n_out);
+    /* fill the n_in host inputs (seeded; the default fills uniform [-1, 1]) */
+    void (*fill)(const int *d, float *in, size_t n_in, uint64_t seed);
+    /* run on be: in and out are be's memory; kernel set when per_kernel */
+    cpdit_status (*run)(const cpdit_backend *be, const cpdit_attention_kernel *kernel,
+                        const int *d, float *out, const float *in, cpdit_error *err);
+    double (*flops)(const int *d); /* floating-point operations of one call */
+    double (*bytes)(const int *d); /* bytes read + written by one call */
+} backend_op_case;
+
+/* The cases, NULL-terminated. */
+const backend_op_case *const *backend_op_cases(void);
+
+/* Uniform [-1, 1) floats from a seed (xorshift; the same on every machine). */
+void backend_op_fill_uniform(float *x, size_t n, uint64_t seed);
+
+/* Run case c at shape d on be (kernel: for per_kernel cases): allocate backend memory,
+ * upload host_in (n_in floats), run, download into host_out (n_out floats), free. */
+cpdit_status backend_op_run_host(const cpdit_backend *be, const cpdit_attention_kernel *kernel,
+                                 const backend_op_case *c, const int *d, float *host_out,
+                                 const float *host_in, cpdit_error *err);
+
+/* "M 17 K 31 N 13" into buf; returns buf. */
+const char *backend_op_shape_text(const backend_op_case *c, const int *d, char *buf,
+                                  size_t size);
+
+/* `cpdit bench ops`: time every case (only_op: one name, or NULL) at its largest shape on
+ * every backend (only_backend: one name, or NULL), reps timed calls after one warm-up, and
+ * print a table: op, kernel, backend, shape, time per call, GFLOP/s, GB/s. */
+cpdit_status backend_ops_bench(FILE *out, const char *only_backend, const char *only_op,
+                               int reps, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
