@@ -23,7 +23,7 @@ struct job_items {
     job_byte_source src;
     FILE *own_fp; /* when reading the prompts file here */
     unsigned flags;
-    job_template tmpl;
+    name_template tmpl;
 
     /* the prompts file: the current chunk and the line being assembled */
     char *chunk;
@@ -74,7 +74,7 @@ cpdit_status job_items_open(const manifest *m, const job_byte_source *src, unsig
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->path, "out of memory");
     it->m = m;
     it->flags = flags;
-    cpdit_status st = job_template_parse(m->name_template, &it->tmpl, err);
+    cpdit_status st = name_template_parse(m->name_template, &it->tmpl, err);
     if (st) {
         cpdit_error_prefix_where(err, m->path);
         free(it);
@@ -112,7 +112,7 @@ void job_items_close(job_items *it)
         return;
     if (it->own_fp)
         fclose(it->own_fp);
-    job_template_free(&it->tmpl);
+    name_template_free(&it->tmpl);
     free(it->chunk);
     free(it->line);
     manifest_prompt_free(&it->file_prompt);

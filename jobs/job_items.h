@@ -11,7 +11,7 @@
  * `seeds:` replace the seed list; `width:`/`height:` replace the size list by one size (a
  * missing side comes from defaults) and `sizes:` by its list; `repeats:` the repeat count.
  *
- * FILE NAMES: the output.name template. Text is copied; `{{` and `}}` are literal braces;
+ * FILE NAMES: the output.name template (parsed by yaml/name_template.h). Text is copied; `{{` and `}}` are literal braces;
  * `{NAME}` or `{NAME:SPEC}` is replaced by the item's value:
  *   {index}   item index (0-based)      {seed}    the seed       {repeat}  0-based repeat
  *   {width}   pixels                    {height}  pixels         {steps}   sampler steps
@@ -38,45 +38,16 @@
 
 #include "lib/core/cpdit_error.h"
 #include "yaml/manifest.h"
+#include "yaml/name_template.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define JOB_SLUG_MAX 48
-#define JOB_FILE_NAME_MAX 255       /* NAME_MAX of common file systems, bytes */
+#define JOB_SLUG_MAX NAME_TEMPLATE_SLUG_MAX
+#define JOB_FILE_NAME_MAX NAME_TEMPLATE_FILE_MAX
 #define JOB_PROMPT_LINE_MAX (1 << 20) /* longest prompts-file line, bytes */
 #define JOB_ITEMS_READ_CHUNK (1 << 20) /* bytes asked from the byte source per read */
-#define JOB_TEMPLATE_INT_WIDTH_MAX 20
-
-/* ---------------------------------------------------------------- templates */
-typedef enum job_template_kind {
-    JT_LITERAL = 0,
-    JT_INDEX,
-    JT_SEED,
-    JT_SLUG,
-    JT_WIDTH,
-    JT_HEIGHT,
-    JT_STEPS,
-    JT_REPEAT
-} job_template_kind;
-
-typedef struct job_template_part {
-    job_template_kind kind;
-    char *literal; /* JT_LITERAL: the text (braces already unescaped) */
-    int width;     /* integers: minimum digits (zero-padded), 0 = none */
-} job_template_part;
-
-typedef struct job_template {
-    job_template_part *parts;
-    size_t n_parts;
-    size_t max_len; /* longest name it can produce, bytes */
-} job_template;
-
-/* Parse text. Errors: CPDIT_ERR_INPUT, err->where = "", err->what = the problem (the
- * manifest parser adds "FILE:LINE:COL: output.name: "). */
-cpdit_status job_template_parse(const char *text, job_template *out, cpdit_error *err);
-void job_template_free(job_template *t);
 
 /* ---------------------------------------------------------------- items */
 typedef struct job_item {
@@ -97,7 +68,7 @@ typedef struct job_item {
 
 /* Write the template's name for item into out (at least t->max_len + 1 bytes); returns the
  * length. */
-size_t job_template_expand(const job_template *t, const job_item *item, char *out,
+size_t job_template_expand(const name_template *t, const job_item *item, char *out,
                            size_t size);
 
 /* The {slug} of prompt into out (JOB_SLUG_MAX + 1 bytes). */

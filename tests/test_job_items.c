@@ -28,16 +28,16 @@ static manifest *parse(const char *path, const char *text)
 
 static void expect_template_error(const char *text, const char *needle)
 {
-    job_template t;
+    name_template t;
     cpdit_error err;
     cpdit_error_clear(&err);
-    CHECK_MSG(job_template_parse(text, &t, &err) == CPDIT_ERR_INPUT, "template %s", text);
+    CHECK_MSG(name_template_parse(text, &t, &err) == CPDIT_ERR_INPUT, "template %s", text);
     CHECK_STR_CONTAINS(err.what, needle);
 }
 
 static void test_template(void)
 {
-    job_template t;
+    name_template t;
     cpdit_error err;
     job_item x;
     memset(&x, 0, sizeof x);
@@ -49,21 +49,21 @@ static void test_template(void)
     x.repeat = 3;
     x.prompt = "A red Fox, in the snow!";
     char out[JOB_FILE_NAME_MAX + 1];
-    CHECK(job_template_parse("{index:05d}-{seed}-{slug}.png", &t, &err) == CPDIT_OK);
+    CHECK(name_template_parse("{index:05d}-{seed}-{slug}.png", &t, &err) == CPDIT_OK);
     job_template_expand(&t, &x, out, sizeof out);
     CHECK(strcmp(out, "00042-1234567-a-red-fox-in-the-snow.png") == 0);
     CHECK(t.max_len == 20 + 1 + 19 + 1 + JOB_SLUG_MAX + 4);
-    job_template_free(&t);
-    CHECK(job_template_parse("{{x}}_{width}x{height}_s{steps}_r{repeat:d}_{index:03d}.png", &t,
+    name_template_free(&t);
+    CHECK(name_template_parse("{{x}}_{width}x{height}_s{steps}_r{repeat:d}_{index:03d}.png", &t,
                              &err) == CPDIT_OK);
     job_template_expand(&t, &x, out, sizeof out);
     CHECK_MSG(strcmp(out, "{x}_208x96_s4_r3_042.png") == 0, "%s", out);
-    job_template_free(&t);
+    name_template_free(&t);
     x.index = 123456; /* wider than the padding: not cut */
-    CHECK(job_template_parse("{index:05d}.png", &t, &err) == CPDIT_OK);
+    CHECK(name_template_parse("{index:05d}.png", &t, &err) == CPDIT_OK);
     job_template_expand(&t, &x, out, sizeof out);
     CHECK(strcmp(out, "123456.png") == 0);
-    job_template_free(&t);
+    name_template_free(&t);
 
     expect_template_error("{nope}.png", "unknown placeholder {nope}");
     expect_template_error("{index:5d}.png", "unsupported format");

@@ -11,6 +11,7 @@
 #include "lib/pipeline/image_postprocess.h"
 #include "lib/io/png_reader.h"
 #include "lib/io/png_writer.h"
+#include "lib/core/utf8.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/io/png_writer.h" /* cpdit_utf8_valid */
+#include "lib/core/utf8.h"
 
 /* Bytes read from the manifest file per fread call. */
 #define READ_CHUNK (64 * 1024)

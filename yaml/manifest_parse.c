@@ -17,7 +17,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "lib/io/png_writer.h" /* cpdit_utf8_valid */
+#include "lib/core/utf8.h"
 
 #define UTF8_BOM_LEN 3
 #define FIRST_NON_ASCII 0x80

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "jobs/job_items.h" /* job_template_parse: output.name */
+#include "yaml/name_template.h" /* output.name */
 
 #define BUILTIN_PREFIX "builtin:"
 #define MAX_KEYS 16 /* more than any mapping of the schema has */
@@ -330,12 +330,12 @@ static cpdit_status parse_output(mf_ctx *c, const mf_node *n, manifest *m)
             m->name_template = NULL;
             st = mf_get_string(c, v, "output.name", &m->name_template);
             m->name_mark = v->mark;
-            job_template t;
+            name_template t;
             cpdit_error terr;
-            if (!st && job_template_parse(m->name_template, &t, &terr))
+            if (!st && name_template_parse(m->name_template, &t, &terr))
                 st = mf_error(c, v->mark, "output.name: %s", terr.what);
             else if (!st)
-                job_template_free(&t);
+                name_template_free(&t);
         }
     }
     return st;

@@ -64,7 +64,7 @@ size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B,
         for (int r = 0; r < n; r++)
             S += (size_t)len[r];
         size_t full = (size_t)B * S * row * sizeof(float);
-        return 3 * cp_ws_round(full) + 2 * cp_ws_round((size_t)n * sizeof(size_t));
+        return 3 * cp_ws_round(full);
     }
     size_t blk = (size_t)B * (size_t)max_len(n, len) * row * sizeof(float);
     size_t cr = (size_t)chunk_rows(len[me], H, workers);
@@ -176,12 +176,11 @@ static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_probl
     size_t S = 0;
     for (int r = 0; r < n; r++)
         S += (size_t)len[r];
-    size_t *counts = cp_ws_take(ws, (size_t)n * sizeof(size_t));
-    size_t *displs = cp_ws_take(ws, (size_t)n * sizeof(size_t));
+    size_t counts[n], displs[n]; /* host; the workspace is backend memory */
     float *kf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
     float *vf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
     float *stage = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
-    if (!counts || !displs || !kf || !vf || !stage)
+    if (!kf || !vf || !stage)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cp/ring", "workspace too small");
     size_t off = 0;
     for (int r = 0; r < n; r++) {
@@ -200,10 +199,10 @@ static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_probl
             continue;
         size_t tok0 = 0;
         for (int r = 0; r < n; r++) {
-            size_t blk = (size_t)len[r] * row;
-            for (int b = 0; b < B; b++)
-                memcpy(dst[i] + ((size_t)b * S + tok0) * row, stage + displs[r] + b * blk,
-                       blk * sizeof(float));
+            const size_t blk = (size_t)len[r] * row; /* one item's block of rank r */
+            if (blk > 0)
+                p->be->copy_rows(dst[i] + tok0 * row, (int)(S * row), stage + displs[r],
+                                 (int)blk, (size_t)B, (int)blk);
             tok0 += (size_t)len[r];
         }
     }

@@ -45,22 +45,19 @@ size_t cp_ulysses_ws_bytes(int U, const int *len, int me, int B, int H, int D,
     size_t bytes = cp_ws_round(3 * (size_t)B * L * H * D * f)  /* send1 / recv2 */
                    + cp_ws_round(3 * (size_t)B * G * h * D * f) /* recv1 / send2 */
                    + 4 * cp_ws_round((size_t)B * G * h * D * f) /* qh kh vh oh */
-                   + cp_ws_round((size_t)B * G * h * f)         /* lh */
-                   + 4 * cp_ws_round((size_t)U * sizeof(size_t))
-                   + 2 * cp_ws_round((size_t)U * sizeof(int));
+                   + cp_ws_round((size_t)B * G * h * f);        /* lh */
     if (ring_len)
         bytes += cp_ring_ws_bytes(ring_mode, R, ring_len, ring_me, B, (int)h, D, workers);
     return bytes;
 }
 
-/* Rows of W floats: copy n rows with strides (in floats) from src to dst. */
-static void copy_rows(float *dst, size_t dst_stride, const float *src, size_t src_stride,
-                      size_t n, size_t W)
+/* Rows of W floats: copy n rows with strides (in floats) from src to dst (backend memory). */
+static void copy_rows(const cpdit_backend *be, float *dst, size_t dst_stride, const float *src,
+                      size_t src_stride, size_t n, size_t W)
 {
-    if (W == 0)
+    if (W == 0 || n == 0)
         return;
-    for (size_t i = 0; i < n; i++)
-        memcpy(dst + i * dst_stride, src + i * src_stride, W * sizeof(float));
+    be->copy_rows(dst, (int)dst_stride, src, (int)src_stride, n, (int)W);
 }
 
 cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
@@ -71,14 +68,9 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
     const int U = u->size, me = u->rank, B = p->B, H = p->H, D = p->D;
     const size_t L = (size_t)len[me], G = total_of(U, len);
     const size_t f = sizeof(float);
-    int *count = cp_ws_take(ws, (size_t)U * sizeof(int));
-    int *start = cp_ws_take(ws, (size_t)U * sizeof(int));
-    size_t *sc = cp_ws_take(ws, (size_t)U * sizeof(size_t));
-    size_t *sd = cp_ws_take(ws, (size_t)U * sizeof(size_t));
-    size_t *rc = cp_ws_take(ws, (size_t)U * sizeof(size_t));
-    size_t *rd = cp_ws_take(ws, (size_t)U * sizeof(size_t));
-    if (!count || !start || !sc || !sd || !rc || !rd)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, ULY_WHERE, "workspace too small");
+    const cpdit_backend *be = p->be;
+    int count[U], start[U]; /* host: head shares; the workspace is backend memory */
+    size_t sc[U], sd[U], rc[U], rd[U];
     cp_heads_split(H, U, count, start);
     const size_t h = (size_t)count[me];
     float *send1 = cp_ws_take(ws, 3 * (size_t)B * L * H * D * f);
@@ -100,7 +92,7 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
         sd[c] = off;
         sc[c] = 3 * part;
         for (int i = 0; i < 3 && L > 0; i++)
-            copy_rows(send1 + off + i * part, (size_t)count[c] * D,
+            copy_rows(be, send1 + off + i * part, (size_t)count[c] * D,
                       in[i] + (size_t)start[c] * D, tokrow, (size_t)B * L,
                       (size_t)count[c] * D);
         off += sc[c];
@@ -121,10 +113,8 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
     for (int s = 0; s < U && h > 0; s++) {
         const size_t part = (size_t)B * len[s] * hrow;
         for (int i = 0; i < 3; i++)
-            for (int b = 0; b < B; b++)
-                memcpy(hv[i] + ((size_t)b * G + tok0) * hrow,
-                       recv1 + rd[s] + i * part + (size_t)b * len[s] * hrow,
-                       (size_t)len[s] * hrow * f);
+            copy_rows(be, hv[i] + tok0 * hrow, G * hrow, recv1 + rd[s] + i * part,
+                      (size_t)len[s] * hrow, (size_t)B, (size_t)len[s] * hrow);
         tok0 += (size_t)len[s];
     }
 
@@ -146,11 +136,11 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
         const size_t lc = (size_t)len[c];
         sd[c] = off;
         sc[c] = (size_t)B * lc * h * (D + 1);
-        for (int b = 0; b < B && h > 0; b++) {
-            memcpy(send2 + off + (size_t)b * lc * hrow, oh + ((size_t)b * G + tok0) * hrow,
-                   lc * hrow * f);
-            memcpy(send2 + off + (size_t)B * lc * hrow + (size_t)b * lc * h,
-                   lh + ((size_t)b * G + tok0) * h, lc * h * f);
+        if (h > 0) {
+            copy_rows(be, send2 + off, lc * hrow, oh + tok0 * hrow, G * hrow, (size_t)B,
+                      lc * hrow);
+            copy_rows(be, send2 + off + (size_t)B * lc * hrow, lc * h, lh + tok0 * h, G * h,
+                      (size_t)B, lc * h);
         }
         off += sc[c];
         tok0 += lc;
@@ -170,9 +160,9 @@ cpdit_status cp_ulysses_attend(cpdit_comm *u, const int *len, cpdit_comm *ring,
         if (hs == 0)
             continue;
         const float *seg = recv2 + rd[s];
-        copy_rows(out + (size_t)start[s] * D, tokrow, seg, hs * D, (size_t)B * L, hs * D);
-        copy_rows(lse + start[s], (size_t)H, seg + (size_t)B * L * hs * D, hs, (size_t)B * L,
-                  hs);
+        copy_rows(be, out + (size_t)start[s] * D, tokrow, seg, hs * D, (size_t)B * L, hs * D);
+        copy_rows(be, lse + start[s], (size_t)H, seg + (size_t)B * L * hs * D, hs,
+                  (size_t)B * L, hs);
     }
     return CPDIT_OK;
 }

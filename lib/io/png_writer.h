@@ -43,10 +43,6 @@ cpdit_status cpdit_png_write_rgb8(const char *path, const uint8_t *rgb, int widt
  * CPDIT_ERR_INPUT with a message naming the key. where: for the message. */
 cpdit_status cpdit_png_check_text(const cpdit_png_text *t, const char *where, cpdit_error *err);
 
-/* 1 if s (NUL-terminated) is well-formed UTF-8 (no overlong forms, no surrogates, nothing
- * above U+10FFFF), else 0. */
-int cpdit_utf8_valid(const char *s);
-
 #ifdef __cplusplus
 }
 #endif
