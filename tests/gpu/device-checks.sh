@@ -92,7 +92,7 @@ check() {
     dt=$(( $(date +%s) - t0 ))
     case $rc in
         0) record "$name" PASS "$dt s" ;;
-        77) record "$name" SKIP "$(tail -n 1 "$build/$name.log")" ;;
+        77) record "$name" SKIP "$(grep -m 1 -i "skip" "$build/$name.log" || tail -n 1 "$build/$name.log")" ;;
         *) record "$name" FAIL "exit $rc after $dt s ($name.log)"; tail -n 20 "$build/$name.log" >&2 ;;
     esac
 }
