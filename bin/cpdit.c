@@ -24,7 +24,6 @@ static const struct {
     const char *what;
 } pending[] = {
     {"submit", "Slurm integration"},
-    {"probe", "the topology probe"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
@@ -60,12 +59,8 @@ static const cli_command commands[] = {
      "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
      "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
      cmd_not_in_build},
-    {"probe", "measure this machine's topology and links",
-     "usage: cpdit probe [--output FILE.json]\n"
-     "\n"
-     "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
-     "ranks, and writes a JSON report that `plan` and `run` use.\n",
-     cmd_not_in_build},
+    {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
+     cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",
      "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
      cmd_not_in_build},
