@@ -23,7 +23,6 @@ static const struct {
     const char *name;
     const char *what;
 } pending[] = {
-    {"probe", "the topology probe"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
@@ -82,12 +81,8 @@ static const cli_command commands[] = {
      "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
      "stop markers of runs that a signal ended. Writes nothing.\n",
      cmd_status},
-    {"probe", "measure this machine's topology and links",
-     "usage: cpdit probe [--output FILE.json]\n"
-     "\n"
-     "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
-     "ranks, and writes a JSON report that `plan` and `run` use.\n",
-     cmd_not_in_build},
+    {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
+     cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",
      "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
      cmd_not_in_build},
