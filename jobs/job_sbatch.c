@@ -38,8 +38,8 @@ static void put_grid_comment(FILE *f, const job_sbatch_options *o)
                 o->manifest_anything ? ", uneven splits allowed" : "");
     } else {
         fprintf(f, "# Grid: the manifest says parallel: auto. This build of cpdit has no topology\n"
-                   "# planner yet (cpdit probe / cpdit plan), so auto runs data-parallel: every rank\n"
-                   "# renders whole images on its own.\n");
+                   "# planner yet (cpdit plan), so auto runs data-parallel: every rank renders whole\n"
+                   "# images on its own.\n");
     }
     if (o->topology)
         fprintf(f, "# --topology: recorded in CPDIT_TOPOLOGY for parallel: auto; this build does not\n"
