@@ -101,11 +101,12 @@ static const cli_command commands[] = {
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
-     "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
+     "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with the special tokens\n"
      "each tokenizer adds. DIR is a diffusers-layout folder; it only needs tokenizer/\n"
      "(CLIP: vocab.json, merges.txt) and tokenizer_2/ (T5: tokenizer.json or spiece.model).\n"
+     "builtin:NAME uses the built-in model's tokenizers (cached as for `cpdit run`).\n"
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
      "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
      cmd_tokenize},

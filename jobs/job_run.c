@@ -48,9 +48,11 @@ static cpdit_status choose_degrees(const manifest *m, const job_runner_hooks *h,
     return st;
 }
 
-/* mkdir -p */
-static cpdit_status make_folders(const char *dir, cpdit_error *err)
+/* mkdir -p; *created = the length of the shortest prefix of dir this call created (0 when
+ * it created none), for remove_created_folders. */
+static cpdit_status make_folders(const char *dir, size_t *created, cpdit_error *err)
 {
+    *created = 0;
     char *p = strdup(dir);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
@@ -61,7 +63,10 @@ static cpdit_status make_folders(const char *dir, cpdit_error *err)
         char saved = *s;
         *s = '\0';
         struct stat sb;
-        if (mkdir(p, FOLDER_MODE) != 0 && errno != EEXIST)
+        int made = mkdir(p, FOLDER_MODE) == 0;
+        if (made && !*created)
+            *created = strlen(p);
+        if (!made && errno != EEXIST)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "cannot create folder \"%s\": %s",
                                  p, strerror(errno));
         else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -76,7 +81,22 @@ static cpdit_status make_folders(const char *dir, cpdit_error *err)
 
 cpdit_status job_make_folders(const char *dir, cpdit_error *err)
 {
-    return make_folders(dir, err);
+    size_t created;
+    return make_folders(dir, &created, err);
+}
+
+/* Undo make_folders after a failed start: remove the folders it created, deepest first,
+ * while they are empty (rmdir never removes anything else). */
+static void remove_created_folders(const char *dir, size_t created)
+{
+    char *p = created ? strdup(dir) : NULL;
+    while (p && strlen(p) >= created && rmdir(p) == 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+    }
+    free(p);
 }
 
 /* What expand() hands back. */
@@ -208,6 +228,14 @@ static cpdit_status write_run_record(const manifest *m, const job_slurm_info *sl
     return st;
 }
 
+/* A start that failed on rank 0's side: release the lock, then remove the folders made. */
+static void start_failed(const char *dir, job_lock **lock, size_t created)
+{
+    job_lock_release(*lock);
+    *lock = NULL;
+    remove_created_folders(dir, created);
+}
+
 /* Steps 2-3 of job_run.h: prepare the output folder (rank 0), expand the manifest on every
  * rank, find the done items (rank 0) and keep this group's remaining items. Collective. */
 static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
@@ -219,20 +247,19 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
     temp_list temps;
     memset(&temps, 0, sizeof temps);
     cpdit_status st = CPDIT_OK;
+    size_t created = 0; /* rank 0: folders made here, removed again if the start fails */
+    int exists = 0;
     memset(plan, 0, sizeof *plan);
     if (rank == 0) {
-        st = make_folders(m->output_dir, err);
+        /* a file in the folder's place is bad input; a folder we cannot write into fails
+         * now, before any item is rendered */
+        st = job_check_output_dir(m, &exists, err);
+        if (!st)
+            st = make_folders(m->output_dir, &created, err);
         if (!st) /* one run per output folder (or per array share) */
             st = job_lock_acquire(m->output_dir, sl, lock, err);
-        if (!st) {
-            char name[64];
-            job_slurm_stop_marker_name(sl, name, sizeof name);
-            char *marker = job_path_join(m->output_dir, name);
-            if (marker)
-                unlink(marker); /* this run's own record of an earlier stop */
-            free(marker);
-            st = write_run_record(m, sl, err);
-        }
+        if (!st)
+            st = job_probe_output_dir(m, err);
         if (!st && sl->shares <= 1)
             st = job_remove_temp_files(m->output_dir, &plan->temp_removed, err);
         else if (!st)
@@ -240,8 +267,13 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
         if (!st)
             st = job_resume_begin_named(m->output_dir, index_name, &res, err);
     }
-    if ((st = job_bcast_status(world, 0, st, err)))
+    if ((st = job_bcast_status(world, 0, st, err))) {
+        job_resume_free(res);
+        temp_list_free(&temps);
+        if (rank == 0)
+            start_failed(m->output_dir, lock, created);
         return st;
+    }
 
     job_bcast_source src;
     job_byte_source reader;
@@ -249,6 +281,8 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
     if (m->prompts_file) {
         if ((st = job_bcast_source_open(&src, m->prompts_file, world, err))) {
             job_resume_free(res);
+            if (rank == 0)
+                start_failed(m->output_dir, lock, created);
             return st;
         }
         reader = job_bcast_source_reader(&src);
@@ -306,6 +340,22 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
     if ((st = job_agree_status(world, st, err))) {
         free(bits);
         plan_free(plan);
+        if (rank == 0) /* e.g. too many items, a bad prompts-file line: no empty folder */
+            start_failed(m->output_dir, lock, created);
+        return st;
+    }
+    if (rank == 0) { /* the run starts: its record for `cpdit status`, no old stop marker */
+        char name[64];
+        job_slurm_stop_marker_name(sl, name, sizeof name);
+        char *marker = job_path_join(m->output_dir, name);
+        if (marker)
+            unlink(marker); /* this job's own record of an earlier stop */
+        free(marker);
+        st = write_run_record(m, sl, err);
+    }
+    if ((st = job_bcast_status(world, 0, st, err))) {
+        free(bits);
+        plan_free(plan);
         return st;
     }
 
@@ -344,7 +394,8 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
 
 /* ---------------------------------------------------------------- one item (the leader) */
 /* Write the PNG and the index line of a rendered item, or the "failed" line. Returns 0 done,
- * 1 failed; *fatal gets an error when the index cannot be appended to. */
+ * 1 failed, -1 when its line could not be appended to the index (then *fatal gets the error,
+ * and the item counts as neither done nor failed: nothing recorded it). */
 static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
                          const uint8_t *rgb, int w, int h, const char *failure, double t0,
                          const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err)
@@ -383,8 +434,10 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
                            : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
                                              "out of memory");
     free(line);
-    if (st)
+    if (st) {
         *fatal = st;
+        return -1;
+    }
     return error ? 1 : 0;
 }
 
@@ -446,11 +499,11 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
                      ierr.what);
         }
         if (g->cp_rank == 0) {
-            int failed = leader_record(m, x, &gi, rgb, w, h,
-                                       first_fail < g->cp_size ? reason : NULL, t0, index_path,
-                                       &fatal, &gs->error);
-            gs->failed += failed;
-            gs->done += !failed;
+            int r = leader_record(m, x, &gi, rgb, w, h,
+                                  first_fail < g->cp_size ? reason : NULL, t0, index_path,
+                                  &fatal, &gs->error);
+            gs->failed += r == 1;
+            gs->done += r == 0;
             gs->seconds += job_now() - t0;
         }
         free(rgb);
