@@ -10,6 +10,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
+#include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
 #include "yaml/manifest.h"
 
@@ -28,7 +29,6 @@ static int parse_float(const char *opt, const char *text, float lo, float hi, fl
     return 0;
 }
 
-/* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
 run_weight_options run_weights;
 
 /* "8G", "512M", "64K", or bytes; > 0. Returns 0 or -1. */
@@ -68,6 +68,7 @@ int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_err
     return pipeline_open_with(out, model, &wo, err);
 }
 
+/* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
 static int parse_seed(const char *text, uint64_t *out)
 {
     char *end = NULL;
@@ -106,9 +107,9 @@ int cmd_run(int argc, char **argv)
         {"weight-format", required_argument, 0, 'F'},
         {"weight-memory", required_argument, 0, 'M'},
         {"max-sequence-length", required_argument, 0, 'L'},
-        {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
-    int check = 0, dp = 0, item_only = 0, output_given = 0;
+    int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
     run_item_defaults(&o);
     long v;
@@ -122,6 +123,7 @@ int cmd_run(int argc, char **argv)
         case 'n': o.negative_prompt = optarg; item_only = 1; break;
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
+        case 'Z': status = 1; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
@@ -171,11 +173,20 @@ int cmd_run(int argc, char **argv)
             ov.anything = 1;
         if (check)
             return check_batch(argv[optind], &ov);
+        if (status) {
+            cpdit_error err;
+            cpdit_error_clear(&err);
+            if (job_status_command(NULL, argv[optind], &ov, stdout, &err))
+                return cli_report(&err);
+            return CLI_EXIT_OK;
+        }
         MPI_Init(NULL, NULL);
         int code = run_batch(argv[optind], &ov, o.variant, o.dump);
         MPI_Finalize();
         return code;
     }
+    if (status)
+        return cli_usage_error(SUB, "--status needs a manifest: cpdit run FILE.yaml --status");
     if (check)
         return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
     if (dp)
