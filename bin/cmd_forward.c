@@ -50,7 +50,8 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         {"attention", required_argument, 0, 'A'}, {"attention-backend", required_argument, 0, 'K'},
         {"backend", required_argument, 0, 'B'},   {"ulysses", required_argument, 0, 'U'},
         {"ring", required_argument, 0, 'R'},      {"anything", no_argument, 0, 'a'},
-        {"verbose", no_argument, 0, 'v'},         {0, 0, 0, 0}};
+        {"verbose", no_argument, 0, 'v'},         {"weight-format", required_argument, 0, 'F'},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ulysses = o->ring = 1;
     long n;
@@ -66,6 +67,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         case 'A': o->attention = optarg; break;
         case 'K': o->attention_backend = optarg; break;
         case 'B': o->backend = optarg; break;
+        case 'F': o->weight_format = optarg; break;
         case 'a': o->anything = 1; break;
         case 'v': o->verbose = 1; break;
         case 'U':
@@ -101,6 +103,12 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
     if (missing) {
         if (!quiet)
             cli_usage_error(SUB, "missing %s", missing);
+        return -1;
+    }
+    if (o->weight_format && cpdit_weight_format_from_name(o->weight_format) < 0) {
+        if (!quiet)
+            cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native or fp32",
+                            o->weight_format);
         return -1;
     }
     if (strcmp(o->component, "transformer") && strcmp(o->component, "vae")) {
@@ -393,6 +401,9 @@ static int run_transformer(const forward_options *o)
                                  &r.attn.kernel, &err);
     if (!st)
         st = flux_transformer_open(&r.model, o->model, &err);
+    if (!st && o->weight_format)
+        flux_transformer_set_weight_format(
+            r.model, (cpdit_weight_format)cpdit_weight_format_from_name(o->weight_format));
     if (!st)
         st = load_inputs(o->inputs, flux_transformer_config_of(r.model), &r.in, &err);
     if ((st = agree(st, &err, o))) {

@@ -10,6 +10,8 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
+#include "jobs/job_run.h"
+#include "lib/pipeline/pipeline.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"
@@ -25,6 +27,48 @@ static int parse_float(const char *opt, const char *text, float lo, float hi, fl
     }
     *out = (float)v;
     return 0;
+}
+
+run_weight_options run_weights;
+
+/* "8G", "512M", "64K", or bytes; > 0. Returns 0 or -1. */
+static int parse_bytes(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0))
+        return -1;
+    double mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't')
+        mult = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || v * mult > 1e18)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+int run_open_pipeline(struct pipeline **out, const char *model, const run_item_options *o,
+                      struct cpdit_error *err)
+{
+    pipeline_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.backend = o->backend;
+    wo.attention_kernel = o->attention_kernel;
+    if (run_weights.format)
+        wo.format = (cpdit_weight_format)cpdit_weight_format_from_name(run_weights.format);
+    wo.budget = run_weights.memory;
+    return pipeline_open_with(out, model, &wo, err);
 }
 
 /* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
@@ -65,10 +109,12 @@ int cmd_run(int argc, char **argv)
         {"attention", required_argument, 0, 'A'},
         {"attention-backend", required_argument, 0, 'K'},
         {"backend", required_argument, 0, 'B'},
+        {"weight-format", required_argument, 0, 'F'},
+        {"weight-memory", required_argument, 0, 'M'},
         {"max-sequence-length", required_argument, 0, 'L'},
-        {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
-    int check = 0, dp = 0, item_only = 0, output_given = 0;
+    int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
     run_item_defaults(&o);
     long v;
@@ -82,11 +128,23 @@ int cmd_run(int argc, char **argv)
         case 'n': o.negative_prompt = optarg; item_only = 1; break;
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
+        case 'Z': status = 1; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
         case 'K': o.attention_kernel = optarg; break;
         case 'B': o.backend = optarg; break;
+        case 'F':
+            if (cpdit_weight_format_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native "
+                                            "(bf16 as stored) or fp32", optarg);
+            run_weights.format = optarg;
+            break;
+        case 'M':
+            if (parse_bytes(optarg, &run_weights.memory))
+                return cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, "
+                                            "512M or 1073741824, got '%s'", optarg);
+            break;
         case 'a': o.anything = 1; break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -123,11 +181,20 @@ int cmd_run(int argc, char **argv)
             ov.anything = 1;
         if (check)
             return check_batch(argv[optind], &ov);
+        if (status) {
+            cpdit_error err;
+            cpdit_error_clear(&err);
+            if (job_status_command(NULL, argv[optind], &ov, stdout, &err))
+                return cli_report(&err);
+            return CLI_EXIT_OK;
+        }
         MPI_Init(NULL, NULL);
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
         return code;
     }
+    if (status)
+        return cli_usage_error(SUB, "--status needs a manifest: cpdit run FILE.yaml --status");
     if (check)
         return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
     if (dp)

@@ -23,20 +23,21 @@ static const struct {
     const char *name;
     const char *what;
 } pending[] = {
-    {"submit", "Slurm integration"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
-     "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
-     "                 [--attention VARIANT] [--attention-backend KERNEL] [--backend NAME]\n"
+     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U]\n"
+     "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
+     "                 [--backend NAME]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                 [--backend NAME] [--dump DIR]\n"
+     "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -56,14 +57,42 @@ static const cli_command commands[] = {
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
-     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
+     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n"
+     "--weight-format: native (default) computes the linear layers from the weights as\n"
+     "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
+     "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
+     "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
+     "of the available memory), else streamed block by block at every step.\n",
      cmd_run},
-    {"submit", "write an sbatch script for a manifest and submit it",
-     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
+    {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
+     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
+     "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
+     "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
+     "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [-- extra sbatch options]\n"
      "\n"
-     "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
-     "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
-     cmd_not_in_build},
+     "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
+     "FILE:LINE:COL and exit 2; nothing is queued), writes OUTPUT/cpdit-job.sbatch (a\n"
+     "commented bash script), submits it with `sbatch --parsable` and prints the job id.\n"
+     "--dry-run prints the script and writes and submits nothing.\n"
+     "The script runs `cpdit run MANIFEST` under `srun --mpi=pmix` (when `srun --mpi=list`\n"
+     "has pmix) or mpirun: one task per GPU with --gpus-per-node (each rank takes the GPU of\n"
+     "its local rank), else --ntasks-per-node tasks (default 1). Slurm sends USR1 S seconds\n"
+     "(default 120) before the time limit; the script forwards it, cpdit stops after the\n"
+     "current step and the job requeues itself (--requeue); logs go to OUTPUT/slurm-*.out\n"
+     "(appended). --array K splits the items into K disjoint shares (item i goes to task\n"
+     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n",
+     cmd_submit},
+    {"status", "items done, failed and left in an output folder, per array task",
+     "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
+     "       cpdit run MANIFEST --status [--output DIR]\n"
+     "\n"
+     "Counts the manifest's items (the manifest of the folder's last run, from\n"
+     "OUTPUT_DIR/.cpdit-run.json, unless --manifest names one): done (complete PNG), failed\n"
+     "(a failed index line and no PNG), left; per array task and in total. Also the index\n"
+     "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
+     "stop markers of runs that a signal ended. Writes nothing.\n",
+     cmd_status},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",
@@ -75,7 +104,7 @@ static const cli_command commands[] = {
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
-     "                     [--backend NAME] [--verbose]\n"
+     "                     [--backend NAME] [--weight-format native|fp32] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -85,7 +114,9 @@ static const cli_command commands[] = {
      "unified-allgather (a variant given to --attention-backend, the old spelling, still\n"
      "works). --attention-backend KERNEL picks the backend's local attention kernel (cpu:\n"
      "cpu-flash, cpu-reference); --backend NAME the backend (default: the best available).\n"
-     "--verbose prints the grid, timings and peak memory on rank 0.\n",
+     "--verbose prints the grid, timings and peak memory on rank 0.\n"
+     "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
+     "the exact reference).\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"

@@ -1,7 +1,8 @@
 /* backend_ops.c — the op cases of the kernel table (see backend_ops.h) and `cpdit bench ops`.
  *
  * Input layouts (floats, in this order) and outputs, per case:
- *   linear             x (M,K) | W (N,K) | b (N)                    -> y (M,N)
+ *   linear             x (M,K) | W (N,K) | b (N)                    -> y (M,N), W as fp32
+ *   linear-bf16        the same, W's values bf16-exact, made a native (bf16) weight
  *   linear-acc-strided x (M,K+3) | W (N,K) | y0 (M,N+2)             -> y0 + x W^T (ldy N+2)
  *   layer_norm         x (R,C) | gamma (C) | beta (C)               -> y (R,C), eps 1e-6
  *   layer_norm-plain   x (R,C)                                      -> y (R,C), no affine
@@ -70,13 +71,65 @@ static void linear_sizes(const int *d, size_t *ni, size_t *no)
     *ni = (size_t)d[0] * d[1] + (size_t)d[2] * d[1] + (size_t)d[2];
     *no = (size_t)d[0] * d[2];
 }
+/* The weight W (N, K) of a linear case, made by the backend from host data: fp32 (the
+ * reference form) or, for linear-bf16, the values given as bf16 (the fill rounds them so that
+ * they are exact in bf16) in the backend's native form. */
+static cpdit_status weight_setup(const cpdit_backend *be, const int *d, size_t w_off,
+                                 const float *host_in, int bf16, void **ctx, cpdit_error *err)
+{
+    const int K = d[1], N = d[2];
+    const float *w = host_in + w_off;
+    uint16_t *wb = NULL;
+    if (bf16) {
+        if (!(wb = malloc(((size_t)N * K + 1) * sizeof *wb)))
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
+        for (size_t i = 0; i < (size_t)N * K; i++) {
+            uint32_t bits;
+            memcpy(&bits, &w[i], sizeof bits);
+            wb[i] = (uint16_t)(bits >> 16); /* exact: the fill made the low half zero */
+        }
+    }
+    cpdit_weight_desc desc = {.dtype = bf16 ? CPDIT_DTYPE_BF16 : CPDIT_DTYPE_F32, .rows = N,
+                              .cols = K, .data = bf16 ? (const void *)wb : (const void *)w,
+                              .format = bf16 ? CPDIT_WEIGHT_NATIVE : CPDIT_WEIGHT_F32};
+    cpdit_status st = be->weight_create((cpdit_weight **)ctx, &desc, err);
+    free(wb);
+    return st;
+}
+static void weight_teardown(const cpdit_backend *be, void *ctx)
+{
+    be->weight_free(ctx);
+}
+static cpdit_status linear_setup(const cpdit_backend *be, const int *d, const float *host_in,
+                                 void **ctx, cpdit_error *err)
+{
+    return weight_setup(be, d, (size_t)d[0] * d[1], host_in, 0, ctx, err);
+}
+static cpdit_status linear_bf16_setup(const cpdit_backend *be, const int *d,
+                                      const float *host_in, void **ctx, cpdit_error *err)
+{
+    return weight_setup(be, d, (size_t)d[0] * d[1], host_in, 1, ctx, err);
+}
+/* W's values rounded to bf16 (round to nearest even), so that bf16 holds them exactly. */
+static void linear_bf16_fill(const int *d, float *in, size_t n, uint64_t seed)
+{
+    backend_op_fill_uniform(in, n, seed);
+    float *w = in + (size_t)d[0] * d[1];
+    for (size_t i = 0; i < (size_t)d[2] * d[1]; i++) {
+        uint32_t bits;
+        memcpy(&bits, &w[i], sizeof bits);
+        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&w[i], &bits, sizeof bits);
+    }
+}
 static cpdit_status linear_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               const int *d, float *out, const float *in, cpdit_error *err)
+                               void *ctx, const int *d, float *out, const float *in,
+                               cpdit_error *err)
 {
     (void)k;
     const int M = d[0], K = d[1], N = d[2];
-    const float *x = in, *w = x + (size_t)M * K, *b = w + (size_t)N * K;
-    return be->linear(out, N, x, K, w, b, M, K, N, 0, err);
+    const float *x = in, *b = x + (size_t)M * K + (size_t)N * K;
+    return be->linear(out, N, x, K, ctx, b, M, K, N, 0, err);
 }
 static double linear_flops(const int *d)
 {
@@ -92,14 +145,20 @@ static void linacc_sizes(const int *d, size_t *ni, size_t *no)
     *ni = (size_t)d[0] * (d[1] + 3) + (size_t)d[2] * d[1] + (size_t)d[0] * (d[2] + 2);
     *no = (size_t)d[0] * (d[2] + 2);
 }
+static cpdit_status linacc_setup(const cpdit_backend *be, const int *d, const float *host_in,
+                                 void **ctx, cpdit_error *err)
+{
+    return weight_setup(be, d, (size_t)d[0] * (d[1] + 3), host_in, 0, ctx, err);
+}
 static cpdit_status linacc_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               const int *d, float *out, const float *in, cpdit_error *err)
+                               void *ctx, const int *d, float *out, const float *in,
+                               cpdit_error *err)
 {
     (void)k;
     const int M = d[0], K = d[1], N = d[2];
-    const float *x = in, *w = x + (size_t)M * (K + 3), *y0 = w + (size_t)N * K;
+    const float *x = in, *y0 = x + (size_t)M * (K + 3) + (size_t)N * K;
     start_from(be, out, y0, (size_t)M * (N + 2));
-    return be->linear(out, N + 2, x, K + 3, w, NULL, M, K, N, 1, err);
+    return be->linear(out, N + 2, x, K + 3, ctx, NULL, M, K, N, 1, err);
 }
 
 /* ------------------------------------------------------------------ norms */
@@ -119,24 +178,27 @@ static void rows1_sizes(const int *d, size_t *ni, size_t *no)
     *ni = *no = (size_t)d[0] * d[1];
 }
 static cpdit_status ln_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                           const int *d, float *out, const float *in, cpdit_error *err)
+                           void *ctx, const int *d, float *out, const float *in,
+                           cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const size_t n = (size_t)d[0] * d[1];
     be->layer_norm(out, in, in + n, in + n + d[1], (size_t)d[0], d[1], NORM_EPS);
     return CPDIT_OK;
 }
 static cpdit_status ln_plain_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                 const int *d, float *out, const float *in, cpdit_error *err)
+                                 void *ctx, const int *d, float *out, const float *in,
+                                 cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     be->layer_norm(out, in, NULL, NULL, (size_t)d[0], d[1], NORM_EPS);
     return CPDIT_OK;
 }
 static cpdit_status rms_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            const int *d, float *out, const float *in, cpdit_error *err)
+                            void *ctx, const int *d, float *out, const float *in,
+                            cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     be->rms_norm(out, in, in + (size_t)d[0] * d[1], (size_t)d[0], d[1], NORM_EPS);
     return CPDIT_OK;
 }
@@ -157,9 +219,10 @@ static void rope_sizes(const int *d, size_t *ni, size_t *no)
     *ni = *no + 2 * (size_t)d[0] * d[2];
 }
 static cpdit_status rope_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             const int *d, float *out, const float *in, cpdit_error *err)
+                             void *ctx, const int *d, float *out, const float *in,
+                             cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const size_t n = prod(d, 3), t = (size_t)d[0] * d[2];
     start_from(be, out, in, n);
     be->rope(out, in + n, in + n + t, d[0], d[1], d[2]);
@@ -194,9 +257,10 @@ static void act_fill(const int *d, float *in, size_t n, uint64_t seed)
 }
 #define ACT_RUN(fn, kind)                                                                    \
     static cpdit_status fn(const cpdit_backend *be, const cpdit_attention_kernel *k,         \
-                           const int *d, float *out, const float *in, cpdit_error *err)      \
+                           void *ctx, const int *d, float *out, const float *in,             \
+                           cpdit_error *err)                                                 \
     {                                                                                        \
-        (void)k, (void)err;                                                                  \
+        (void)k, (void)ctx, (void)err;                                                       \
         be->act(kind, out, in, (size_t)d[0]);                                                \
         return CPDIT_OK;                                                                     \
     }
@@ -222,16 +286,18 @@ static double n2_bytes(const int *d)
     return F * 3.0 * d[0];
 }
 static cpdit_status add_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            const int *d, float *out, const float *in, cpdit_error *err)
+                            void *ctx, const int *d, float *out, const float *in,
+                            cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     be->add(out, in, in + d[0], (size_t)d[0]);
     return CPDIT_OK;
 }
 static cpdit_status mul_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            const int *d, float *out, const float *in, cpdit_error *err)
+                            void *ctx, const int *d, float *out, const float *in,
+                            cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     be->mul(out, in, in + d[0], (size_t)d[0]);
     return CPDIT_OK;
 }
@@ -250,9 +316,10 @@ static void emb_fill(const int *d, float *in, size_t n, uint64_t seed)
         ids[i] = (float)(i == d[2] - 1 ? d[0] - 1 : (int)((ids[i] + 1.0f) * 0.5f * d[0]) % d[0]);
 }
 static cpdit_status emb_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            const int *d, float *out, const float *in, cpdit_error *err)
+                            void *ctx, const int *d, float *out, const float *in,
+                            cpdit_error *err)
 {
-    (void)k;
+    (void)k, (void)ctx;
     const int V = d[0], C = d[1], n = d[2];
     float *idf = malloc(((size_t)n + 1) * sizeof(float));
     int32_t *ids = malloc(((size_t)n + 1) * sizeof(int32_t));
@@ -280,9 +347,10 @@ static double zero_flops(const int *d)
 }
 
 static cpdit_status modulate_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                 const int *d, float *out, const float *in, cpdit_error *err)
+                                 void *ctx, const int *d, float *out, const float *in,
+                                 cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const size_t n = (size_t)d[0] * d[1];
     be->modulate(out, in, in + n, in + n + d[1], (size_t)d[0], d[1]);
     return CPDIT_OK;
@@ -294,9 +362,10 @@ static void gres_sizes(const int *d, size_t *ni, size_t *no)
     *ni = *no + (size_t)d[0] * (d[1] + 3) + (size_t)d[1];
 }
 static cpdit_status gres_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             const int *d, float *out, const float *in, cpdit_error *err)
+                             void *ctx, const int *d, float *out, const float *in,
+                             cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const int R = d[0], C = d[1];
     const float *h0 = in, *x = h0 + (size_t)R * (C + 1), *gate = x + (size_t)R * (C + 3);
     start_from(be, out, h0, (size_t)R * (C + 1));
@@ -314,9 +383,10 @@ static void copy_sizes(const int *d, size_t *ni, size_t *no)
     *ni = *no + (size_t)d[0] * (d[1] + 2);
 }
 static cpdit_status copy_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             const int *d, float *out, const float *in, cpdit_error *err)
+                             void *ctx, const int *d, float *out, const float *in,
+                             cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const int R = d[0], C = d[1];
     start_from(be, out, in, (size_t)R * (C + 1));
     be->copy_rows(out, C + 1, in + (size_t)R * (C + 1), C + 2, (size_t)R, C);
@@ -349,9 +419,10 @@ static void merge_fill(const int *d, float *in, size_t n, uint64_t seed)
     }
 }
 static cpdit_status merge_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                              const int *d, float *out, const float *in, cpdit_error *err)
+                              void *ctx, const int *d, float *out, const float *in,
+                              cpdit_error *err)
 {
-    (void)k, (void)err;
+    (void)k, (void)ctx, (void)err;
     const size_t R = (size_t)d[0], D = (size_t)d[1];
     start_from(be, out, in, R * (D + 1));
     const float *ob = in + R * (D + 1);
@@ -377,9 +448,10 @@ static void attn_sizes(const int *d, size_t *ni, size_t *no)
     *no = B * Sq * H * D + B * Sq * H;
 }
 static cpdit_status attn_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             const int *d, float *out, const float *in, cpdit_error *err)
+                             void *ctx, const int *d, float *out, const float *in,
+                             cpdit_error *err)
 {
-    (void)be;
+    (void)be, (void)ctx;
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
                                     .scale = 1.0f / sqrtf((float)d[4])};
     const size_t nq = prod(d, 2) * d[3] * d[4], nk = (size_t)d[0] * d[2] * d[3] * d[4];
@@ -402,9 +474,10 @@ static void causal_sizes(const int *d, size_t *ni, size_t *no)
     *no = n + (size_t)d[0] * d[1] * d[2];
 }
 static cpdit_status causal_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               const int *d, float *out, const float *in, cpdit_error *err)
+                               void *ctx, const int *d, float *out, const float *in,
+                               cpdit_error *err)
 {
-    (void)be;
+    (void)be, (void)ctx;
     const int row = d[2] * d[3];
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[1], .H = d[2], .D = d[3],
                                     .ld_q = 3 * row, .ld_kv = 3 * row, .ld_out = row,
@@ -435,9 +508,10 @@ static void bias_fill(const int *d, float *in, size_t n, uint64_t seed)
         in[i] *= BIAS_RANGE;
 }
 static cpdit_status bias_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             const int *d, float *out, const float *in, cpdit_error *err)
+                             void *ctx, const int *d, float *out, const float *in,
+                             cpdit_error *err)
 {
-    (void)be;
+    (void)be, (void)ctx;
     size_t ni, no;
     attn_sizes(d, &ni, &no);
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
@@ -449,57 +523,75 @@ static cpdit_status bias_run(const cpdit_backend *be, const cpdit_attention_kern
 /* ------------------------------------------------------------------ the table */
 
 #define S(...) {{__VA_ARGS__}}
-/* Shapes of one-dimensional ops: 1, odd, primes, a vector-lane multiple plus tail, large. */
-#define N_SHAPES 6, {S(1), S(7), S(31), S(257), S(4099), S(1 << 20)}
-/* Rows x cols ops. */
-#define RC_SHAPES 6, {S(1, 1), S(1, 17), S(3, 5), S(13, 64), S(37, 3072), S(4096, 768)}
+/* Shapes: 1, odd sizes, primes, a vector-lane multiple plus a tail, and a large one (last). */
+
+/* One case: name, dims, shape grid, tolerance, then its functions. */
+#define CASE(nm, dm, tl, ...) .name = nm, .dims = dm, .tol = tl, __VA_ARGS__
+#define SHAPES(n, ...) .nshapes = n, .shapes = {__VA_ARGS__}
+#define N_SHAPES SHAPES(6, S(1), S(7), S(31), S(257), S(4099), S(1 << 20))
+#define RC_SHAPES SHAPES(6, S(1, 1), S(1, 17), S(3, 5), S(13, 64), S(37, 3072), S(4096, 768))
+#define LINEAR_FNS .sizes = linear_sizes, .run = linear_run, .flops = linear_flops, \
+                   .bytes = linear_bytes, .teardown = weight_teardown
+#define ACT_FNS(r) .sizes = n1_sizes, .fill = act_fill, .run = r, .flops = act_flops, \
+                   .bytes = n1_bytes
+#define ROWS_FNS(sz, r) .sizes = sz, .run = r, .flops = rows_flops, .bytes = rows_bytes
 
 static const backend_op_case cases[] = {
-    {"linear", "M K N", 6, {S(1, 1, 1), S(3, 5, 7), S(17, 31, 13), S(64, 257, 129),
-                            S(1, 3072, 768), S(512, 1024, 768)},
-     1e-5, 0, linear_sizes, NULL, linear_run, linear_flops, linear_bytes},
-    {"linear-acc-strided", "M K N", 4, {S(1, 1, 1), S(5, 3, 7), S(19, 67, 41), S(256, 512, 384)},
-     1e-5, 0, linacc_sizes, NULL, linacc_run, linear_flops, linear_bytes},
-    {"layer_norm", "rows cols", RC_SHAPES, 1e-5, 0, rows3_sizes, NULL, ln_run, rows_flops,
-     rows_bytes},
-    {"layer_norm-plain", "rows cols", RC_SHAPES, 1e-5, 0, rows1_sizes, NULL, ln_plain_run,
-     rows_flops, rows_bytes},
-    {"rms_norm", "rows cols", RC_SHAPES, 1e-5, 0, rows2_sizes, NULL, rms_run, rows_flops,
-     rows_bytes},
-    {"rope", "S H D", 5, {S(1, 1, 2), S(3, 5, 6), S(17, 3, 32), S(61, 7, 128), S(4096, 24, 128)},
-     1e-5, 0, rope_sizes, NULL, rope_run, rope_flops, rope_bytes},
-    {"act-gelu-tanh", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_gelu_tanh_run, act_flops,
-     n1_bytes},
-    {"act-gelu-erf", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_gelu_erf_run, act_flops,
-     n1_bytes},
-    {"act-quick-gelu", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_quick_gelu_run,
-     act_flops, n1_bytes},
-    {"act-silu", "n", N_SHAPES, 1e-5, 0, n1_sizes, act_fill, act_silu_run, act_flops, n1_bytes},
-    {"act-relu", "n", N_SHAPES, 0.0, 0, n1_sizes, act_fill, act_relu_run, n_flops, n1_bytes},
-    {"add", "n", N_SHAPES, 1e-7, 0, n2_sizes, NULL, add_run, n_flops, n2_bytes},
-    {"mul", "n", N_SHAPES, 1e-7, 0, n2_sizes, NULL, mul_run, n_flops, n2_bytes},
-    {"embedding", "vocab cols n", 5, {S(1, 1, 1), S(7, 5, 3), S(101, 64, 77), S(997, 13, 512),
-                                      S(32128, 768, 512)},
-     0.0, 0, emb_sizes, emb_fill, emb_run, zero_flops, emb_bytes},
-    {"modulate", "rows cols", RC_SHAPES, 1e-6, 0, rows3_sizes, NULL, modulate_run, rows_flops,
-     rows_bytes},
-    {"gated_residual", "rows cols", RC_SHAPES, 1e-6, 0, gres_sizes, NULL, gres_run, rows_flops,
-     gres_bytes},
-    {"copy_rows", "rows cols", RC_SHAPES, 0.0, 0, copy_sizes, NULL, copy_run, zero_flops,
-     copy_bytes},
-    {"lse_merge", "rows D", 5, {S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128)}, 1e-6, 0,
-     merge_sizes, merge_fill, merge_run, merge_flops, merge_bytes},
-    {"attention", "B Sq Skv H D", 7, {S(1, 1, 1, 1, 1), S(1, 3, 0, 2, 4), S(2, 7, 13, 3, 5),
-                                      S(1, 31, 17, 2, 64), S(1, 61, 600, 3, 128),
-                                      S(1, 600, 700, 1, 32), S(1, 1024, 1024, 4, 128)},
-     1e-5, 1, attn_sizes, NULL, attn_run, attn_flops, attn_bytes},
-    {"attention-causal", "B S H D", 5, {S(1, 1, 1, 1), S(2, 7, 3, 5), S(1, 77, 12, 64),
-                                        S(3, 31, 2, 17), S(1, 512, 8, 64)},
-     1e-5, 1, causal_sizes, NULL, causal_run, causal_flops, causal_bytes},
-    {"attention-bias", "B Sq Skv H D", 5, {S(1, 1, 1, 1, 1), S(2, 7, 7, 3, 5),
-                                           S(1, 13, 29, 2, 16), S(2, 77, 77, 4, 64),
-                                           S(1, 512, 512, 8, 64)},
-     1e-5, 1, bias_sizes, bias_fill, bias_run, attn_flops, attn_bytes},
+    {CASE("linear", "M K N", 1e-5, LINEAR_FNS, .setup = linear_setup),
+     SHAPES(6, S(1, 1, 1), S(3, 5, 7), S(17, 31, 13), S(64, 257, 129), S(1, 3072, 768),
+            S(512, 1024, 768))},
+    {CASE("linear-bf16", "M K N", 5e-3, LINEAR_FNS, .setup = linear_bf16_setup,
+          .fill = linear_bf16_fill),
+     SHAPES(5, S(1, 1, 1), S(3, 5, 7), S(17, 33, 13), S(64, 257, 129), S(512, 1024, 768))},
+    {CASE("linear-acc-strided", "M K N", 1e-5, .sizes = linacc_sizes, .setup = linacc_setup,
+          .teardown = weight_teardown, .run = linacc_run, .flops = linear_flops,
+          .bytes = linear_bytes),
+     SHAPES(4, S(1, 1, 1), S(5, 3, 7), S(19, 67, 41), S(256, 512, 384))},
+    {CASE("layer_norm", "rows cols", 1e-5, ROWS_FNS(rows3_sizes, ln_run)), RC_SHAPES},
+    {CASE("layer_norm-plain", "rows cols", 1e-5, ROWS_FNS(rows1_sizes, ln_plain_run)),
+     RC_SHAPES},
+    {CASE("rms_norm", "rows cols", 1e-5, ROWS_FNS(rows2_sizes, rms_run)), RC_SHAPES},
+    {CASE("rope", "S H D", 1e-5, .sizes = rope_sizes, .run = rope_run, .flops = rope_flops,
+          .bytes = rope_bytes),
+     SHAPES(5, S(1, 1, 2), S(3, 5, 6), S(17, 3, 32), S(61, 7, 128), S(4096, 24, 128))},
+    {CASE("act-gelu-tanh", "n", 1e-5, ACT_FNS(act_gelu_tanh_run)), N_SHAPES},
+    {CASE("act-gelu-erf", "n", 1e-5, ACT_FNS(act_gelu_erf_run)), N_SHAPES},
+    {CASE("act-quick-gelu", "n", 1e-5, ACT_FNS(act_quick_gelu_run)), N_SHAPES},
+    {CASE("act-silu", "n", 1e-5, ACT_FNS(act_silu_run)), N_SHAPES},
+    {CASE("act-relu", "n", 0.0, .sizes = n1_sizes, .fill = act_fill, .run = act_relu_run,
+          .flops = n_flops, .bytes = n1_bytes),
+     N_SHAPES},
+    {CASE("add", "n", 1e-7, .sizes = n2_sizes, .run = add_run, .flops = n_flops,
+          .bytes = n2_bytes),
+     N_SHAPES},
+    {CASE("mul", "n", 1e-7, .sizes = n2_sizes, .run = mul_run, .flops = n_flops,
+          .bytes = n2_bytes),
+     N_SHAPES},
+    {CASE("embedding", "vocab cols n", 0.0, .sizes = emb_sizes, .fill = emb_fill,
+          .run = emb_run, .flops = zero_flops, .bytes = emb_bytes),
+     SHAPES(5, S(1, 1, 1), S(7, 5, 3), S(101, 64, 77), S(997, 13, 512), S(32128, 768, 512))},
+    {CASE("modulate", "rows cols", 1e-6, ROWS_FNS(rows3_sizes, modulate_run)), RC_SHAPES},
+    {CASE("gated_residual", "rows cols", 1e-6, .sizes = gres_sizes, .run = gres_run,
+          .flops = rows_flops, .bytes = gres_bytes),
+     RC_SHAPES},
+    {CASE("copy_rows", "rows cols", 0.0, .sizes = copy_sizes, .run = copy_run,
+          .flops = zero_flops, .bytes = copy_bytes),
+     RC_SHAPES},
+    {CASE("lse_merge", "rows D", 1e-6, .sizes = merge_sizes, .fill = merge_fill,
+          .run = merge_run, .flops = merge_flops, .bytes = merge_bytes),
+     SHAPES(5, S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128))},
+    {CASE("attention", "B Sq Skv H D", 1e-5, .per_kernel = 1, .sizes = attn_sizes,
+          .run = attn_run, .flops = attn_flops, .bytes = attn_bytes),
+     SHAPES(7, S(1, 1, 1, 1, 1), S(1, 3, 0, 2, 4), S(2, 7, 13, 3, 5), S(1, 31, 17, 2, 64),
+            S(1, 61, 600, 3, 128), S(1, 600, 700, 1, 32), S(1, 1024, 1024, 4, 128))},
+    {CASE("attention-causal", "B S H D", 1e-5, .per_kernel = 1, .sizes = causal_sizes,
+          .run = causal_run, .flops = causal_flops, .bytes = causal_bytes),
+     SHAPES(5, S(1, 1, 1, 1), S(2, 7, 3, 5), S(1, 77, 12, 64), S(3, 31, 2, 17),
+            S(1, 512, 8, 64))},
+    {CASE("attention-bias", "B Sq Skv H D", 1e-5, .per_kernel = 1, .sizes = bias_sizes,
+          .fill = bias_fill, .run = bias_run, .flops = attn_flops, .bytes = attn_bytes),
+     SHAPES(5, S(1, 1, 1, 1, 1), S(2, 7, 7, 3, 5), S(1, 13, 29, 2, 16), S(2, 77, 77, 4, 64),
+            S(1, 512, 512, 8, 64))},
 };
 #undef S
 
@@ -560,9 +652,15 @@ cpdit_status backend_op_run_host(const cpdit_backend *be, const cpdit_attention_
     if (st)
         return st;
     be->upload(b.in, host_in, b.n_in * sizeof(float));
-    st = c->run(be, kernel, d, b.out, b.in, err);
+    void *ctx = NULL;
+    if (c->setup)
+        st = c->setup(be, d, host_in, &ctx, err);
+    if (!st)
+        st = c->run(be, kernel, ctx, d, b.out, b.in, err);
     if (!st)
         be->download(host_out, b.out, b.n_out * sizeof(float));
+    if (ctx && c->teardown)
+        c->teardown(be, ctx);
     be->free(b.in);
     be->free(b.out);
     return st;
@@ -590,10 +688,11 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
         else
             backend_op_fill_uniform(host, b.n_in, 1);
         be->upload(b.in, host, b.n_in * sizeof(float));
-        best = INFINITY;
-        for (int r = -1; r < reps; r++) {
+        void *ctx = NULL;
+        best = c->setup && c->setup(be, d, host, &ctx, err) ? -1.0 : INFINITY;
+        for (int r = -1; r < reps && best > 0; r++) {
             const double t0 = now_s();
-            if (c->run(be, k, d, b.out, b.in, err)) {
+            if (c->run(be, k, ctx, d, b.out, b.in, err)) {
                 best = -1.0;
                 break;
             }
@@ -602,6 +701,8 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
             if (r >= 0 && t < best)
                 best = t;
         }
+        if (ctx && c->teardown)
+            c->teardown(be, ctx);
     } else {
         cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
     }

@@ -46,9 +46,15 @@ typedef struct backend_op_case {
     void (*sizes)(const int *d, size_t *n_in, size_t *n_out);
     /* fill the n_in host inputs (seeded; the default fills uniform [-1, 1]) */
     void (*fill)(const int *d, float *in, size_t n_in, uint64_t seed);
-    /* run on be: in and out are be's memory; kernel set when per_kernel */
+    /* optional: what the op needs made once from the host inputs before timed calls (a
+     * weight: backend_op_setup_weight), released by teardown; NULL for none */
+    cpdit_status (*setup)(const cpdit_backend *be, const int *d, const float *host_in,
+                          void **ctx, cpdit_error *err);
+    void (*teardown)(const cpdit_backend *be, void *ctx);
+    /* run on be: in and out are be's memory; kernel set when per_kernel; ctx from setup */
     cpdit_status (*run)(const cpdit_backend *be, const cpdit_attention_kernel *kernel,
-                        const int *d, float *out, const float *in, cpdit_error *err);
+                        void *ctx, const int *d, float *out, const float *in,
+                        cpdit_error *err);
     double (*flops)(const int *d); /* floating-point operations of one call */
     double (*bytes)(const int *d); /* bytes read + written by one call */
 } backend_op_case;

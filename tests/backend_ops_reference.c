@@ -265,6 +265,7 @@ static void ref_attention_bias(const int *d, const float *in, double *out)
 
 static const backend_op_reference refs[] = {
     {"linear", ref_linear},
+    {"linear-bf16", ref_linear},
     {"linear-acc-strided", ref_linear_acc},
     {"layer_norm", ref_layer_norm},
     {"layer_norm-plain", ref_layer_norm_plain},

@@ -22,6 +22,7 @@
 #include "lib/text/text_encode.h"
 #include "lib/io/safetensors.h"
 #include "lib/pipeline/torch_rng.h"
+#include "lib/weights/weight_loader.h"
 #include "lib/vae/vae_decoder.h"
 
 /* FLUX latents: 16 channels, packed 2x2 into 64-wide tokens. */
@@ -56,10 +57,20 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_options *opt,
-                           cpdit_error *err)
+cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
+{
+    return pipeline_open_with(out, model, NULL, err);
+}
+
+cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipeline_options *wo,
+                                cpdit_error *err)
 {
     *out = NULL;
+    pipeline_options wdef;
+    memset(&wdef, 0, sizeof wdef);
+    if (!wo)
+        wo = &wdef;
+    const pipeline_options *opt = wo;
     pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
@@ -79,7 +90,12 @@ cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_opt
     }
     if ((st = flux_transformer_open(&p->transformer, dir, err)))
         goto fail;
-    flux_transformer_set_weight_cache(p->transformer, (size_t)1 << 30); /* reused every step */
+    /* made once, kept for every step when they fit the budget */
+    flux_transformer_set_weight_cache(p->transformer,
+                                      wo->budget ? wo->budget : weight_budget_default(1));
+    flux_transformer_set_weight_format(p->transformer, wo->format);
+    if (wo->arena)
+        flux_transformer_set_weight_arena(p->transformer, wo->arena);
     const flux_transformer_config *tc = flux_transformer_config_of(p->transformer);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1) {
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
@@ -116,6 +132,7 @@ cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_opt
     text_encoder_options topt = text_encoder_options_default();
     topt.backend = p->be;
     topt.attention_kernel = p->attn_kernel->name;
+    topt.weight_format = wo->format;
     if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||

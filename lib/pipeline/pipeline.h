@@ -19,6 +19,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,18 +61,27 @@ typedef struct pipeline_run {
     struct cpdit_comm *cfg_comm;
 } pipeline_run;
 
-/* Where the models run. */
+/* Where and how the models run. Zero-initialised = the defaults. */
 typedef struct pipeline_options {
     const char *backend;          /* --backend NAME; NULL or "auto": the best available */
     const char *attention_kernel; /* --attention-backend KERNEL of that backend; NULL: its
                                      default */
+    cpdit_weight_format format;   /* NATIVE (default: bf16 as stored) or F32 (exact reference) */
+    size_t budget;                /* bytes for the transformer's resident weights; 0 = default:
+                                     weight_budget_default(1) */
+    const struct weight_arena_ops *arena; /* NULL, or node-shared storage for them */
 } pipeline_options;
+/* The older name of pipeline_options (weights only). */
+typedef pipeline_options pipeline_weight_options;
 
 /* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on
- * first use, then loaded like any folder). opt may be NULL (defaults). An unknown backend or
- * kernel is CPDIT_ERR_INPUT, the message listing the choices. */
-cpdit_status pipeline_open(pipeline **out, const char *model, const pipeline_options *opt,
-                           cpdit_error *err);
+ * first use, then loaded like any folder), with the default options. */
+cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err);
+
+/* pipeline_open with options (NULL: the defaults). An unknown backend or attention kernel is
+ * CPDIT_ERR_INPUT, the message listing the choices. */
+cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipeline_options *opt,
+                                cpdit_error *err);
 void pipeline_close(pipeline *p);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
