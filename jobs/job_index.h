@@ -21,7 +21,7 @@
  * none (a PNG written just before a kill). "ok" lines whose PNG is gone or damaged (those
  * items are redone), "failed" lines (those items are retried), duplicates and torn or
  * corrupt lines are dropped. So after a run that finishes, the index has exactly one line per
- * item. Stale temporary files (lib/atomic_file.h's ".NAME.tmp.XXXXXX") are removed from the
+ * item. Stale temporary files (lib/io/atomic_file.h's ".NAME.tmp.XXXXXX") are removed from the
  * output folder first: one job per output folder at a time.
  */
 #ifndef CPDIT_JOB_INDEX_H

@@ -1,4 +1,4 @@
-/* test_builtin_model.c — the built-in tiny model (lib/builtin_model.h):
+/* test_builtin_model.c — the built-in tiny model (lib/builtin/builtin_model.h):
  *   - specs, names, the cache folder from CPDIT_CACHE / XDG_CACHE_HOME / HOME;
  *   - the written folder loads through the normal loaders: model_folder (pipeline classes),
  *     both tokenizers ("a photo of a cat" → one token per word, ids as in the vocab files),

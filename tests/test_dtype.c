@@ -1,4 +1,4 @@
-/* test_dtype.c — dtype names, sizes and f32 conversions (lib/dtype.h).
+/* test_dtype.c — dtype names, sizes and f32 conversions (lib/io/dtype.h).
  *
  * - every 16-bit (F16, BF16) and 8-bit (F8_E4M3, F8_E5M2) pattern → f32 → same dtype gives
  *   the same bits (NaN may canonicalise but must stay NaN with its sign);

@@ -1,4 +1,4 @@
-/* test_safetensors.c — safetensors reader, writer and sharded sets (lib/safetensors.h).
+/* test_safetensors.c — safetensors reader, writer and sharded sets (lib/io/safetensors.h).
  *
  * - round trip of every dtype through safetensors_write + safetensors_open: bytes identical
  *   (copied dtypes) or identical to cpdit_dtype_from_f32 (converted from f32), shapes, metadata,

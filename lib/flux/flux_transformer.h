@@ -11,7 +11,7 @@
  *
  * Sharding: text and image tokens are split separately over the CP group (flux_shard.h);
  * rank r holds txt_len text tokens and img_len image tokens of every batch item, with their
- * RoPE ids. Every attention call goes through cp_attention() (lib/cp_attention.h); all
+ * RoPE ids. Every attention call goes through cp_attention() (lib/cp/cp_attention.h); all
  * other ops are per token and run on the local tokens through the kernel table
  * (kernels/backend.h). Without a grid (cp == NULL or cp->grid == NULL) the rank holds the
  * whole sequence and attention runs locally.

@@ -1,5 +1,5 @@
-/* unicode_tables.h — the generated Unicode data tables (lib/unicode_tables.c, written by
- * tests/reference/make_unicode_tables.py). Internal to lib/unicode_text.c; every table is
+/* unicode_tables.h — the generated Unicode data tables (lib/text/unicode_tables.c, written by
+ * tests/reference/make_unicode_tables.py). Internal to lib/text/unicode_text.c; every table is
  * sorted by its first field so lookups binary-search it. */
 #ifndef CPDIT_UNICODE_TABLES_H
 #define CPDIT_UNICODE_TABLES_H

@@ -3,7 +3,7 @@
  * them, Python's str.lower(), NFC, and extended grapheme clusters (UAX #29).
  *
  * Text is either UTF-8 bytes (const char *, length in bytes) or an array of code points
- * (uint32_t, length in code points). The character data comes from lib/unicode_tables.c,
+ * (uint32_t, length in code points). The character data comes from lib/text/unicode_tables.c,
  * generated from Python 3.11's unicodedata (Unicode 14.0) and the regex module, which is
  * what the reference tokenizers run on.
  */
