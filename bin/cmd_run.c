@@ -65,6 +65,7 @@ int cmd_run(int argc, char **argv)
         {"attention", required_argument, 0, 'A'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"topology", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     int check = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -80,6 +81,7 @@ int cmd_run(int argc, char **argv)
         case 'n': o.negative_prompt = optarg; item_only = 1; break;
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
+        case 'T': o.topology = optarg; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
@@ -119,7 +121,7 @@ int cmd_run(int argc, char **argv)
         if (check)
             return check_batch(argv[optind], &ov);
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.topology);
         MPI_Finalize();
         return code;
     }

@@ -25,13 +25,13 @@ static const struct {
 } pending[] = {
     {"submit", "Slurm integration"},
     {"probe", "the topology probe"},
-    {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
      "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "                 [--topology FILE]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
@@ -45,7 +45,11 @@ static const cli_command commands[] = {
      "Without a manifest: one image, OUTPUT/00000-SEED-SLUG.png (default output: out/).\n"
      "Defaults: seed 0; 1024x1024 for a folder, 256x256 for builtin:tiny; 28 steps for\n"
      "guidance-distilled models (FLUX.1-dev), 4 otherwise (schnell); guidance 3.5.\n"
-     "Without --ring/--ulysses all ranks form one Ulysses group. Sizes whose token count\n"
+     "Without grid flags (and with `parallel: auto` in a manifest) the grid is the one\n"
+     "`cpdit plan` chooses from --topology FILE or $CPDIT_TOPOLOGY (for the manifest's item\n"
+     "count; one image: latency); without a topology file a manifest runs every rank\n"
+     "data-parallel and one item runs all ranks as one Ulysses group. The summary (and each\n"
+     "index line) says which grid and why. Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
      "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
      "True CFG (--negative-prompt N --true-cfg C, C > 1) runs CFG-parallel when the job has\n"
@@ -66,9 +70,25 @@ static const cli_command commands[] = {
      "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
      "ranks, and writes a JSON report that `plan` and `run` use.\n",
      cmd_not_in_build},
-    {"plan", "show the parallel grid cpdit would choose",
-     "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
-     cmd_not_in_build},
+    {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
+     "usage: cpdit plan --topology FILE --model DIR|builtin:NAME --width W --height H\n"
+     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L] [--json]\n"
+     "\n"
+     "Predicts, for every way to split N ranks (default: the ranks the topology file was\n"
+     "measured with) into data-parallel groups of ring x ulysses context-parallel ranks, the\n"
+     "time of one transformer step, its compute / communication split, the ring transfer that\n"
+     "hides behind compute, memory per rank and images per hour, from the model's config,\n"
+     "the image size and the link and compute rates in FILE (written by `cpdit probe`;\n"
+     "default $CPDIT_TOPOLOGY). The variant each grid needs is named: local, ulysses, ring,\n"
+     "ring-allgather, unified, unified-allgather, with +anything when the tokens do not divide\n"
+     "ring x ulysses or the heads do not divide ulysses. Grids are ranked by the time to\n"
+     "render K images (default 1: the latency of one image; a large K ranks by throughput);\n"
+     "grids measured by `cpdit tune` for this model, size and rank count rank by measurement.\n"
+     "The last line is `chosen: dp D ring R ulysses U VARIANT`; --json prints the same as one\n"
+     "JSON document. Steps (default 28) scale latency and images/hour only.\n"
+     "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
+     "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
+     cmd_plan},
     {"tune", "time candidate grids and record the fastest",
      "usage: cpdit tune [--model DIR] [--width W --height H]\n", cmd_not_in_build},
     {"forward", "run one model component on tensors from a safetensors file",

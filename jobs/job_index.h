@@ -42,6 +42,7 @@ extern "C" {
 /* Degrees written into "grid". */
 typedef struct job_grid_info {
     int dp, ring, ulysses;
+    const char *why; /* NULL, or one line: how the grid was chosen ("grid": {..., "why"}) */
 } job_grid_info;
 
 /* One index line for item, '\n'-terminated, as a new string (*len its length, may be NULL).
