@@ -25,7 +25,6 @@ static const struct {
 } pending[] = {
     {"submit", "Slurm integration"},
     {"probe", "the topology probe"},
-    {"tune", "the autotuner"},
 };
 
 static const cli_command commands[] = {
@@ -89,8 +88,26 @@ static const cli_command commands[] = {
      "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
      "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
      cmd_plan},
-    {"tune", "time candidate grids and record the fastest",
-     "usage: cpdit tune [--model DIR] [--width W --height H]\n", cmd_not_in_build},
+    {"tune", "time candidate grids with real steps, record the fastest, write a report",
+     "usage: cpdit tune --model DIR|builtin:NAME --width W --height H [--topology FILE]\n"
+     "                  [--top K] [--steps S] [--report DIR] [--max-sequence-length L]\n"
+     "       (under mpirun -np N or srun)\n"
+     "\n"
+     "Runs the K best grids `cpdit plan` predicts (default 4) plus two baselines (all\n"
+     "data-parallel, pure Ulysses over every rank) for S timed transformer steps each\n"
+     "(default 3, after one warm-up), interleaved round by round so a noisy machine slows\n"
+     "every grid alike, and picks the fastest by measurement (median step, every group busy).\n"
+     "The winner and every measured time go into FILE's \"tuned\" section (atomic rewrite);\n"
+     "`parallel: auto` and `cpdit run` without grid flags use them. FILE: --topology, else\n"
+     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists a quick probe runs first\n"
+     "and its result is saved as ./cpdit-topology.json.\n"
+     "The report folder (default cpdit-report/) gets report.md (findings, tables, the choice\n"
+     "and its reasons), report.json ({\"candidates\": [{\"dp\", \"ring\", \"ulysses\",\n"
+     "\"variant\", \"predicted_s\", \"measured_s\"}], \"chosen\": {...}}) and, when built with\n"
+     "PLplot, bandwidth.png and predicted_vs_measured.png.\n"
+     "A grid that fails on any rank is marked failed on all of them; the others go on.\n"
+     "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
+     cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"

@@ -73,9 +73,9 @@ typedef struct job_runner_hooks {
     job_render_fn render_item;      /* required */
     job_choose_grid_fn choose_grid; /* NULL: `auto` means dp = all ranks, ring = ulysses = 1 */
     void *ctx;                      /* passed to both */
-    const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
+    const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
 } job_runner_hooks;
 
 typedef struct job_summary {
