@@ -66,9 +66,15 @@ static void test_reader(void)
                           "mem", &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "rank 1 is missing");
     CHECK(topo_file_parse(&t, "{\"format\": 1, \"ranks\": 1, \"rank_map\": [{\"rank\": 0, "
-                              "\"host\": 0}]}",
+                              "\"host\": 0}], \"compute\": {\"sgemm_flops\": \"fast\"}}",
                           "mem", &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "sgemm_flops");
+    /* no "compute" at all (cpdit probe --no-compute): the documented default rate */
+    CHECK(topo_file_parse(&t, "{\"format\": 1, \"ranks\": 1, \"rank_map\": [{\"rank\": 0, "
+                              "\"host\": 0}]}",
+                          "mem", &err) == CPDIT_OK);
+    CHECK(!t.compute_measured && t.sgemm_flops == TOPO_DEFAULT_FLOPS);
+    topo_file_free(&t);
     CHECK(topo_file_parse(&t, "[1, 2", "mem", &err) == CPDIT_ERR_INPUT);
 
     CHECK(topo_file_load(&t, fx("cpu_4ranks.json"), &err) == CPDIT_OK);

@@ -16,6 +16,7 @@
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -89,6 +90,9 @@ static double norm_err(const float *a, const double *b, size_t n)
 }
 
 /* Reference attention in double: out (B,Sq,H,D), lse (B,Sq,H). */
+static const float *g_bias; /* (H, Sq, Sk) or NULL, for attention_ref */
+static int g_causal;
+
 static void attention_ref(const float *q, const float *k, const float *v, double *out,
                           double *lse, int B, int Sq, int Sk, int H, int D, double scale)
 {
@@ -103,7 +107,9 @@ static void attention_ref(const float *q, const float *k, const float *v, double
                     double dot = 0;
                     for (int d = 0; d < D; d++)
                         dot += (double)qr[d] * kr[d];
-                    s[j] = dot * scale;
+                    s[j] = dot * scale + (g_bias ? g_bias[((size_t)h * Sq + i) * Sk + j] : 0.0);
+                    if (g_causal && j > i)
+                        s[j] = -INFINITY;
                     mx = fmax(mx, s[j]);
                 }
                 for (int j = 0; j < Sk; j++)
@@ -231,6 +237,186 @@ static void test_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype t, int M, int K, int 
     free(x), free(w), free(b), free(y), free(r);
 }
 
+/* Strided q/k/v (column blocks of one fused qkv buffer), a T5-style bias, CLIP's causal mask. */
+static void test_attention_options(int B, int S, int H, int D, int with_bias, int causal)
+{
+    int ld = 3 * H * D; /* fused (B, S, 3, H, D) */
+    size_t nqkv = (size_t)B * S * ld, n = (size_t)B * S * H * D, nl = (size_t)B * S * H;
+    float *qkv = malloc(nqkv * 4), *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4);
+    float *bias = with_bias ? malloc((size_t)H * S * S * 4) : NULL, *o = malloc(n * 4);
+    double *ro = malloc(n * 8), *rl = malloc(nl * 8);
+    for (size_t i = 0; i < nqkv; i++)
+        qkv[i] = urand();
+    for (size_t t = 0; t < (size_t)B * S; t++)
+        for (int c = 0; c < H * D; c++) {
+            q[t * H * D + c] = qkv[t * ld + c];
+            k[t * H * D + c] = qkv[t * ld + H * D + c];
+            v[t * H * D + c] = qkv[t * ld + 2 * H * D + c];
+        }
+    if (bias)
+        for (size_t i = 0; i < (size_t)H * S * S; i++)
+            bias[i] = 3.0f * urand();
+    float *dqkv = upload(qkv, nqkv, CPDIT_CUDA_F32), *dbias = bias ? upload(bias, (size_t)H * S * S, CPDIT_CUDA_F32) : NULL;
+    float *dout, *dlse;
+    cudaMalloc((void **)&dout, n * 4), cudaMalloc((void **)&dlse, nl * 4);
+    cpdit_cuda_attention a = {B, S, S, H, D, ld, ld, 0, 1.0f / sqrtf((float)D), dbias, causal};
+    CHECK(cpdit_cuda_attention_flash_ex(CPDIT_CUDA_F32, dqkv, dqkv + H * D, dqkv + 2 * H * D, dout,
+                                        dlse, &a, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(o, dout, n * 4, cudaMemcpyDeviceToHost);
+    g_bias = bias;
+    g_causal = causal;
+    attention_ref(q, k, v, ro, rl, B, S, S, H, D, a.scale);
+    g_bias = NULL;
+    g_causal = 0;
+    double e = norm_err(o, ro, n);
+    printf("attention strided bias %d causal %d B%d S%d H%d D%d: err %.2e\n", with_bias, causal, B,
+           S, H, D, e);
+    CHECK(e <= 1e-5);
+    cudaFree(dqkv), cudaFree(dbias), cudaFree(dout), cudaFree(dlse);
+    free(qkv), free(q), free(k), free(v), free(bias), free(o), free(ro), free(rl);
+}
+
+/* The small ops against host loops (fp32: ≤ 1e-5 normalised, expf/tanhf ulps). */
+static void test_small_ops(void)
+{
+    enum { ROWS = 37, DIM = 300, S = 11, H = 3, D = 64, VOCAB = 50 };
+    size_t n = (size_t)ROWS * DIM;
+    float *x = malloc(n * 4), *x2 = malloc(n * 4), *g = malloc(DIM * 4), *b = malloc(DIM * 4),
+          *y = malloc(n * 4);
+    double *r = malloc(n * 8);
+    for (size_t i = 0; i < n; i++)
+        x[i] = 3.0f * urand(), x2[i] = urand();
+    for (int i = 0; i < DIM; i++)
+        g[i] = urand(), b[i] = urand();
+    float *dx = upload(x, n, CPDIT_CUDA_F32), *dx2 = upload(x2, n, CPDIT_CUDA_F32),
+          *dg = upload(g, DIM, CPDIT_CUDA_F32), *db = upload(b, DIM, CPDIT_CUDA_F32), *dy;
+    cudaMalloc((void **)&dy, n * 4);
+    /* layer norm */
+    CHECK(cpdit_cuda_layer_norm(dy, dx, dg, db, ROWS, DIM, 1e-6f, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++) {
+        double m = 0, var = 0;
+        for (int i = 0; i < DIM; i++)
+            m += x[rr * DIM + i];
+        m /= DIM;
+        for (int i = 0; i < DIM; i++)
+            var += (x[rr * DIM + i] - m) * (x[rr * DIM + i] - m);
+        var /= DIM;
+        for (int i = 0; i < DIM; i++)
+            r[rr * DIM + i] = (x[rr * DIM + i] - m) / sqrt(var + 1e-6) * g[i] + b[i];
+    }
+    CHECK(norm_err(y, r, n) <= 1e-5);
+    /* rms norm */
+    CHECK(cpdit_cuda_rms_norm(dy, dx, dg, ROWS, DIM, 1e-6f, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++) {
+        double ms = 0;
+        for (int i = 0; i < DIM; i++)
+            ms += (double)x[rr * DIM + i] * x[rr * DIM + i];
+        ms /= DIM;
+        for (int i = 0; i < DIM; i++)
+            r[rr * DIM + i] = x[rr * DIM + i] / sqrt(ms + 1e-6) * g[i];
+    }
+    CHECK(norm_err(y, r, n) <= 1e-5);
+    /* activations */
+    for (int kind = 0; kind <= CPDIT_CUDA_ACT_RELU; kind++) {
+        CHECK(cpdit_cuda_act(kind, dy, dx, n, NULL) == 0);
+        cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n; i++) {
+            double t = x[i];
+            r[i] = kind == CPDIT_CUDA_ACT_GELU_TANH
+                       ? 0.5 * t * (1 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))
+                   : kind == CPDIT_CUDA_ACT_GELU_ERF   ? 0.5 * t * (1 + erf(t / sqrt(2.0)))
+                   : kind == CPDIT_CUDA_ACT_QUICK_GELU ? t / (1 + exp(-1.702 * t))
+                   : kind == CPDIT_CUDA_ACT_SILU       ? t / (1 + exp(-t))
+                                                       : (t > 0 ? t : 0);
+        }
+        double e = norm_err(y, r, n);
+        printf("act %d: err %.2e\n", kind, e);
+        CHECK(e <= 1e-5);
+    }
+    /* add, mul (in place on a copy) */
+    CHECK(cpdit_cuda_add(dy, dx, dx2, n, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)x[i] + x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    CHECK(cpdit_cuda_mul(dy, dy, dx2, n, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)(x[i] + x2[i]) * x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* modulate with shift g, scale b */
+    CHECK(cpdit_cuda_modulate(dy, dx, dg, db, ROWS, DIM, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)x[i] * (1 + b[i % DIM]) + g[i % DIM];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* gated residual over the first DIM/2 columns with strides */
+    cudaMemcpy(dy, dx2, n * 4, cudaMemcpyDeviceToDevice);
+    CHECK(cpdit_cuda_gated_residual(dy, DIM, dx, DIM, dg, ROWS, DIM / 2, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (i % DIM) < DIM / 2 ? (double)x2[i] + (double)g[i % DIM] * x[i] : x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* copy rows: a (ROWS, 10) block from column 5 of x into column 7 of y */
+    cudaMemset(dy, 0, n * 4);
+    CHECK(cpdit_cuda_copy_rows(dy + 7, DIM, dx + 5, DIM, ROWS, 10, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % DIM;
+        r[i] = (c >= 7 && c < 17) ? x[i - 7 + 5] : 0.0;
+    }
+    CHECK(norm_err(y, r, n) <= 0);
+    /* rope on (S, H, D) with a (S, D) table */
+    {
+        size_t nx = (size_t)S * H * D;
+        float *t = malloc(nx * 4), *c = malloc((size_t)S * D * 4), *sn = malloc((size_t)S * D * 4);
+        for (size_t i = 0; i < nx; i++)
+            t[i] = urand();
+        for (int s2 = 0; s2 < S; s2++)
+            for (int i = 0; i < D / 2; i++) {
+                double ang = s2 * pow(10000.0, -2.0 * i / D);
+                c[s2 * D + 2 * i] = c[s2 * D + 2 * i + 1] = (float)cos(ang);
+                sn[s2 * D + 2 * i] = sn[s2 * D + 2 * i + 1] = (float)sin(ang);
+            }
+        float *dt = upload(t, nx, CPDIT_CUDA_F32), *dc = upload(c, (size_t)S * D, CPDIT_CUDA_F32),
+              *ds = upload(sn, (size_t)S * D, CPDIT_CUDA_F32);
+        CHECK(cpdit_cuda_rope(dt, dc, ds, S, H, D, NULL) == 0);
+        cudaMemcpy(y, dt, nx * 4, cudaMemcpyDeviceToHost);
+        for (int s2 = 0; s2 < S; s2++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < D / 2; i++) {
+                    size_t o = ((size_t)s2 * H + h) * D + 2 * i;
+                    double a0 = t[o], b0 = t[o + 1];
+                    r[o] = a0 * c[s2 * D + 2 * i] - b0 * sn[s2 * D + 2 * i];
+                    r[o + 1] = b0 * c[s2 * D + 2 * i + 1] + a0 * sn[s2 * D + 2 * i + 1];
+                }
+        CHECK(norm_err(y, r, nx) <= 1e-6);
+        cudaFree(dt), cudaFree(dc), cudaFree(ds);
+        free(t), free(c), free(sn);
+    }
+    /* embedding gather */
+    {
+        int32_t ids[5] = {3, 0, 49, 3, 17};
+        int32_t *dids;
+        cudaMalloc((void **)&dids, sizeof ids);
+        cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice);
+        CHECK(cpdit_cuda_embedding(dy, dx, dids, 5, 6, NULL) == 0); /* table = x as (VOCAB, 6) */
+        cudaMemcpy(y, dy, 30 * 4, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 5; i++)
+            for (int c = 0; c < 6; c++)
+                r[i * 6 + c] = x[ids[i] * 6 + c];
+        CHECK(norm_err(y, r, 30) <= 0);
+        cudaFree(dids);
+    }
+    (void)VOCAB;
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaFree(dx), cudaFree(dx2), cudaFree(dg), cudaFree(db), cudaFree(dy);
+    free(x), free(x2), free(g), free(b), free(y), free(r);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0)
@@ -244,6 +430,10 @@ int main(void)
     test_attention(CPDIT_CUDA_BF16, 1, 200, 333, 4, 128, 1e-2);
     CHECK(cpdit_cuda_attention_flash(CPDIT_CUDA_F32, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 48,
                                      1.0f, NULL) != 0); /* D not a multiple of 32 */
+    test_attention_options(2, 45, 3, 64, 1, 0); /* T5: bias */
+    test_attention_options(1, 77, 2, 64, 0, 1); /* CLIP: causal */
+    test_attention_options(1, 70, 2, 32, 1, 1);
+    test_small_ops();
     test_merge(33, 40, 1, 2, 64);
     test_merge(64, 100, 77, 3, 128);
     char msg[256] = "";

@@ -317,6 +317,12 @@ static cpdit_status read_doc(topology *t, json_t *root, cpdit_error *err)
     if (st)
         return st;
     json_t *comp = json_object_get(root, "compute");
+    if (!comp || json_is_null(comp)) { /* cpdit probe --no-compute */
+        t->sgemm_flops = t->attention_flops = TOPO_DEFAULT_FLOPS;
+        t->threads_per_rank = 1;
+        return read_tuned(t, root, err);
+    }
+    t->compute_measured = 1;
     if (get_num(comp, "sgemm_flops", &t->sgemm_flops) != 1 || t->sgemm_flops <= 0)
         return bad(err, t, "key \"%s\": missing or not a positive number", "compute.sgemm_flops");
     if (get_num(comp, "attention_flops", &t->attention_flops) < 0)

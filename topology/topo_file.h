@@ -46,6 +46,8 @@ int topo_class_parse(const char *name);
 #define TOPO_DEFAULT_INTRA_BETA_BPS 5e9
 #define TOPO_DEFAULT_CROSS_ALPHA_S 5e-5
 #define TOPO_DEFAULT_CROSS_BETA_BPS 1.25e9
+/* Compute rate per rank assumed when the file has no "compute" (cpdit probe --no-compute). */
+#define TOPO_DEFAULT_FLOPS 1e11
 
 typedef struct topo_fit {
     int measured;   /* 1 when the file has links.fits[class] */
@@ -107,6 +109,7 @@ typedef struct topology {
     double sgemm_flops;     /* FLOP/s per rank, all ranks busy (min over ranks) */
     double attention_flops; /* FLOP/s of the local attention kernel per rank */
     int threads_per_rank;
+    int compute_measured;   /* 0: no "compute" in the file, TOPO_DEFAULT_FLOPS assumed */
     topo_p2p *p2p;
     int n_p2p;
     topo_coll *coll;
