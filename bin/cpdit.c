@@ -23,14 +23,13 @@ static const struct {
     const char *name;
     const char *what;
 } pending[] = {
-    {"submit", "Slurm integration"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
-     "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
@@ -53,12 +52,35 @@ static const cli_command commands[] = {
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
      "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
      cmd_run},
-    {"submit", "write an sbatch script for a manifest and submit it",
-     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
+    {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
+     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
+     "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
+     "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
+     "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [-- extra sbatch options]\n"
      "\n"
-     "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
-     "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
-     cmd_not_in_build},
+     "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
+     "FILE:LINE:COL and exit 2; nothing is queued), writes OUTPUT/cpdit-job.sbatch (a\n"
+     "commented bash script), submits it with `sbatch --parsable` and prints the job id.\n"
+     "--dry-run prints the script and writes and submits nothing.\n"
+     "The script runs `cpdit run MANIFEST` under `srun --mpi=pmix` (when `srun --mpi=list`\n"
+     "has pmix) or mpirun: one task per GPU with --gpus-per-node (each rank takes the GPU of\n"
+     "its local rank), else --ntasks-per-node tasks (default 1). Slurm sends USR1 S seconds\n"
+     "(default 120) before the time limit; the script forwards it, cpdit stops after the\n"
+     "current step and the job requeues itself (--requeue); logs go to OUTPUT/slurm-*.out\n"
+     "(appended). --array K splits the items into K disjoint shares (item i goes to task\n"
+     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n",
+     cmd_submit},
+    {"status", "items done, failed and left in an output folder, per array task",
+     "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
+     "       cpdit run MANIFEST --status [--output DIR]\n"
+     "\n"
+     "Counts the manifest's items (the manifest of the folder's last run, from\n"
+     "OUTPUT_DIR/.cpdit-run.json, unless --manifest names one): done (complete PNG), failed\n"
+     "(a failed index line and no PNG), left; per array task and in total. Also the index\n"
+     "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
+     "stop markers of runs that a signal ended. Writes nothing.\n",
+     cmd_status},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",

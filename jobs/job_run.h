@@ -117,6 +117,14 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
 cpdit_status manifest_check_command(const char *path, const manifest_overrides *ov, FILE *out,
                                     cpdit_error *err);
 
+/* `cpdit status OUTPUT_DIR` (output_dir given: the manifest comes from the folder's
+ * .cpdit-run.json) or `cpdit run MANIFEST --status` (manifest_path given, ov applied): for
+ * each array task and in total, items done (complete PNG), failed (a "failed" index line, no
+ * PNG) and left; index lines over all index files and duplicates; live locks and stop
+ * markers. Writes nothing (job_status.c). */
+cpdit_status job_status_command(const char *output_dir, const char *manifest_path,
+                                const manifest_overrides *ov, FILE *out, cpdit_error *err);
+
 /* ---------------------------------------------------------------- preflight (job_preflight.c)
  * Checks before anything is written or rendered (rank 0 of a run, and --check). */
 /* A "builtin:NAME" model must name a known built-in model. Error: INPUT at "FILE:LINE:COL"
