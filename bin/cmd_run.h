@@ -17,7 +17,9 @@ typedef struct run_item_options {
     const char *output;          /* folder */
     const char *dump;            /* NULL or folder */
     int ring, ulysses, anything;
-    const char *variant;         /* --attention: cp_attention_config_parse spelling */
+    const char *variant;         /* --attention: cm_variant_parse spelling (cp names,
+                                    +anything) */
+    const char *topology;        /* NULL: $CPDIT_TOPOLOGY (grid choice without grid flags) */
     const char *backend;         /* --backend NAME; NULL = the best available */
     const char *attention_kernel; /* --attention-backend KERNEL; NULL = the backend's default */
 } run_item_options;
