@@ -74,14 +74,16 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--verbose]\n"
+     "                     [--attention-backend B] [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
      "vae: latent_sample). The output tensor is `sample`, float32. Run under mpirun -np N\n"
      "with U*R dividing N (the rest is data-parallel). --attention-backend picks the\n"
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
-     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
+     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
+     "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"

@@ -9,8 +9,10 @@
  *   - vae_latents_denormalize: z / 0.3611 + 0.1159 rounded twice, bit-exact;
  *   - the parameter table: names, shapes, count for a FLUX-sized config; load errors.
  * With --reference DIR (DIR/cases.txt, DIR/<case>/{model/, inputs.safetensors,
- * expected.safetensors}): vae_forward_file on each case; relative error
+ * expected.safetensors}): vae_decode on each case; relative error
  * max |out - ref| / max |ref| <= 1e-4 (reference computed in float64).
+ * With --compare OUT EXPECTED: the same check on two files' "sample" tensors (the reference
+ * script runs `cpdit forward` split over ranks and checks its output this way).
  */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +60,45 @@ static double max_diff(const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++)
         m = fmax(m, fabs((double)a[i] - b[i]));
     return m;
+}
+
+/* vae.decode of tensor "latent_sample" in inputs_path with the VAE of model_dir, written as
+ * "sample" (float32) to output_path: what `cpdit forward --component vae` does on one rank. */
+static cpdit_status decode_file(const char *model_dir, const char *inputs_path,
+                                const char *output_path, cpdit_error *err)
+{
+    vae_decoder *d = NULL;
+    safetensors_file *in = NULL;
+    const safetensors_tensor *t = NULL;
+    float *z = NULL, *img = NULL;
+    cpdit_status st = vae_decoder_load(&d, model_dir, err);
+    if (st == CPDIT_OK)
+        st = safetensors_open(&in, inputs_path, err);
+    if (st == CPDIT_OK && (!(t = safetensors_find(in, "latent_sample")) || t->ndim != 4))
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path, "no 4-d latent_sample");
+    int64_t shape[4] = {0};
+    if (st == CPDIT_OK) {
+        const int f = vae_decoder_upscale(d);
+        shape[0] = t->shape[0];
+        shape[1] = vae_decoder_config(d)->out_channels;
+        shape[2] = t->shape[2] * f;
+        shape[3] = t->shape[3] * f;
+        z = malloc(t->nelem * sizeof *z);
+        img = malloc((size_t)(shape[0] * shape[1] * shape[2] * shape[3]) * sizeof *img);
+        st = z && img ? safetensors_tensor_read_f32(t, z, t->nelem, err) : CPDIT_ERR_RUNTIME;
+    }
+    if (st == CPDIT_OK)
+        st = vae_decode(d, z, (int)t->shape[0], (int)t->shape[2], (int)t->shape[3], img, err);
+    if (st == CPDIT_OK) {
+        safetensors_write_tensor wt = {"sample", CPDIT_DTYPE_F32, 4, shape, img,
+                                       CPDIT_DTYPE_F32};
+        st = safetensors_write(output_path, &wt, 1, NULL, 0, err);
+    }
+    free(z);
+    free(img);
+    safetensors_close(in);
+    vae_decoder_free(d);
+    return st;
 }
 
 static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int with_bias,
@@ -269,25 +310,17 @@ static void test_load_errors(void)
     const int64_t zs[4] = {1, 4, 2, 2};
     safetensors_write_tensor zt = {"latents", CPDIT_DTYPE_F32, 4, zs, w, CPDIT_DTYPE_F32};
     CHECK(safetensors_write(in, &zt, 1, NULL, 0, &err) == CPDIT_OK);
-    CHECK(vae_forward_file(dir, in, out, &err) == CPDIT_ERR_INPUT); /* weights fail first */
+    CHECK(decode_file(dir, in, out, &err) == CPDIT_ERR_INPUT); /* weights fail first */
     tmpdir_remove(dir);
     free(dir);
 }
 
 /* ---------------------------------------------------------------- against PyTorch */
 
-static int compare_case(const char *root, const char *name)
+/* Compare tensor "sample" of two files: max |out - ref| <= VAE_REL_TOL · max |ref|. */
+static void compare_files(const char *name, const char *out, const char *expected)
 {
-    char model[4096], in[4096], expected[4096], out[4096];
-    snprintf(model, sizeof model, "%s/%s/model", root, name);
-    snprintf(in, sizeof in, "%s/%s/inputs.safetensors", root, name);
-    snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
-    snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
     cpdit_error err;
-    cpdit_status st = vae_forward_file(model, in, out, &err);
-    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
-    if (st != CPDIT_OK)
-        return 0;
     safetensors_file *fo = NULL, *fe = NULL;
     CHECK(safetensors_open(&fo, out, &err) == CPDIT_OK);
     CHECK(safetensors_open(&fe, expected, &err) == CPDIT_OK);
@@ -315,6 +348,21 @@ static int compare_case(const char *root, const char *name)
     }
     safetensors_close(fo);
     safetensors_close(fe);
+}
+
+static int compare_case(const char *root, const char *name)
+{
+    char model[4096], in[4096], expected[4096], out[4096];
+    snprintf(model, sizeof model, "%s/%s/model", root, name);
+    snprintf(in, sizeof in, "%s/%s/inputs.safetensors", root, name);
+    snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
+    snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
+    cpdit_error err;
+    cpdit_status st = decode_file(model, in, out, &err);
+    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
+    if (st != CPDIT_OK)
+        return 0;
+    compare_files(name, out, expected);
     return 1;
 }
 
@@ -337,6 +385,10 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--reference") == 0) {
         test_reference(argv[2]);
+        TEST_MAIN_END();
+    }
+    if (argc == 4 && strcmp(argv[1], "--compare") == 0) { /* OUT EXPECTED */
+        compare_files(argv[2], argv[2], argv[3]);
         TEST_MAIN_END();
     }
     test_conv();
