@@ -65,7 +65,7 @@ static double max_diff(const float *a, const float *b, size_t n)
 /* vae.decode of tensor "latent_sample" in inputs_path with the VAE of model_dir, written as
  * "sample" (float32) to output_path: what `cpdit forward --component vae` does on one rank. */
 static cpdit_status decode_file(const char *model_dir, const char *inputs_path,
-                                const char *output_path, cpdit_error *err)
+                                const char *output_path, int tiled, cpdit_error *err)
 {
     vae_decoder *d = NULL;
     safetensors_file *in = NULL;
@@ -88,7 +88,8 @@ static cpdit_status decode_file(const char *model_dir, const char *inputs_path,
         st = z && img ? safetensors_tensor_read_f32(t, z, t->nelem, err) : CPDIT_ERR_RUNTIME;
     }
     if (st == CPDIT_OK)
-        st = vae_decode(d, z, (int)t->shape[0], (int)t->shape[2], (int)t->shape[3], img, err);
+        st = (tiled ? vae_decode_tiled : vae_decode)(d, z, (int)t->shape[0], (int)t->shape[2],
+                                                     (int)t->shape[3], img, err);
     if (st == CPDIT_OK) {
         safetensors_write_tensor wt = {"sample", CPDIT_DTYPE_F32, 4, shape, img,
                                        CPDIT_DTYPE_F32};
@@ -310,7 +311,7 @@ static void test_load_errors(void)
     const int64_t zs[4] = {1, 4, 2, 2};
     safetensors_write_tensor zt = {"latents", CPDIT_DTYPE_F32, 4, zs, w, CPDIT_DTYPE_F32};
     CHECK(safetensors_write(in, &zt, 1, NULL, 0, &err) == CPDIT_OK);
-    CHECK(decode_file(dir, in, out, &err) == CPDIT_ERR_INPUT); /* weights fail first */
+    CHECK(decode_file(dir, in, out, 0, &err) == CPDIT_ERR_INPUT); /* weights fail first */
     tmpdir_remove(dir);
     free(dir);
 }
@@ -358,7 +359,8 @@ static int compare_case(const char *root, const char *name)
     snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
     snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
     cpdit_error err;
-    cpdit_status st = decode_file(model, in, out, &err);
+    /* case "tiled": the reference is diffusers' tiled_decode */
+    cpdit_status st = decode_file(model, in, out, strncmp(name, "tiled", 5) == 0, &err);
     CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
     if (st != CPDIT_OK)
         return 0;

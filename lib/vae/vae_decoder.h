@@ -102,6 +102,15 @@ cpdit_status vae_decode(const vae_decoder *d, const float *z, int B, int h, int 
 cpdit_status vae_decode_group(const vae_decoder *d, const cp_grid *g, const float *z, int B,
                               int h, int w, float *out, cpdit_error *err);
 
+/* Tiled decode on this rank, as diffusers' AutoencoderKL.enable_tiling(): APPROXIMATE (each
+ * tile's GroupNorm and attention see only the tile; overlaps blended linearly), for a rank
+ * short of memory: activations of one tile (config sample_size pixels, 1024 for FLUX) instead
+ * of the whole image. Tiles of sample_size / f latent rows and columns start every 3/4 tile;
+ * blended over sample_size / 4 pixels. A latent no larger than one tile is decoded whole
+ * (exactly vae_decode). Sizes and errors as vae_decode. Never the default. */
+cpdit_status vae_decode_tiled(const vae_decoder *d, const float *z, int B, int h, int w,
+                              float *out, cpdit_error *err);
+
 /* Floating-point operations of one decode of an h x w latent (convolutions and attention). */
 double vae_decode_flops(const vae_decoder *d, int h, int w);
 
