@@ -65,6 +65,7 @@ int cmd_run(int argc, char **argv)
         {"attention", required_argument, 0, 'A'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'T'},
         {0, 0, 0, 0}};
     int check = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -84,6 +85,12 @@ int cmd_run(int argc, char **argv)
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
         case 'a': o.anything = 1; break;
+        case 'T': o.vae_tiling = 1; break;
+        case 'V':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);
+            o.vae_single_rank = !strcmp(optarg, "off");
+            break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -116,10 +123,11 @@ int cmd_run(int argc, char **argv)
         ov.ulysses = o.ulysses;
         if (o.anything)
             ov.anything = 1;
+        ov.vae_tiling = o.vae_tiling;
         if (check)
             return check_batch(argv[optind], &ov);
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.vae_single_rank);
         MPI_Finalize();
         return code;
     }

@@ -18,6 +18,8 @@ typedef struct run_item_options {
     const char *dump;            /* NULL or folder */
     int ring, ulysses, anything;
     const char *variant;         /* cp_attention_config_parse spelling */
+    int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
+    int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
@@ -26,7 +28,7 @@ int run_item(const run_item_options *o);
 struct manifest_overrides;
 /* `cpdit run MANIFEST`: runs under MPI; returns the exit code (jobs/job_run.h EXIT CODES). */
 int run_batch(const char *path, const struct manifest_overrides *ov, const char *variant,
-              const char *dump);
+              const char *dump, int vae_single_rank);
 /* `cpdit run MANIFEST --check`: no MPI needed. */
 int check_batch(const char *path, const struct manifest_overrides *ov);
 #endif

@@ -36,6 +36,7 @@ static const cli_command commands[] = {
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
+     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -52,7 +53,11 @@ static const cli_command commands[] = {
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
-     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
+     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n"
+     "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
+     "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
+     "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
+     "default. The run ends with the decode time.\n",
      cmd_run},
     {"submit", "write an sbatch script for a manifest and submit it",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"

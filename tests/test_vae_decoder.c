@@ -2,6 +2,10 @@
  * whole decoder against tests/reference/vae_reference.py.
  *
  * Without arguments (no Python needed):
+ *   - the backend table's VAE ops (NHWC): conv2d 3x3 / 1x1 (packed weights, partial row ranges,
+ *     halo rows, several im2col blocks) vs conv2d_cpu_reference: <= 1e-5 · max|ref|;
+ *     group_moments + group_norm_apply (+ SiLU) vs group_norm_cpu: <= 1e-5 absolute;
+ *     upsample2x vs upsample_nearest2x_cpu and transpose: exact;
  *   - conv2d_cpu (3x3 and 1x1, with and without bias, several row bands) vs the direct loops:
  *     max |diff| <= 1e-5 · max|ref| (fp32 GEMM vs double accumulation);
  *   - group_norm_cpu (+ SiLU) vs a plain float64 computation: <= 1e-5 absolute;
@@ -21,6 +25,7 @@
 
 #include "kernels/cpu/conv2d_cpu.h"
 #include "kernels/cpu/group_norm_cpu.h"
+#include "kernels/backend.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
@@ -121,6 +126,91 @@ static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int wi
                   "max diff %.3g (max %.3g)", B, Cin, Cout, H, W, K, with_bias, col_bytes, d, m);
     }
     free(in), free(wt), free(bias), free(out), free(ref);
+}
+
+/* The table's conv2d (NHWC, halo rows zero, rows computed in two ranges) vs the NCHW
+ * reference. */
+static void test_nhwc_conv_case(int Cin, int Cout, int H, int W, int K, int with_bias)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    const size_t row_in = (size_t)W * Cin, nin = (size_t)H * row_in, nout = (size_t)Cout * H * W;
+    float *in = rand_buf(nin), *wt = rand_buf((size_t)Cout * Cin * K * K),
+          *bias = rand_buf((size_t)Cout), *ref = malloc(nout * sizeof *ref),
+          *xh = calloc(nin + 2 * row_in, sizeof *xh), *y = malloc(nout * sizeof *y),
+          *yt = malloc(nout * sizeof *yt);
+    float *wp = wt ? be->conv2d_pack(wt, Cout, Cin, K) : NULL;
+    const size_t wsb = be->conv2d_workspace_bytes(W, Cin, K);
+    void *ws = wsb ? be->alloc(wsb) : NULL;
+    cpdit_error err;
+    CHECK(in && wt && bias && ref && xh && y && yt && wp && (!wsb || ws));
+    if (in && wt && bias && ref && xh && y && yt && wp && (!wsb || ws)) {
+        const float *b = with_bias ? bias : NULL;
+        CHECK(conv2d_cpu_reference(ref, in, wt, b, 1, Cin, Cout, H, W, K, &err) == CPDIT_OK);
+        be->transpose(xh + row_in, in, (size_t)Cin, (size_t)H * W); /* NHWC, halos zero */
+        const int split = H / 3;
+        CHECK(be->conv2d(y, xh + row_in, wp, b, W, Cin, Cout, K, split, H, ws, &err) == CPDIT_OK);
+        CHECK(be->conv2d(y, xh + row_in, wp, b, W, Cin, Cout, K, 0, split, ws, &err) == CPDIT_OK);
+        be->transpose(yt, y, (size_t)H * W, (size_t)Cout);
+        const double d = max_diff(yt, ref, nout), m = max_abs(ref, nout);
+        CHECK_MSG(d <= CONV_REL_TOL * m, "nhwc conv %d->%d %dx%d k%d bias%d: max diff %.3g "
+                  "(max %.3g)", Cin, Cout, H, W, K, with_bias, d, m);
+    }
+    be->free(wp);
+    be->free(ws);
+    free(in), free(wt), free(bias), free(ref), free(xh), free(y), free(yt);
+}
+
+static void test_nhwc_ops(void)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    test_nhwc_conv_case(3, 5, 7, 9, 3, 1);
+    test_nhwc_conv_case(4, 3, 1, 1, 3, 0);    /* one pixel: padding only */
+    test_nhwc_conv_case(6, 4, 5, 7, 1, 1);    /* 1x1 */
+    test_nhwc_conv_case(300, 8, 30, 40, 3, 1); /* 1200 pixels: two im2col blocks */
+    cpdit_error err;
+    float x[4] = {0};
+    CHECK(be->conv2d(x, x, x, NULL, 1, 1, 1, 2, 0, 1, NULL, &err) == CPDIT_ERR_INPUT);
+    /* GroupNorm in pieces + SiLU vs group_norm_cpu; NHWC */
+    const int C = 12, G = 3, S = 37;
+    float *xn = rand_buf((size_t)C * S), *g = rand_buf(C), *bt = rand_buf(C),
+          *ref = malloc((size_t)C * S * sizeof *ref), *xh = malloc((size_t)C * S * sizeof *xh),
+          *yh = malloc((size_t)C * S * sizeof *yh), *yt = malloc((size_t)C * S * sizeof *yt);
+    CHECK(xn && g && bt && ref && xh && yh && yt);
+    if (xn && g && bt && ref && xh && yh && yt) {
+        for (int i = 0; i < C * S; i++)
+            xn[i] = xn[i] * 2.0f - 0.7f;
+        group_norm_cpu(ref, xn, g, bt, 1, C, (size_t)S, G, 1e-6f, CPU_ACT_SILU);
+        be->transpose(xh, xn, (size_t)C, (size_t)S);
+        double mean[3] = {0}, dev[3] = {0}, rstd[3];
+        be->group_moments(mean, xh, (size_t)S, C, G, NULL);
+        for (int k = 0; k < G; k++)
+            mean[k] /= (double)S * (C / G);
+        be->group_moments(dev, xh, (size_t)S, C, G, mean);
+        for (int k = 0; k < G; k++)
+            rstd[k] = 1.0 / sqrt(dev[k] / ((double)S * (C / G)) + 1e-6);
+        be->group_norm_apply(yh, xh, (size_t)S, C, G, mean, rstd, g, bt, CPDIT_ACT_SILU);
+        be->transpose(yt, yh, (size_t)S, (size_t)C);
+        CHECK_MSG(max_diff(yt, ref, (size_t)C * S) <= NORM_ABS_TOL, "nhwc group norm: %.3g",
+                  max_diff(yt, ref, (size_t)C * S));
+        /* upsample: (2 rows, 3 cols, C) NHWC vs the NCHW kernel */
+        float *u = malloc((size_t)C * 24 * sizeof *u), *un = malloc((size_t)C * 24 * sizeof *un),
+              *ut = malloc((size_t)C * 24 * sizeof *ut);
+        CHECK(u && un && ut);
+        if (u && un && ut) {
+            be->transpose(xh, xn, (size_t)C, 6); /* the first 6 pixels of each channel... */
+            float *xc = malloc((size_t)C * 6 * sizeof *xc); /* ...as a (C, 2, 3) image */
+            for (int c = 0; xc && c < C; c++)
+                memcpy(xc + c * 6, xn + (size_t)c * S, 6 * sizeof *xc);
+            be->transpose(xh, xc ? xc : xn, (size_t)C, 6);
+            be->upsample2x(u, xh, 2, 3, C);
+            upsample_nearest2x_cpu(un, xc ? xc : xn, (size_t)C, 2, 3);
+            be->transpose(ut, u, 24, (size_t)C);
+            CHECK(xc && memcmp(ut, un, (size_t)C * 24 * sizeof *ut) == 0);
+            free(xc);
+        }
+        free(u), free(un), free(ut);
+    }
+    free(xn), free(g), free(bt), free(ref), free(xh), free(yh), free(yt);
 }
 
 static void test_conv(void)
@@ -394,6 +484,7 @@ int main(int argc, char **argv)
         TEST_MAIN_END();
     }
     test_conv();
+    test_nhwc_ops();
     test_group_norm();
     test_upsample();
     test_denormalize();

@@ -32,33 +32,15 @@ static float frand(void) /* uniform in [-1, 1) */
     return (float)((lcg_state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
 }
 
-/* FLUX.1's VAE decoder config with random weights: convolutions and linears uniform scaled by
- * sqrt(3 / fan_in) (unit variance through each layer), norm weights near 1, biases small. */
+/* FLUX.1's VAE decoder config with random weights (vae_decoder_fill_random). */
 static vae_decoder *flux_decoder(cpdit_error *err)
 {
     autoencoder_kl_config c;
-    autoencoder_kl_config_defaults(&c);
-    c.latent_channels = 16;
-    c.n_blocks = 4;
-    const int ch[4] = {128, 256, 512, 512};
-    memcpy(c.block_out_channels, ch, sizeof ch);
-    c.layers_per_block = 2;
-    c.norm_num_groups = 32;
-    c.use_quant_conv = c.use_post_quant_conv = false;
+    vae_config_flux(&c);
     vae_decoder *d = NULL;
     if (vae_decoder_create(&d, &c, err) != CPDIT_OK)
         return NULL;
-    vae_param_info info;
-    for (size_t i = 0; vae_decoder_param_at(d, i, &info) == 0; i++) {
-        const int is_norm = strstr(info.name, "norm") != NULL;
-        double fan_in = 1;
-        for (int k = 1; k < info.ndim; k++)
-            fan_in *= (double)info.shape[k];
-        const float s = info.ndim > 1 ? (float)sqrt(3.0 / fan_in) : 0.1f;
-        for (size_t k = 0; k < info.count; k++)
-            info.data[k] = (is_norm && info.ndim == 1 && strstr(info.name, "weight") ? 1.0f : 0.0f) +
-                           s * frand();
-    }
+    vae_decoder_fill_random(d, 7);
     return d;
 }
 

@@ -9,6 +9,7 @@
 
 #include "lib/vae/vae_decoder.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #define CONV3 3 /* the decoder's 3x3 convolutions */
 #define CONV1 1
 #define INITIAL_TABLE_CAP 64
+#define RANDOM_BIAS_SCALE 0.1f /* vae_decoder_fill_random: biases and norm offsets */
 
 /* ---------------------------------------------------------------- building the table */
 
@@ -424,5 +426,44 @@ void vae_latents_denormalize(const autoencoder_kl_config *c, float *z, size_t n)
     for (size_t i = 0; i < n; i++) {
         const float q = z[i] / scale;
         z[i] = q + shift;
+    }
+}
+
+/* ---------------------------------------------------------------- test and benchmark helpers */
+
+void vae_config_flux(autoencoder_kl_config *c)
+{
+    static const int ch[4] = {128, 256, 512, 512};
+    autoencoder_kl_config_defaults(c);
+    c->latent_channels = 16;
+    c->n_blocks = 4;
+    memcpy(c->block_out_channels, ch, sizeof ch);
+    c->layers_per_block = 2;
+    c->norm_num_groups = 32;
+    c->sample_size = 1024;
+    c->scaling_factor = 0.3611;
+    c->has_shift_factor = true;
+    c->shift_factor = 0.1159;
+    c->use_quant_conv = c->use_post_quant_conv = false;
+}
+
+void vae_decoder_fill_random(vae_decoder *d, uint64_t seed)
+{
+    uint64_t s = seed;
+    vae_decoder_unpack(d);
+    for (size_t i = 0; i < d->n_params; i++) {
+        const vae_param_entry *e = &d->table[i];
+        const int is_norm_weight = strstr(e->name, "norm") && e->ndim == 1 &&
+                                   strstr(e->name, ".weight");
+        double fan_in = 1;
+        for (int k = 1; k < e->ndim; k++)
+            fan_in *= (double)e->shape[k];
+        const float scale = e->ndim > 1 ? (float)sqrt(3.0 / fan_in) : RANDOM_BIAS_SCALE;
+        float *p = d->params + e->offset;
+        for (size_t k = 0; k < e->count; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const float u = (float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
+            p[k] = (is_norm_weight ? 1.0f : 0.0f) + scale * u;
+        }
     }
 }

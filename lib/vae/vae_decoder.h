@@ -111,6 +111,14 @@ cpdit_status vae_decode_group(const vae_decoder *d, const cp_grid *g, const floa
 cpdit_status vae_decode_tiled(const vae_decoder *d, const float *z, int B, int h, int w,
                               float *out, cpdit_error *err);
 
+/* FLUX.1's VAE config (block_out_channels 128/256/512/512, 2 layers per block, 32 groups, 16
+ * latent channels, no (post-)quant conv, sample_size 1024, scaling 0.3611, shift 0.1159). */
+void vae_config_flux(autoencoder_kl_config *c);
+/* Fill every parameter with deterministic pseudo-random values (the same for the same seed on
+ * every rank): weights uniform with unit variance through each layer (± sqrt(3 / fan_in)),
+ * biases ± 0.1, norm weights 1 ± 0.1. For tests and benchmarks. */
+void vae_decoder_fill_random(vae_decoder *d, uint64_t seed);
+
 /* Floating-point operations of one decode of an h x w latent (convolutions and attention). */
 double vae_decode_flops(const vae_decoder *d, int h, int w);
 
