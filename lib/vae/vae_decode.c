@@ -501,7 +501,7 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
         be->upload(zin, z + (size_t)b * lat, lat * sizeof *zin);
         be->transpose(zt, zin, (size_t)Cl, (size_t)h * w); /* (h·w, Cl): NHWC */
         st = decode_one(&ctx, zt, h, w, img);
-        if (st == CPDIT_OK && ctx.rank == 0) {
+        if (st == CPDIT_OK && ctx.rank == 0 && out) {
             be->transpose(chw, img, (size_t)H * W, (size_t)oc);
             be->download(out + (size_t)b * pix, chw, pix * sizeof *chw);
         }

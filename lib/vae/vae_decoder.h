@@ -93,7 +93,8 @@ cpdit_status vae_decode(const vae_decoder *d, const float *z, int B, int h, int 
 
 /* vae_decode split by rows over the CP group of g (collective over g->cp; g NULL or a
  * 1-rank group: this rank alone). Every rank passes the same z (B, latent_channels, h, w) and
- * sizes; out (B, out_channels, h·f, w·f) is written on CP rank 0 only (may be NULL elsewhere).
+ * sizes; out (B, out_channels, h·f, w·f) is written on CP rank 0 only (NULL elsewhere; NULL
+ * on rank 0 too: decode and drop the image, e.g. a warm-up).
  * The result equals the one-rank decode to rounding (≤ 1e-5 relative): halo rows are
  * exchanged for every 3x3 convolution, GroupNorm moments reduced in double, the mid-block
  * attention runs through cp_attention (ring). Any h works on any group size (with h below
