@@ -10,6 +10,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
+#include "jobs/job_run.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"
@@ -64,10 +65,10 @@ int cmd_run(int argc, char **argv)
         {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
         {"attention", required_argument, 0, 'A'},
         {"max-sequence-length", required_argument, 0, 'L'},
-        {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'T'},
         {0, 0, 0, 0}};
-    int check = 0, dp = 0, item_only = 0, output_given = 0;
+    int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
     run_item_defaults(&o);
     long v;
@@ -81,6 +82,7 @@ int cmd_run(int argc, char **argv)
         case 'n': o.negative_prompt = optarg; item_only = 1; break;
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
+        case 'Z': status = 1; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
@@ -126,11 +128,20 @@ int cmd_run(int argc, char **argv)
         ov.vae_tiling = o.vae_tiling;
         if (check)
             return check_batch(argv[optind], &ov);
+        if (status) {
+            cpdit_error err;
+            cpdit_error_clear(&err);
+            if (job_status_command(NULL, argv[optind], &ov, stdout, &err))
+                return cli_report(&err);
+            return CLI_EXIT_OK;
+        }
         MPI_Init(NULL, NULL);
         int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.vae_single_rank);
         MPI_Finalize();
         return code;
     }
+    if (status)
+        return cli_usage_error(SUB, "--status needs a manifest: cpdit run FILE.yaml --status");
     if (check)
         return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
     if (dp)

@@ -23,15 +23,13 @@ static const struct {
     const char *name;
     const char *what;
 } pending[] = {
-    {"submit", "Slurm integration"},
-    {"probe", "the topology probe"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
-     "usage: cpdit run MANIFEST.yaml [--check] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
@@ -59,18 +57,37 @@ static const cli_command commands[] = {
      "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
      "default. The run ends with the decode time.\n",
      cmd_run},
-    {"submit", "write an sbatch script for a manifest and submit it",
-     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--time HH:MM:SS]\n"
+    {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
+     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
+     "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
+     "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
+     "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [-- extra sbatch options]\n"
      "\n"
-     "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
-     "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
-     cmd_not_in_build},
-    {"probe", "measure this machine's topology and links",
-     "usage: cpdit probe [--output FILE.json]\n"
+     "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
+     "FILE:LINE:COL and exit 2; nothing is queued), writes OUTPUT/cpdit-job.sbatch (a\n"
+     "commented bash script), submits it with `sbatch --parsable` and prints the job id.\n"
+     "--dry-run prints the script and writes and submits nothing.\n"
+     "The script runs `cpdit run MANIFEST` under `srun --mpi=pmix` (when `srun --mpi=list`\n"
+     "has pmix) or mpirun: one task per GPU with --gpus-per-node (each rank takes the GPU of\n"
+     "its local rank), else --ntasks-per-node tasks (default 1). Slurm sends USR1 S seconds\n"
+     "(default 120) before the time limit; the script forwards it, cpdit stops after the\n"
+     "current step and the job requeues itself (--requeue); logs go to OUTPUT/slurm-*.out\n"
+     "(appended). --array K splits the items into K disjoint shares (item i goes to task\n"
+     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n",
+     cmd_submit},
+    {"status", "items done, failed and left in an output folder, per array task",
+     "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
+     "       cpdit run MANIFEST --status [--output DIR]\n"
      "\n"
-     "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
-     "ranks, and writes a JSON report that `plan` and `run` use.\n",
-     cmd_not_in_build},
+     "Counts the manifest's items (the manifest of the folder's last run, from\n"
+     "OUTPUT_DIR/.cpdit-run.json, unless --manifest names one): done (complete PNG), failed\n"
+     "(a failed index line and no PNG), left; per array task and in total. Also the index\n"
+     "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
+     "stop markers of runs that a signal ended. Writes nothing.\n",
+     cmd_status},
+    {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
+     cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",
      "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
      cmd_not_in_build},
@@ -91,11 +108,12 @@ static const cli_command commands[] = {
      "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
-     "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
+     "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with the special tokens\n"
      "each tokenizer adds. DIR is a diffusers-layout folder; it only needs tokenizer/\n"
      "(CLIP: vocab.json, merges.txt) and tokenizer_2/ (T5: tokenizer.json or spiece.model).\n"
+     "builtin:NAME uses the built-in model's tokenizers (cached as for `cpdit run`).\n"
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
      "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
      cmd_tokenize},
