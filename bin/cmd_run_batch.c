@@ -107,7 +107,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
-        st = pipeline_open(&c.p, m->model, &err);
+        st = run_open_pipeline(&c.p, m->model, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
 

@@ -219,10 +219,11 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     cpdit_status st = o ? CPDIT_OK : CPDIT_ERR_RUNTIME;
     if (st == CPDIT_OK)
         st = norm_act(ctx, &a->norm, n, x, rows, w, C, (size_t)h * w, CPDIT_ACT_NONE);
-    const size_t wo[3] = {a->q_w, a->k_w, a->v_w}, bo[3] = {a->q_b, a->k_b, a->v_b};
+    const cpdit_weight *wt[3] = {a->wq, a->wk, a->wv};
+    const size_t bo[3] = {a->q_b, a->k_b, a->v_b};
     float *dst[3] = {q, k, v};
     for (int m = 0; m < 3 && st == CPDIT_OK && S > 0; m++)
-        st = be->linear(dst[m], C, n, C, P(d, wo[m]), P(d, bo[m]), S, C, C, 0, err);
+        st = be->linear(dst[m], C, n, C, wt[m], P(d, bo[m]), S, C, C, 0, err);
     const float scale = (float)(1.0 / sqrt((double)C));
     if (st == CPDIT_OK && ctx->grid) {
         /* ring over the group; uneven and empty bands allowed */
@@ -249,7 +250,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     }
     /* x (S, C) += o Wo^T + bo: the residual connection (rescale factor 1) */
     if (st == CPDIT_OK && S > 0)
-        st = be->linear(x, C, o, C, P(d, a->o_w), P(d, a->o_b), S, C, C, 1, err);
+        st = be->linear(x, C, o, C, a->wo, P(d, a->o_b), S, C, C, 1, err);
     give(ctx, n);
     give(ctx, q);
     give(ctx, k);
@@ -342,6 +343,22 @@ static cpdit_status prepare(vae_decoder *d, const cpdit_backend *be, cpdit_error
                                  "out of memory packing the convolution weights");
     }
     free(list);
+    /* the attention's four Linear(C, C): fp32 weights used in place */
+    if (st == CPDIT_OK && d->has_mid_attn) {
+        vae_attn_p *a = &d->mid_attn;
+        const size_t off[4] = {a->q_w, a->k_w, a->v_w, a->o_w};
+        cpdit_weight **dst[4] = {&a->wq, &a->wk, &a->wv, &a->wo};
+        for (int i = 0; i < 4 && st == CPDIT_OK; i++) {
+            cpdit_weight_desc wd;
+            memset(&wd, 0, sizeof wd);
+            wd.dtype = CPDIT_DTYPE_F32;
+            wd.rows = wd.cols = a->c;
+            wd.data = P(d, off[i]);
+            wd.data_persists = 1; /* d->params outlives the weight (unpacked on change) */
+            wd.format = CPDIT_WEIGHT_F32;
+            st = be->weight_create(dst[i], &wd, err);
+        }
+    }
     if (st != CPDIT_OK)
         vae_decoder_unpack(d);
     return st;

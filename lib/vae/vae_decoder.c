@@ -127,6 +127,7 @@ static vae_attn_p add_attention(table_builder *tb, int c, const char *prefix)
 {
     char name[VAE_PARAM_NAME_MAX];
     vae_attn_p a;
+    memset(&a, 0, sizeof a);
     a.c = c;
     snprintf(name, sizeof name, "%s.group_norm", prefix);
     a.norm = add_norm(tb, c, name);
@@ -218,6 +219,12 @@ void vae_decoder_unpack(vae_decoder *d)
 {
     if (!d->packed_be)
         return;
+    cpdit_weight **aw[4] = {&d->mid_attn.wq, &d->mid_attn.wk, &d->mid_attn.wv, &d->mid_attn.wo};
+    for (int i = 0; i < 4; i++) {
+        if (*aw[i])
+            d->packed_be->weight_free(*aw[i]);
+        *aw[i] = NULL;
+    }
     const int n = vae_decoder_convs(d, NULL);
     vae_conv_p **list = malloc((size_t)n * sizeof *list);
     if (list) {

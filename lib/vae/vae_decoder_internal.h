@@ -36,6 +36,7 @@ typedef struct vae_attn_p {
     int c;
     vae_norm_p norm;
     size_t q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b;
+    struct cpdit_weight *wq, *wk, *wv, *wo; /* the backend's weights (vae_decoder_prepare) */
 } vae_attn_p;
 
 typedef struct vae_up_p {
