@@ -51,9 +51,11 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         {"backend", required_argument, 0, 'B'},   {"ulysses", required_argument, 0, 'U'},
         {"ring", required_argument, 0, 'R'},      {"anything", no_argument, 0, 'a'},
         {"verbose", no_argument, 0, 'v'},         {"weight-format", required_argument, 0, 'F'},
-        {0, 0, 0, 0}};
+        {"vae-parallel", required_argument, 0, 'P'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ulysses = o->ring = 1;
+    o->vae_parallel = 1;
+    const char *vae_parallel = NULL;
     long n;
     int c;
     optind = 1;
@@ -68,6 +70,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         case 'K': o->attention_backend = optarg; break;
         case 'B': o->backend = optarg; break;
         case 'F': o->weight_format = optarg; break;
+        case 'P': vae_parallel = optarg; break;
         case 'a': o->anything = 1; break;
         case 'v': o->verbose = 1; break;
         case 'U':
@@ -95,6 +98,14 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         return -1;
     }
     cli_attention_alias(&o->attention, &o->attention_backend);
+    if (vae_parallel) {
+        if (strcmp(vae_parallel, "on") && strcmp(vae_parallel, "off")) {
+            if (!quiet)
+                cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", vae_parallel);
+            return -1;
+        }
+        o->vae_parallel = !strcmp(vae_parallel, "on");
+    }
     const char *missing = !o->model       ? "--model DIR"
                           : !o->component ? "--component transformer|vae"
                           : !o->inputs    ? "--inputs IN.safetensors"

@@ -22,6 +22,8 @@ typedef struct run_item_options {
     const char *topology;        /* NULL: $CPDIT_TOPOLOGY (grid choice without grid flags) */
     const char *backend;         /* --backend NAME; NULL = the best available */
     const char *attention_kernel; /* --attention-backend KERNEL; NULL = the backend's default */
+    int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
+    int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);

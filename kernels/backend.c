@@ -103,9 +103,10 @@ cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *na
 const char *cpdit_act_name(cpdit_act kind)
 {
     static const char *const names[CPDIT_ACT_COUNT] = {
-        [CPDIT_ACT_GELU_TANH] = "gelu-tanh", [CPDIT_ACT_GELU_ERF] = "gelu-erf",
-        [CPDIT_ACT_QUICK_GELU] = "quick-gelu", [CPDIT_ACT_SILU] = "silu",
-        [CPDIT_ACT_RELU] = "relu"};
+        [CPDIT_ACT_NONE] = "none",           [CPDIT_ACT_GELU_TANH] = "gelu-tanh",
+        [CPDIT_ACT_GELU_ERF] = "gelu-erf",   [CPDIT_ACT_QUICK_GELU] = "quick-gelu",
+        [CPDIT_ACT_SILU] = "silu",           [CPDIT_ACT_RELU] = "relu",
+        [CPDIT_ACT_MISH] = "mish"};
     return (unsigned)kind < CPDIT_ACT_COUNT ? names[kind] : "invalid";
 }
 

@@ -146,6 +146,14 @@ void cpu_act(cpdit_act kind, float *y, const float *x, size_t n)
     case CPDIT_ACT_RELU:
         cpu_relu(y, x, n);
         break;
+    case CPDIT_ACT_MISH: /* x tanh(softplus(x)), softplus through log1p for large |x| */
+        for (size_t i = 0; i < n; i++)
+            y[i] = x[i] * tanhf(x[i] > 20.0f ? x[i] : log1pf(expf(x[i])));
+        break;
+    case CPDIT_ACT_NONE:
+        if (y != x)
+            memmove(y, x, n * sizeof(float));
+        break;
     case CPDIT_ACT_COUNT:
         break;
     }

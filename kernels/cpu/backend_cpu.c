@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/vae_ops_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
 
@@ -119,6 +120,14 @@ static const cpdit_backend cpu_backend = {
     .lse_merge = attention_lse_merge,
     .attention_kernels = attention_cpu_kernels,
     .workers = attention_cpu_get_num_threads,
+    /* VAE section (kernels/cpu/vae_ops_cpu.c) */
+    .conv2d_pack = cpu_conv2d_pack,
+    .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
+    .conv2d = cpu_conv2d,
+    .group_moments = cpu_group_moments,
+    .group_norm_apply = cpu_group_norm_apply,
+    .upsample2x = cpu_upsample2x,
+    .transpose = cpu_transpose,
 };
 
 const cpdit_backend *cpdit_backend_cpu(void)

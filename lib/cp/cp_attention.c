@@ -315,3 +315,14 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
         cpdit_scratch_release(&own.mem);
     return st;
 }
+
+cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
+                                const float *q, const float *k, const float *v, int B, int S,
+                                int H, int D, float scale, cpdit_error *err)
+{
+    const cpdit_backend *be = cfg && cfg->backend ? cfg->backend : cpdit_backend_default();
+    const cpdit_attention_kernel *kernel =
+        cfg && cfg->kernel ? cfg->kernel : be->attention_kernels[0];
+    const cpdit_attention_args a = {.B = B, .Sq = S, .Skv = S, .H = H, .D = D, .scale = scale};
+    return kernel->forward(out, lse, q, k, v, &a, err);
+}
