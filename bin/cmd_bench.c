@@ -28,7 +28,7 @@
 #include "kernels/cpu/attention_bench.h"
 #include "lib/core/build_info.h"
 #include "kernels/cpu/blas_runtime.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "lib/vae/vae_decoder.h"
 
 #define SUB "bench"

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "bin/cmd_forward.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
 

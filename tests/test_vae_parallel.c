@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "lib/builtin/builtin_model.h"
-#include "lib/cp/grid.h"
+#include "lib/cp/grid_mpi.h"
 #include "lib/vae/vae_decoder.h"
 #include "tests/test_util.h"
 

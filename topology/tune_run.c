@@ -115,7 +115,7 @@ static cpdit_status one_step(MPI_Comm world, flux_transformer *m, tune_slot *s,
                              cpdit_error *err)
 {
     const float sigma = TUNE_SIGMA, guidance = TUNE_GUIDANCE;
-    flux_cp cp = {s->g, s->attn, &s->layout};
+    flux_cp cp = {s->g, s->attn, &s->layout, NULL}; /* workspace per call */
     flux_inputs in = {1, s->tlen, s->ilen, s->x, s->txt, s->pooled, &sigma,
                       tc->guidance_embeds ? &guidance : NULL, s->txt_ids, s->img_ids};
     MPI_Barrier(world);

@@ -227,7 +227,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     const float scale = (float)(1.0 / sqrt((double)C));
     if (st == CPDIT_OK && ctx->grid) {
         /* ring over the group; uneven and empty bands allowed */
-        cp_attention_config cfg = {CP_ATTN_RING, CP_RING_P2P, 1, NULL};
+        cp_attention_config cfg = {CP_ATTN_RING, CP_RING_P2P, 1, be, NULL};
         int *len = malloc((size_t)ctx->size * sizeof *len);
         cp_seq_layout layout;
         memset(&layout, 0, sizeof layout);
@@ -238,13 +238,14 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
         if (st == CPDIT_OK)
             st = cp_seq_layout_from_lengths(&layout, ctx->size, len, err);
         if (st == CPDIT_OK)
-            st = cp_attention(&cfg, ctx->grid, S ? o : NULL, NULL, S ? q : NULL,
+            st = cp_attention(&cfg, ctx->grid, NULL, S ? o : NULL, NULL, S ? q : NULL,
                               S ? k : NULL, S ? v : NULL, &layout, 1, 1, C, scale, err);
         cp_seq_layout_free(&layout);
         free(len);
     } else if (st == CPDIT_OK) {
         float *lse = be->alloc((size_t)S * sizeof *lse);
-        st = lse ? cp_attention_whole(NULL, o, lse, q, k, v, 1, S, 1, C, scale, err)
+        const cp_attention_config whole = {CP_ATTN_AUTO, CP_RING_P2P, 0, be, NULL};
+        st = lse ? cp_attention_whole(&whole, o, lse, q, k, v, 1, S, 1, C, scale, err)
                  : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
         be->free(lse);
     }
