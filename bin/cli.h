@@ -33,6 +33,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_builtin(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+extern const char cmd_probe_help[]; /* man-page style text of `cpdit probe --help` */
 
 /* The subcommand table, defined in cpdit.c. */
 const cli_command *cli_find_command(const char *name);

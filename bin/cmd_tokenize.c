@@ -4,7 +4,8 @@
  * the special tokens each tokenizer adds, as exactly two lines:
  *   clip: <ids>      (tokenizer/: CLIP BPE, cut to 77 ids as FluxPipeline does)
  *   t5: <ids>        (tokenizer_2/: T5 Unigram, cut to N ids, default 512)
- * DIR is a diffusers-layout folder; only tokenizer/ and tokenizer_2/ need to be there.
+ * DIR is a diffusers-layout folder (only tokenizer/ and tokenizer_2/ need to be there) or
+ * builtin:NAME, as for `cpdit run`.
  * Over-long prompts are cut with a warning on stderr, as diffusers warns.
  */
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "bin/cli.h"
+#include "lib/builtin/builtin_model.h"
 #include "lib/io/model_folder.h"
 #include "lib/text/tokenizer_clip.h"
 #include "lib/text/tokenizer_t5.h"
@@ -48,7 +50,9 @@ static int run_tokenize(const char *model, const char *prompt, size_t max_seq)
     int clip_cut = 0, t5_cut = 0, rc = CLI_EXIT_OK;
     char *clip_dir = NULL, *t5_dir = NULL;
 
-    if (model_folder_open(&mf, model, &err) != CPDIT_OK)
+    char dir[4096]; /* builtin:NAME → its cache folder, written when missing (as `run`) */
+    if (builtin_model_resolve(model, dir, sizeof dir, &err) != CPDIT_OK ||
+        model_folder_open(&mf, dir, &err) != CPDIT_OK)
         goto fail;
     clip_dir = component_dir(&mf, "tokenizer", &err);
     if (!clip_dir || clip_tokenizer_load(clip_dir, &clip, &err) != CPDIT_OK)

@@ -24,7 +24,6 @@ static const struct {
     const char *what;
 } pending[] = {
     {"submit", "Slurm integration"},
-    {"probe", "the topology probe"},
     {"plan", "the topology probe and cost model"},
     {"tune", "the autotuner"},
 };
@@ -60,12 +59,8 @@ static const cli_command commands[] = {
      "Writes a Slurm batch script that runs `cpdit run MANIFEST.yaml` under srun, with\n"
      "the warning signal wired to a clean stop and requeue; --dry-run prints it.\n",
      cmd_not_in_build},
-    {"probe", "measure this machine's topology and links",
-     "usage: cpdit probe [--output FILE.json]\n"
-     "\n"
-     "Reads the topology with hwloc (and NVML when present), measures link speeds between\n"
-     "ranks, and writes a JSON report that `plan` and `run` use.\n",
-     cmd_not_in_build},
+    {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
+     cmd_probe_help, cmd_probe},
     {"plan", "show the parallel grid cpdit would choose",
      "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
      cmd_not_in_build},
@@ -84,11 +79,12 @@ static const cli_command commands[] = {
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
-     "usage: cpdit tokenize --model DIR [--max-sequence-length N] PROMPT\n"
+     "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with the special tokens\n"
      "each tokenizer adds. DIR is a diffusers-layout folder; it only needs tokenizer/\n"
      "(CLIP: vocab.json, merges.txt) and tokenizer_2/ (T5: tokenizer.json or spiece.model).\n"
+     "builtin:NAME uses the built-in model's tokenizers (cached as for `cpdit run`).\n"
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
      "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
      cmd_tokenize},

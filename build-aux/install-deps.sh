@@ -1,12 +1,13 @@
 #!/bin/sh
 # install-deps.sh [--tests] — install the Debian 12 packages cpdit builds with; with --tests also
 # what the test suite uses to build reference data (python3-numpy, python3-torch, clang for
-# the fuzz targets). Idempotent: only missing packages are installed. Needs root or sudo.
+# the fuzz targets, iproute2 for the network-namespace test). Idempotent: only missing
+# packages are installed. Needs root or sudo.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
       libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev"
 case "${1:-}" in
-    --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang" ;;
+    --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang iproute2" ;;
     "") ;;
     *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
 esac

@@ -52,6 +52,8 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
         st = manifest_read_file(path, &bytes, &len, err);
         if (!st)
             st = manifest_parse_bytes(path, bytes, len, MANIFEST_CHECK_FILES, &m, err);
+        if (!st) /* "builtin:huge" is refused here, at its line, not by the model loader */
+            st = job_check_model_name(m, err);
     }
     st = job_bcast_status(world, 0, st, err);
     if (st) {
@@ -81,6 +83,10 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
     free(bytes);
     if (!st)
         st = manifest_apply_overrides(m, ov, err);
+    int exists;
+    if (!st && rank == 0) /* a file in place of the output folder, or a read-only one: say so
+                           * now, before the model is loaded (job_run checks again) */
+        st = job_check_output_dir(m, &exists, err);
     /* every rank must leave with the same answer */
     int mine = st, worst = 0;
     MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, world);

@@ -49,6 +49,11 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
     cpdit_status st = manifest_load(path, MANIFEST_CHECK_FILES, &m, err);
     if (!st)
         st = manifest_apply_overrides(m, ov, err);
+    int out_exists = 0;
+    if (!st)
+        st = job_check_model_name(m, err);
+    if (!st)
+        st = job_check_output_dir(m, &out_exists, err);
     job_items *it = NULL;
     if (!st)
         st = job_items_open(m, NULL, JOB_ITEMS_CHECK_UNIQUE, &it, err);
@@ -56,8 +61,6 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         manifest_free(m);
         return st;
     }
-    struct stat sb;
-    int out_exists = stat(m->output_dir, &sb) == 0 && S_ISDIR(sb.st_mode);
     int dp = m->parallel.is_auto ? 0 : m->parallel.dp;
     job_item first[CHECK_SHOW_ITEMS];
     size_t n_first = 0;

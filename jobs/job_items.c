@@ -47,6 +47,7 @@ struct job_items {
     int have_prompt;
 
     uint64_t next_index, n_prompts;
+    uint64_t n_counted; /* items of the prompts started so far (MANIFEST_ITEMS_MAX) */
     job_item item;
 
     unique_slot *slots;
@@ -221,7 +222,11 @@ static cpdit_status next_prompt(job_items *it, int *got, cpdit_error *err)
 {
     *got = 0;
     if (it->next_inline < it->m->n_prompts) {
-        start_prompt(it, &it->m->prompts[it->next_inline++]);
+        const manifest_prompt *p = &it->m->prompts[it->next_inline++];
+        cpdit_status st = manifest_items_add(it->m, p, it->m->path, &it->n_counted, err);
+        if (st)
+            return st;
+        start_prompt(it, p);
         *got = 1;
         return CPDIT_OK;
     }
@@ -245,6 +250,10 @@ static cpdit_status next_prompt(job_items *it, int *got, cpdit_error *err)
         if (st)
             return st;
         if (it->file_prompt.text) {
+            /* counted before its items are made: a huge count never grows memory */
+            if ((st = manifest_items_add(it->m, &it->file_prompt, it->m->prompts_file,
+                                         &it->n_counted, err)))
+                return st;
             start_prompt(it, &it->file_prompt);
             *got = 1;
             return CPDIT_OK;

@@ -197,9 +197,17 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
                 : s->stop_signal == SIGUSR1 ? "SIGUSR1"
                                             : "a stop request",
                 (unsigned long long)s->left, JOB_EXIT_REQUEUE);
+    int fatal = 0; /* a group that could not go on (index not writable, MPI): exit 1 */
+    for (int g = 0; g < dp; g++)
+        fatal |= groups[g].fatal != 0;
+    char code[32] = "";
+    if (!fatal)
+        snprintf(code, sizeof code, " (exit %d)", JOB_EXIT_ITEMS_FAILED);
     if (s->failed)
         fprintf(log, "%llu items failed (status \"failed\" in the index, with the reason); a "
-                "rerun retries them (exit %d)\n", (unsigned long long)s->failed,
-                JOB_EXIT_ITEMS_FAILED);
+                "rerun retries them%s\n", (unsigned long long)s->failed, code);
+    if (fatal)
+        fprintf(log, "the run failed: a group could not go on (the error follows; exit %d)\n",
+                JOB_EXIT_RUNTIME);
     fflush(log);
 }

@@ -43,9 +43,11 @@ static cpdit_status choose_degrees(const manifest *m, const job_runner_hooks *h,
     return st;
 }
 
-/* mkdir -p */
-static cpdit_status make_folders(const char *dir, cpdit_error *err)
+/* mkdir -p; *created = the length of the shortest prefix of dir this call created (0 when
+ * it created none), for remove_created_folders. */
+static cpdit_status make_folders(const char *dir, size_t *created, cpdit_error *err)
 {
+    *created = 0;
     char *p = strdup(dir);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
@@ -56,7 +58,10 @@ static cpdit_status make_folders(const char *dir, cpdit_error *err)
         char saved = *s;
         *s = '\0';
         struct stat sb;
-        if (mkdir(p, FOLDER_MODE) != 0 && errno != EEXIST)
+        int made = mkdir(p, FOLDER_MODE) == 0;
+        if (made && !*created)
+            *created = strlen(p);
+        if (!made && errno != EEXIST)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "cannot create folder \"%s\": %s",
                                  p, strerror(errno));
         else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -67,6 +72,20 @@ static cpdit_status make_folders(const char *dir, cpdit_error *err)
     }
     free(p);
     return st;
+}
+
+/* Undo make_folders after a failed start: remove the folders it created, deepest first,
+ * while they are empty (rmdir never removes anything else). */
+static void remove_created_folders(const char *dir, size_t created)
+{
+    char *p = created ? strdup(dir) : NULL;
+    while (p && strlen(p) >= created && rmdir(p) == 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            break;
+        *slash = '\0';
+    }
+    free(p);
 }
 
 /* What expand() hands back. */
@@ -111,16 +130,28 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
     int rank = g->world_rank;
     job_resume *res = NULL;
     cpdit_status st = CPDIT_OK;
+    size_t created = 0; /* rank 0: folders made here, removed again if the start fails */
+    int exists = 0;
     memset(plan, 0, sizeof *plan);
     if (rank == 0) {
-        st = make_folders(m->output_dir, err);
+        /* a file in the folder's place is bad input; a folder we cannot write into fails
+         * now, before any item is rendered */
+        st = job_check_output_dir(m, &exists, err);
+        if (!st)
+            st = make_folders(m->output_dir, &created, err);
+        if (!st)
+            st = job_probe_output_dir(m, err);
         if (!st)
             st = job_remove_temp_files(m->output_dir, &plan->temp_removed, err);
         if (!st)
             st = job_resume_begin(m->output_dir, &res, err);
     }
-    if ((st = job_bcast_status(world, 0, st, err)))
+    if ((st = job_bcast_status(world, 0, st, err))) {
+        job_resume_free(res);
+        if (rank == 0)
+            remove_created_folders(m->output_dir, created);
         return st;
+    }
 
     job_bcast_source src;
     job_byte_source reader;
@@ -128,6 +159,8 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
     if (m->prompts_file) {
         if ((st = job_bcast_source_open(&src, m->prompts_file, world, err))) {
             job_resume_free(res);
+            if (rank == 0)
+                remove_created_folders(m->output_dir, created);
             return st;
         }
         reader = job_bcast_source_reader(&src);
@@ -179,6 +212,8 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
     if ((st = job_agree_status(world, st, err))) {
         free(bits);
         plan_free(plan);
+        if (rank == 0) /* e.g. too many items, a bad prompts-file line: no empty folder */
+            remove_created_folders(m->output_dir, created);
         return st;
     }
 
@@ -217,7 +252,8 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
 
 /* ---------------------------------------------------------------- one item (the leader) */
 /* Write the PNG and the index line of a rendered item, or the "failed" line. Returns 0 done,
- * 1 failed; *fatal gets an error when the index cannot be appended to. */
+ * 1 failed, -1 when its line could not be appended to the index (then *fatal gets the error,
+ * and the item counts as neither done nor failed: nothing recorded it). */
 static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
                          const uint8_t *rgb, int w, int h, const char *failure, double t0,
                          const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err)
@@ -256,8 +292,10 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
                            : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
                                              "out of memory");
     free(line);
-    if (st)
+    if (st) {
         *fatal = st;
+        return -1;
+    }
     return error ? 1 : 0;
 }
 
@@ -314,11 +352,11 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
                      ierr.what);
         }
         if (g->cp_rank == 0) {
-            int failed = leader_record(m, x, &gi, rgb, w, h,
-                                       first_fail < g->cp_size ? reason : NULL, t0, index_path,
-                                       &fatal, &gs->error);
-            gs->failed += failed;
-            gs->done += !failed;
+            int r = leader_record(m, x, &gi, rgb, w, h,
+                                  first_fail < g->cp_size ? reason : NULL, t0, index_path,
+                                  &fatal, &gs->error);
+            gs->failed += r == 1;
+            gs->done += r == 0;
             gs->seconds += job_now() - t0;
         }
         free(rgb);

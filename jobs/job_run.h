@@ -4,7 +4,10 @@
  * FLOW (job_run, collective over world):
  *   1. degrees: the manifest's parallel settings (or hooks->choose_grid for `auto`, decided
  *      on rank 0 and broadcast) → cp_grid_create: dp groups of ring x ulysses ranks.
- *   2. rank 0: create the output folder, remove stale temporary files, read the index.
+ *   2. rank 0: refuse a file in the output folder's place (INPUT), create the folder, prove
+ *      it writable with a probe file (RUNTIME before anything is rendered), remove stale
+ *      temporary files, read the index. Folders created here are removed again when the
+ *      start fails (a refused manifest leaves no empty folder).
  *   3. every rank expands the manifest (prompts-file bytes read on rank 0 and broadcast),
  *      keeping the items of its group (item i → group i mod dp, jobs/job_items.h); rank 0
  *      checks which PNGs are complete, rewrites the index to match (job_index.h) and
@@ -99,9 +102,10 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
 /* The process exit code for job_run's result (see EXIT CODES). */
 int job_exit_code(cpdit_status st, const job_summary *s);
 
-/* Rank 0 reads and parses path (with MANIFEST_CHECK_FILES) and broadcasts the bytes; every
- * rank parses them and applies ov (may be NULL). Collective; every rank gets the same status
- * and error (print it on rank 0 only). The prompts file is not read here: job_run streams it
+/* Rank 0 reads and parses path (with MANIFEST_CHECK_FILES and job_check_model_name) and
+ * broadcasts the bytes; every rank parses them and applies ov (may be NULL); rank 0 then
+ * checks the output folder (job_check_output_dir), so a bad one fails before a model loads.
+ * Collective; every rank gets the same status; rank 0 has the message (print it there). The prompts file is not read here: job_run streams it
  * from rank 0 (only rank 0 needs to see it; the model folder and the output folder must be
  * reachable from every rank / every group leader). */
 cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
@@ -112,6 +116,21 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
  * items are already done, the first items. Writes nothing. No MPI. */
 cpdit_status manifest_check_command(const char *path, const manifest_overrides *ov, FILE *out,
                                     cpdit_error *err);
+
+/* ---------------------------------------------------------------- preflight (job_preflight.c)
+ * Checks before anything is written or rendered (rank 0 of a run, and --check). */
+/* A "builtin:NAME" model must name a known built-in model. Error: INPUT at "FILE:LINE:COL"
+ * of model:. */
+cpdit_status job_check_model_name(const manifest *m, cpdit_error *err);
+/* The output folder: *exists = 1 when it is there. Errors at "FILE:LINE:COL" of output.dir
+ * (or "--output"): a file or anything else that is not a folder, a part of the path that is
+ * a file, a link loop (INPUT); an existing folder this process may not write into
+ * (RUNTIME, "the output folder ... is not writable: Permission denied"). */
+cpdit_status job_check_output_dir(const manifest *m, int *exists, cpdit_error *err);
+/* Create and remove a temporary file in the (existing) output folder: the run's proof that
+ * PNGs and the index can be written there, made before the first item is rendered. Error:
+ * RUNTIME, as above. */
+cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err);
 
 /* ---------------------------------------------------------------- stop flag (job_signal.c) */
 /* Install handlers for SIGUSR1 and SIGTERM that set the flag. job_run does this itself and

@@ -173,6 +173,28 @@ static void test_failed_write(const char *dir)
     free(path);
 }
 
+/* The temporary file is removed by someone else (a second job cleaning the same folder)
+ * before commit: the message names the vanished temporary file, not a missing folder. */
+static void test_vanished_temp(const char *dir)
+{
+    char *path = tmp_path(dir, "vanish.png");
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    atomic_file af;
+    CHECK(atomic_file_begin(&af, path, &err) == CPDIT_OK);
+    fputs("bytes", af.fp);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", af.tmp_path);
+    CHECK(unlink(tmp) == 0);
+    CHECK(atomic_file_commit(&af, &err) == CPDIT_ERR_RUNTIME);
+    CHECK(strcmp(err.where, path) == 0);
+    CHECK_STR_CONTAINS(err.what, "vanished");
+    CHECK_STR_CONTAINS(err.what, tmp);
+    CHECK(strstr(err.what, "does not exist") == NULL);
+    CHECK(tmp_count_entries(dir) == 0);
+    free(path);
+}
+
 static void test_temp_names(void)
 {
     CHECK(atomic_file_is_temp_name(".a.png.tmp.Ab12Cd"));
@@ -194,6 +216,7 @@ int main(void)
     test_missing_folder(dir);
     test_read_only_folder(dir);
     test_failed_write(dir);
+    test_vanished_temp(dir);
     test_temp_names();
     tmpdir_remove(dir);
     free(dir);

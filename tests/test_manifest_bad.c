@@ -2,7 +2,8 @@
  * must be refused with CPDIT_ERR_INPUT (exit 2) and exactly the message in NAME.expected
  * (one line, "NAME.yaml:LINE:COL: message", or "PROMPTS_FILE:LINE: message" for an error in
  * a prompts file). The check runs in that folder, as `cpdit run NAME.yaml --check` would:
- * parse with file checks, then expand every item (prompts files, duplicate file names).
+ * parse with file checks, the built-in model's name, then expand every item (prompts files,
+ * duplicate file names, the item count).
  *
  * usage: test_manifest_bad [--write]   (--write rewrites the .expected files from the
  * current messages; review the diff before committing it)
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "jobs/job_items.h"
+#include "jobs/job_run.h" /* job_check_model_name */
 #include "yaml/manifest.h"
 #include "tests/test_util.h"
 
@@ -35,6 +37,8 @@ static cpdit_status error_of(const char *name, char *msg, size_t size)
     cpdit_error err;
     cpdit_error_clear(&err);
     cpdit_status st = manifest_load(name, MANIFEST_CHECK_FILES, &m, &err);
+    if (!st)
+        st = job_check_model_name(m, &err); /* as --check and the run's rank 0 */
     if (!st)
         st = job_items_count(m, NULL, NULL, NULL, &err);
     manifest_free(m);

@@ -12,6 +12,8 @@
 
 /* Bytes read from the manifest file per fread call. */
 #define READ_CHUNK (64 * 1024)
+#define UTF8_BOM "\xef\xbb\xbf"
+#define UTF8_BOM_LEN 3
 
 char *manifest_resolve_path(const char *base_dir, const char *rel)
 {
@@ -156,6 +158,8 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
             return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "--output", "out of memory");
         free(m->output_dir);
         m->output_dir = d;
+        m->output_dir_mark.line = m->output_dir_mark.col = 0;
+        m->output_dir_from_option = 1;
     }
     if (ov->dp || ov->ring || ov->ulysses) {
         manifest_parallel *p = &m->parallel;
@@ -193,6 +197,40 @@ void manifest_free(manifest *m)
     free(m);
 }
 
+/* a * b, or UINT64_MAX when it does not fit */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return a && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
+uint64_t manifest_prompt_items(const manifest *m, const manifest_prompt *p)
+{
+    const manifest_settings *b = &m->base, *o = &p->over;
+    uint64_t seeds = (o->set & MANIFEST_SET_SEEDS) ? o->seeds.n
+                     : (o->set & MANIFEST_SET_SEED) ? 1 : b->seeds.n;
+    uint64_t sizes = (o->set & MANIFEST_SET_SIZES) ? o->n_sizes
+                     : (o->set & (MANIFEST_SET_WIDTH | MANIFEST_SET_HEIGHT)) ? 1 : b->n_sizes;
+    uint64_t repeats = (uint64_t)((o->set & MANIFEST_SET_REPEATS) ? o->repeats : b->repeats);
+    return mul_sat(mul_sat(seeds, sizes), repeats);
+}
+
+cpdit_status manifest_items_add(const manifest *m, const manifest_prompt *p, const char *file,
+                                uint64_t *total, cpdit_error *err)
+{
+    uint64_t n = manifest_prompt_items(m, p);
+    uint64_t sum = n > UINT64_MAX - *total ? UINT64_MAX : *total + n;
+    *total = sum;
+    if (sum <= MANIFEST_ITEMS_MAX)
+        return CPDIT_OK;
+    mf_ctx c = {file, err};
+    return mf_error(&c, p->mark, "too many items: this prompt (%llu item%s: seeds x sizes x "
+                    "repeats) brings the manifest to %s%llu, more than the maximum of %d items "
+                    "per manifest; split the batch into several manifests",
+                    (unsigned long long)n, n == 1 ? "" : "s",
+                    sum == UINT64_MAX ? "more than " : "", (unsigned long long)sum,
+                    MANIFEST_ITEMS_MAX);
+}
+
 uint64_t manifest_seed_at(const manifest_seeds *s, size_t k)
 {
     return s->list ? s->list[k] : s->start + (uint64_t)k;
@@ -214,6 +252,9 @@ cpdit_status manifest_prompt_parse_line(manifest_prompts_format format, const ch
     manifest_mark at = {line_no, 0};
     memset(out, 0, sizeof *out);
     out->mark = at;
+    /* a UTF-8 byte order mark (Windows editors) before line 1: dropped, as in the manifest */
+    if (line_no == 1 && len >= UTF8_BOM_LEN && memcmp(line, UTF8_BOM, UTF8_BOM_LEN) == 0)
+        line += UTF8_BOM_LEN, len -= UTF8_BOM_LEN;
     while (len > 0 && is_space(line[len - 1]))
         len--;
     while (len > 0 && is_space(line[0]))

@@ -37,6 +37,11 @@ extern "C" {
 #define MANIFEST_SEED_MAX INT64_MAX /* seeds are 0 .. 2^63-1 (JSON-safe integers) */
 #define MANIFEST_DEGREE_MAX 65536  /* dp, ring, ulysses */
 #define MANIFEST_MAX_BYTES (64u << 20) /* a manifest file larger than this is refused */
+/* Items per manifest (prompts x sizes x seeds x repeats, inline and prompts file together).
+ * Counted prompt by prompt before any item is made, so a manifest over it is refused with
+ * the position of the prompt that crosses it, before memory grows. Every rank keeps ~40
+ * bytes per item of the manifest plus ~400 per item of its own group. */
+#define MANIFEST_ITEMS_MAX 1000000
 
 #define MANIFEST_DEFAULT_STEPS 28
 #define MANIFEST_DEFAULT_GUIDANCE 3.5
@@ -128,6 +133,8 @@ typedef struct manifest {
     manifest_mark model_mark;
 
     char *output_dir;    /* relative paths are relative to the working directory */
+    manifest_mark output_dir_mark; /* of output.dir; line 0 = the default or --output */
+    int output_dir_from_option;    /* 1: set by --output (manifest_apply_overrides) */
     char *name_template; /* checked: see jobs/job_items.h for the template language */
     manifest_mark name_mark;
 
@@ -185,12 +192,23 @@ void manifest_free(manifest *m);
  *          starting with '#' is skipped; anything else is the prompt, verbatim.
  *   JSONL: an empty line is skipped; else a JSON string (the prompt) or an object
  *          {"prompt": ..., overrides} with the keys and types of an inline prompt mapping.
+ * A UTF-8 byte order mark at the start of line 1 is dropped (both formats).
  * A skipped line gives CPDIT_OK with out->text == NULL. Errors: CPDIT_ERR_INPUT with
  * where = "FILE:LINE". line_no is 1-based. Free *out with manifest_prompt_free. */
 cpdit_status manifest_prompt_parse_line(manifest_prompts_format format, const char *file,
                                         int line_no, const char *line, size_t len,
                                         manifest_prompt *out, cpdit_error *err);
 void manifest_prompt_free(manifest_prompt *p);
+
+/* Items of prompt p in m: its seeds x sizes x repeats (overrides, else m->base), saturating
+ * at UINT64_MAX. */
+uint64_t manifest_prompt_items(const manifest *m, const manifest_prompt *p);
+
+/* *total += manifest_prompt_items(m, p); an error (CPDIT_ERR_INPUT, where = "FILE:LINE:COL"
+ * of p, or "FILE:LINE" for a prompts-file line; file names the file p is in) when the sum
+ * passes MANIFEST_ITEMS_MAX. */
+cpdit_status manifest_items_add(const manifest *m, const manifest_prompt *p, const char *file,
+                                uint64_t *total, cpdit_error *err);
 
 /* The k-th seed (k < s->n). */
 uint64_t manifest_seed_at(const manifest_seeds *s, size_t k);

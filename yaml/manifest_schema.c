@@ -8,6 +8,7 @@
  */
 #include "yaml/manifest_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "jobs/job_items.h" /* job_template_parse: output.name */
+#include "lib/io/regular_file.h" /* cpdit_file_kind */
 
 #define BUILTIN_PREFIX "builtin:"
 #define MAX_KEYS 16 /* more than any mapping of the schema has */
@@ -94,8 +96,10 @@ static cpdit_status get_side(mf_ctx *c, const mf_node *n, const char *what, int 
     int64_t v;
     if (n->kind != MF_INT)
         return mf_get_int(c, n, what, 0, 0, &v); /* the type error */
+    /* decimal, leading zeros allowed ("0032" is 32), as every integer of the manifest */
+    errno = 0;
     v = strtoll(n->text, NULL, 10);
-    if (n->len > 9 || v < MANIFEST_SIDE_MIN || v > MANIFEST_SIDE_MAX)
+    if (errno == ERANGE || v < MANIFEST_SIDE_MIN || v > MANIFEST_SIDE_MAX)
         return mf_error(c, n->mark, "%s: %s is out of range (%d to %d pixels)", what, n->text,
                         MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX);
     if (v % MANIFEST_SIDE_MULTIPLE) {
@@ -323,6 +327,7 @@ static cpdit_status parse_output(mf_ctx *c, const mf_node *n, manifest *m)
             free(m->output_dir);
             m->output_dir = NULL;
             st = mf_get_string(c, v, "output.dir", &m->output_dir);
+            m->output_dir_mark = v->mark;
             if (!st && !m->output_dir[0])
                 st = mf_error(c, v->mark, "output.dir: empty folder name");
         } else {
@@ -438,14 +443,19 @@ static cpdit_status parse_prompts_file(mf_ctx *c, const mf_node *n, manifest *m,
                             ? MANIFEST_PROMPTS_JSONL
                             : MANIFEST_PROMPTS_TEXT;
     if (flags & MANIFEST_CHECK_FILES) {
+        /* stat first: a FIFO or a device is refused without opening it (opening a FIFO
+         * would wait for a writer, or take a one-shot writer's data) */
         struct stat sb;
         if (stat(m->prompts_file, &sb) != 0)
-            return mf_error(c, n->mark, "prompts file \"%s\" does not exist", m->prompts_file);
-        if (S_ISDIR(sb.st_mode))
-            return mf_error(c, n->mark, "prompts file \"%s\" is a folder", m->prompts_file);
-        int fd = open(m->prompts_file, O_RDONLY);
+            return mf_error(c, n->mark, "prompts file \"%s\" %s", m->prompts_file,
+                            errno == ENOENT ? "does not exist" : strerror(errno));
+        if (!S_ISREG(sb.st_mode))
+            return mf_error(c, n->mark, "prompts file \"%s\" is %s, not a regular file",
+                            m->prompts_file, cpdit_file_kind(sb.st_mode));
+        int fd = open(m->prompts_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
-            return mf_error(c, n->mark, "prompts file \"%s\" cannot be read", m->prompts_file);
+            return mf_error(c, n->mark, "prompts file \"%s\" cannot be read: %s",
+                            m->prompts_file, strerror(errno));
         close(fd);
     }
     return CPDIT_OK;
@@ -559,6 +569,12 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
         b->sizes[0].height = b->height;
         b->n_sizes = 1;
     }
+    /* count the inline prompts' items now (no item is made): a prompts file's are counted
+     * the same way line by line while it is read (jobs/job_items.c) */
+    uint64_t total = 0;
+    for (size_t i = 0; i < m->n_prompts; i++)
+        if ((st = manifest_items_add(m, &m->prompts[i], c->file, &total, c->err)))
+            return st;
     return CPDIT_OK;
 }
 

@@ -1,6 +1,7 @@
 // cuda_runtime_info.cu — CUDA/cuBLAS/cuDNN/NCCL versions and a device self-test.
 #include "kernels/cuda/cuda_runtime_info.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -47,8 +48,16 @@ extern "C" void cpdit_cuda_describe(char *buf, size_t size)
     int na, nb, nc;
     version_triplet(nccl, nccl >= 20900 ? 10000 : 1000, 100, &na, &nb, &nc);
     version_triplet((int)cudnn, 10000, 100, &a, &b, &c);
-    snprintf(buf, size, "runtime %d.%d, driver %d.%d, cuDNN %d.%d.%d, NCCL %d.%d.%d; %s", rt / 1000,
-             (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, a, b, c, na, nb, nc, dev);
+    int ba = 0, bb = 0, bc = 0;
+    cublasGetProperty(MAJOR_VERSION, &ba);
+    cublasGetProperty(MINOR_VERSION, &bb);
+    cublasGetProperty(PATCH_LEVEL, &bc);
+    size_t lt = cublasLtGetVersion(); /* major*10000 + minor*100 + patch */
+    snprintf(buf, size,
+             "runtime %d.%d, driver %d.%d, cuBLAS %d.%d.%d, cuBLASLt %zu.%zu.%zu, cuDNN %d.%d.%d, "
+             "NCCL %d.%d.%d; %s",
+             rt / 1000, (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, ba, bb, bc, lt / 10000,
+             (lt % 10000) / 100, lt % 100, a, b, c, na, nb, nc, dev);
 }
 
 __global__ static void axpy_kernel(int n, float a, const float *x, float *y)

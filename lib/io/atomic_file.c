@@ -274,6 +274,16 @@ cpdit_status atomic_file_commit(atomic_file *af, cpdit_error *err)
         e = errno;
         action = "cannot move the finished file into place";
     }
+    struct stat dsb;
+    if (e == ENOENT && stat(dir, &dsb) == 0 && S_ISDIR(dsb.st_mode)) {
+        /* the folder is there: our temporary file is what went missing */
+        cpdit_error_set(err, CPDIT_ERR_RUNTIME, af->final_path,
+                        "%s: the temporary file \"%s\" vanished before the rename (removed "
+                        "by another process? one job per output folder)", action, af->tmp_path);
+        free(dir);
+        af_release(af);
+        return CPDIT_ERR_RUNTIME;
+    }
     if (e) {
         unlink(af->tmp_path);
         io_error(err, af->final_path, dir, action, e);

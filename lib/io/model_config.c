@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/io/regular_file.h"
+
 /* How much of a wrong string value to quote in a message. */
 #define QUOTE_MAX 40
 
@@ -67,8 +69,13 @@ cpdit_status model_config_load_file(model_config *cfg, const char *path, cpdit_e
     }
     if (S_ISDIR(st.st_mode))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "is a folder, expected a JSON file");
+    /* a FIFO or device is refused without being opened (it could block forever) */
+    FILE *f = cpdit_fopen_regular(path, "cannot read", err);
+    if (!f)
+        return err ? err->status : CPDIT_ERR_INPUT;
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadf(f, 0, &je);
+    fclose(f);
     if (!root)
         return syntax_error(err, path, &je);
     return adopt(cfg, root, path, err);

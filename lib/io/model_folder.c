@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/io/regular_file.h"
+
 #define MODEL_INDEX_FILE "model_index.json"
 #define CONFIG_FILE "config.json"
 
@@ -164,6 +166,21 @@ cpdit_status model_folder_component_dir(const model_folder *mf, const char *comp
     char *p = join(mf->path, component);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, mf->path, "out of memory");
+    struct stat sb;
+    if (stat(p, &sb) != 0 && errno != ENOENT) { /* there, but unusable: say why */
+        int e = errno;
+        cpdit_error_set(err, CPDIT_ERR_INPUT, p, "component \"%s\": %s", component,
+                        e == ELOOP ? "symbolic link loop (too many levels of symbolic links)"
+                                   : strerror(e));
+        free(p);
+        return CPDIT_ERR_INPUT;
+    }
+    if (stat(p, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cpdit_error_set(err, CPDIT_ERR_INPUT, p, "component \"%s\" is %s, not a folder",
+                        component, cpdit_file_kind(sb.st_mode));
+        free(p);
+        return CPDIT_ERR_INPUT;
+    }
     if (!is_dir(p)) {
         if (entry)
             cpdit_error_set(err, CPDIT_ERR_INPUT, p,

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/io/regular_file.h"
+
 #define HEADER_LEN_BYTES 8
 
 cpdit_status safetensors_open(safetensors_file **out, const char *path, cpdit_error *err)
@@ -20,18 +22,13 @@ cpdit_status safetensors_open(safetensors_file **out, const char *path, cpdit_er
     int fd;
 
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return cpdit_error_set(err, errno == ENOENT ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME, path,
-                               "cannot open: %s", strerror(errno));
+    /* a FIFO or device in place of the file is refused without being opened */
+    if ((st = cpdit_open_regular(path, "cannot open", &fd, err)))
+        return st;
     if (fstat(fd, &sb) != 0) {
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot stat: %s", strerror(errno));
         close(fd);
         return st;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "not a regular file");
     }
     if ((uint64_t)sb.st_size < HEADER_LEN_BYTES) { /* also avoids mmap of 0 bytes */
         close(fd);

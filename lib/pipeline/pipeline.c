@@ -224,6 +224,27 @@ static cpdit_status dump_inputs(const char *dir, const float *noise, int C, int 
     return st;
 }
 
+/* Values of x[0..n) that are NaN or +-Inf. One pass, far cheaper than a transformer step. */
+static size_t count_nonfinite(const float *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+/* NaN/Inf in the sampled latents or the decoded image (broken weights, overflow) would be
+ * written as a black or garbage PNG: fail the item instead, saying where they appeared. */
+static cpdit_status check_finite(const float *x, size_t n, const char *what, cpdit_error *err)
+{
+    size_t bad = count_nonfinite(x, n);
+    if (!bad)
+        return CPDIT_OK;
+    return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
+                           "%s: %zu of %zu values are not finite (NaN or Inf); the model's "
+                           "weights or its numerics are broken; no image written", what, bad, n);
+}
+
 /* Everything one generate call allocates, freed in one place. */
 typedef struct gen_buffers {
     float *pooled, *pooled_neg;   /* (pooled_dim) */
@@ -450,6 +471,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     }
     if (cp_rank != 0 || cfg_rank != 0)
         goto done;
+    if ((st = check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
+        goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
     if (!p->vae && (st = vae_decoder_load(&p->vae, p->model_dir, err)))
         goto done;
@@ -465,6 +488,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         goto done;
     }
     if ((st = vae_decode(p->vae, b.noise, 1, lh, lw, b.image, err)) ||
+        (st = check_finite(b.image, (size_t)vc->out_channels * H * W, "decoded image", err)) ||
         (st = image_chw_to_rgb8(b.image, vc->out_channels, H, W, pix, err))) {
         free(pix);
         goto done;

@@ -76,7 +76,9 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
                                    cpdit_error *err);
 
 /* Generate one image. On CP rank 0, *rgb receives a malloc'd (height, width, 3) uint8
- * image; elsewhere *rgb is NULL. Collective over run->grid->cp. */
+ * image; elsewhere *rgb is NULL. Collective over run->grid->cp. NaN or Inf in the sampled
+ * latents or in the decoded image is a RUNTIME error on CP rank 0 ("... values are not
+ * finite"), never an image. */
 cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
                                uint8_t **rgb, cpdit_error *err);
 

@@ -1,0 +1,185 @@
+/* cmd_probe.c — `cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]`:
+ * measure the machine (hwloc, NVML, links, compute) over every rank of the MPI job and write
+ * the topology file (format 1, topology/README.md) from rank 0, atomically. */
+#include "config.h"
+
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bin/cli.h"
+#include "lib/io/atomic_file.h"
+#include "topology/probe.h"
+
+#define SUB "probe"
+
+const char cmd_probe_help[] =
+    "usage: cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]\n"
+    "       (under mpirun -np N or srun, over the whole allocation)\n"
+    "\n"
+    "NAME\n"
+    "    cpdit probe - measure the machine and write the topology file\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Run it over the whole allocation, with the ranks placed as the real jobs will be.\n"
+    "    Every rank finds its host ($CPDIT_HOSTNAME when set, else the MPI processor name),\n"
+    "    its package and NUMA node (from its CPU binding); the first rank of each host reads\n"
+    "    the hardware with hwloc (packages, NUMA nodes, cores, caches, memory, PCI GPUs and\n"
+    "    NICs with their NUMA locality) and NVIDIA's NVML when libnvidia-ml.so.1 is there\n"
+    "    (GPU names, memory, NVLink links per GPU pair).\n"
+    "\n"
+    "    Then it measures, as the OSU micro-benchmarks and nccl-tests do (warm-up, timed\n"
+    "    iterations, min/avg/max): ping-pong latency and bandwidth between rank pairs of each\n"
+    "    class (same_numa, same_socket, same_node, cross_node) over a size sweep, with an\n"
+    "    alpha (latency) + beta (bytes/s) fit per class; all-to-all (Ulysses), all-gather\n"
+    "    and ring send-receive (Ring attention) over all ranks and, with several hosts,\n"
+    "    inside host 0 and across hosts; and every rank's SGEMM and attention-kernel rate.\n"
+    "\n"
+    "    Rank 0 writes FILE atomically (temporary file + rename) and prints a summary. The\n"
+    "    file is JSON, \"format\": 1, described in topology/README.md; `cpdit plan`, `cpdit\n"
+    "    tune` and `parallel: auto` read it. One file per cluster partition can be kept on\n"
+    "    shared storage and reused.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --output FILE   where to write (default cpdit-topology.json); its folder must exist\n"
+    "    --quick         a few seconds instead of tens: 4 ping-pong sizes, 2 collective\n"
+    "                    sizes, shorter timings (what `parallel: auto` runs at job start)\n"
+    "    --pairs N       rank pairs measured per class (default 2, --quick 1; 1..64)\n"
+    "    --no-compute    skip the SGEMM / attention-kernel rates\n"
+    "    --quiet         no progress lines on stderr\n"
+    "\n"
+    "ENVIRONMENT\n"
+    "    CPDIT_HOSTNAME        host identity of this rank (tests that emulate hosts with\n"
+    "                          network namespaces set it)\n"
+    "    OPENBLAS_NUM_THREADS  threads per rank for the compute rates\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 written; 1 runtime failure (hwloc, MPI, I/O); 2 bad option or unwritable FILE.\n"
+    "    A rank whose transfer fails aborts the whole job rather than leave peers waiting.\n"
+    "\n"
+    "EXAMPLES\n"
+    "    mpirun -np 16 --map-by ppr:8:node cpdit probe --output /shared/part-a.json\n"
+    "    srun -N 2 --ntasks-per-node 8 cpdit probe --quick\n";
+
+/* Rank 0's summary: ranks, hosts, one line per fit, compute. */
+static void print_summary(const json_t *doc, const char *path)
+{
+    const json_t *hosts = json_object_get(doc, "hosts");
+    printf("cpdit probe: %d rank(s) on %zu host(s) -> %s\n",
+           (int)json_integer_value(json_object_get(doc, "ranks")), json_array_size(hosts), path);
+    size_t i;
+    const json_t *h;
+    json_array_foreach(hosts, i, h) {
+        const json_t *hw = json_object_get(h, "hwloc");
+        printf("  host %zu %-20s ranks %zu: %d package(s), %d NUMA, %d cores, %d PUs, "
+               "%.1f GiB, %zu GPU(s), %zu NIC(s)\n",
+               i, json_string_value(json_object_get(h, "name")),
+               json_array_size(json_object_get(h, "ranks")),
+               (int)json_integer_value(json_object_get(hw, "packages")),
+               (int)json_integer_value(json_object_get(hw, "numa_nodes")),
+               (int)json_integer_value(json_object_get(hw, "cores")),
+               (int)json_integer_value(json_object_get(hw, "pus")),
+               (double)json_integer_value(json_object_get(hw, "memory_bytes")) / (1u << 30),
+               json_array_size(json_object_get(hw, "gpus")),
+               json_array_size(json_object_get(hw, "nics")));
+    }
+    const json_t *fits = json_object_get(json_object_get(doc, "links"), "fits");
+    if (json_object_size(fits)) {
+        printf("  %-12s %12s %12s %8s\n", "class", "alpha_us", "beta_GB/s", "samples");
+        const char *k;
+        const json_t *f;
+        json_object_foreach((json_t *)fits, k, f)
+            printf("  %-12s %12.2f %12.3f %8d\n", k,
+                   json_number_value(json_object_get(f, "alpha_s")) * 1e6,
+                   json_number_value(json_object_get(f, "beta_Bps")) * 1e-9,
+                   (int)json_integer_value(json_object_get(f, "samples")));
+    }
+    const json_t *c = json_object_get(doc, "compute");
+    if (c)
+        printf("  compute per rank (min over ranks): SGEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
+               "%d thread(s)\n",
+               json_number_value(json_object_get(c, "sgemm_flops")) * 1e-9,
+               json_number_value(json_object_get(c, "attention_flops")) * 1e-9,
+               (int)json_integer_value(json_object_get(c, "threads_per_rank")));
+}
+
+/* Rank 0 checks that the output can be created before anything is measured; all agree. */
+static cpdit_status check_output(const char *path, int rank, cpdit_error *err)
+{
+    cpdit_error e;
+    cpdit_error_clear(&e);
+    if (rank == 0) {
+        atomic_file af;
+        if (atomic_file_begin(&af, path, &e) == CPDIT_OK)
+            atomic_file_abort(&af);
+        else
+            e.status = CPDIT_ERR_INPUT; /* the FILE the user named cannot be written: exit 2 */
+    }
+    MPI_Bcast(&e, (int)sizeof e, MPI_BYTE, 0, MPI_COMM_WORLD);
+    *err = e;
+    return e.status;
+}
+
+int cmd_probe(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"quick", no_argument, 0, 'q'},
+        {"pairs", required_argument, 0, 'p'},  {"no-compute", no_argument, 0, 'C'},
+        {"quiet", no_argument, 0, 's'},        {0, 0, 0, 0}};
+    const char *output = CPDIT_TOPOLOGY_DEFAULT_FILE;
+    int quick = 0, no_compute = 0, quiet = 0, c;
+    long pairs = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'q': quick = 1; break;
+        case 'C': no_compute = 1; break;
+        case 's': quiet = 1; break;
+        case 'p':
+            if (cli_parse_int(SUB, "--pairs", optarg, 1, 64, &pairs))
+                return CLI_EXIT_USAGE;
+            break;
+        default:
+            return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return cli_usage_error(SUB, "unexpected argument '%s'", argv[optind]);
+    if (!*output)
+        return cli_usage_error(SUB, "--output: empty file name");
+
+    MPI_Init(NULL, NULL);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cpdit_probe_options o;
+    cpdit_probe_options_default(&o, quick);
+    if (pairs)
+        o.pairs_per_class = (int)pairs;
+    o.compute = !no_compute;
+    o.log = quiet ? NULL : stderr;
+    /* o.nccl: PROBE_NCCL_HOOK — set by the NCCL backend when it is built (probe.h) */
+
+    json_t *doc = NULL;
+    cpdit_status st = check_output(output, rank, &err);
+    if (st == CPDIT_OK)
+        st = cpdit_probe_run(MPI_COMM_WORLD, &o, &doc, &err);
+    if (st == CPDIT_OK && rank == 0) {
+        st = cpdit_topology_write(doc, output, &err);
+        if (st == CPDIT_OK)
+            print_summary(doc, output);
+    }
+    json_decref(doc);
+    /* rank 0's write result decides everybody's exit status */
+    int code[1] = {st};
+    MPI_Bcast(code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (code[0] != CPDIT_OK && rank == 0)
+        cli_report(&err);
+    MPI_Finalize();
+    return code[0] == CPDIT_OK ? CLI_EXIT_OK
+                               : code[0] == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+}

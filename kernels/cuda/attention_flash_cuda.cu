@@ -1,0 +1,205 @@
+// attention_flash_cuda.cu — flash attention with LSE, and the LSE merge (see the header).
+//
+// Work split: a block holds WARPS warps; warp w owns query row (blockIdx.x * WARPS + w) of head
+// blockIdx.y in batch blockIdx.z. The block walks the keys in tiles of 32: the tile of K and V
+// is staged in shared memory (fp32) once for all its warps; lane j scores key j of the tile
+// against the warp's query, the warp updates its running max / sum (online softmax), and each
+// lane accumulates D/32 output dimensions (lane, lane + 32, ...) in fp32 registers.
+// This is the portable kernel (CUDA cores, any sm); cuDNN's fused SDPA is the fast path where
+// it applies.
+#include "kernels/cuda/attention_flash_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace {
+
+constexpr int kWarps = 4;     // query rows per block
+constexpr int kTile = 32;     // keys per tile = lanes per warp
+constexpr int kMaxD = 256;
+
+__device__ inline float load(const float *p) { return *p; }
+__device__ inline float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ inline void store(float *p, float x) { *p = x; }
+__device__ inline void store(__nv_bfloat16 *p, float x) { *p = __float2bfloat16(x); }
+
+__device__ inline float warp_max(float x)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+
+__device__ inline float warp_sum(float x)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// NPL = D / 32 output dimensions per lane.
+template <typename T, int NPL>
+__global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
+                             const T *__restrict__ v, T *__restrict__ out, float *__restrict__ lse,
+                             int Sq, int Sk, int H, float scale)
+{
+    constexpr int D = NPL * 32;
+    extern __shared__ float smem[];
+    float *q_s = smem;                        // (kWarps, D)
+    float *k_s = q_s + kWarps * D;            // (kTile, D + 1): padded against bank conflicts
+    float *v_s = k_s + kTile * (D + 1);       // (kTile, D)
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int row = blockIdx.x * kWarps + warp;
+    const bool active = row < Sq;
+    const long row_stride = (long)H * D; // between consecutive tokens
+
+    if (active)
+        for (int d = lane; d < D; d += 32)
+            q_s[warp * D + d] = load(q + ((long)b * Sq + row) * row_stride + (long)h * D + d);
+
+    float m = -INFINITY, l = 0.0f, acc[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++)
+        acc[i] = 0.0f;
+
+    for (int t0 = 0; t0 < Sk; t0 += kTile) {
+        __syncthreads(); // the previous tile is no longer read (and q_s is written)
+        for (int idx = threadIdx.x; idx < kTile * D; idx += blockDim.x) {
+            int j = idx / D, d = idx % D, key = t0 + j;
+            float kv = 0.0f, vv = 0.0f;
+            if (key < Sk) {
+                long off = ((long)b * Sk + key) * row_stride + (long)h * D + d;
+                kv = load(k + off);
+                vv = load(v + off);
+            }
+            k_s[j * (D + 1) + d] = kv;
+            v_s[j * D + d] = vv;
+        }
+        __syncthreads();
+        if (!active)
+            continue;
+        float s = -INFINITY;
+        if (t0 + lane < Sk) {
+            const float *qr = q_s + warp * D, *kr = k_s + lane * (D + 1);
+            float dot = 0.0f;
+#pragma unroll 8
+            for (int d = 0; d < D; d++)
+                dot = fmaf(qr[d], kr[d], dot);
+            s = dot * scale;
+        }
+        float m_new = fmaxf(m, warp_max(s)); // finite: the tile has at least one key
+        float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
+        float correction = (m == -INFINITY) ? 0.0f : __expf(m - m_new);
+        l = l * correction + warp_sum(p);
+#pragma unroll
+        for (int i = 0; i < NPL; i++)
+            acc[i] *= correction;
+        int nkeys = min(kTile, Sk - t0);
+        for (int j = 0; j < nkeys; j++) {
+            float pj = __shfl_sync(0xffffffffu, p, j);
+            const float *vr = v_s + j * D + lane;
+#pragma unroll
+            for (int i = 0; i < NPL; i++)
+                acc[i] = fmaf(pj, vr[32 * i], acc[i]);
+        }
+        m = m_new;
+    }
+    if (!active)
+        return;
+    long o = ((long)b * Sq + row) * row_stride + (long)h * D;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+    for (int i = 0; i < NPL; i++)
+        store(out + o + lane + 32 * i, acc[i] * inv);
+    if (lse && lane == 0)
+        lse[((long)b * Sq + row) * H + h] = l > 0.0f ? m + logf(l) : -INFINITY;
+}
+
+template <typename T, int NPL>
+cudaError_t launch(const void *q, const void *k, const void *v, void *out, float *lse, int B,
+                   int Sq, int Sk, int H, float scale, cudaStream_t stream)
+{
+    constexpr int D = NPL * 32;
+    size_t smem = sizeof(float) * ((size_t)kWarps * D + (size_t)kTile * (D + 1) + (size_t)kTile * D);
+    cudaError_t e = cudaFuncSetAttribute(flash_kernel<T, NPL>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return e;
+    dim3 grid((unsigned)((Sq + kWarps - 1) / kWarps), (unsigned)H, (unsigned)B);
+    flash_kernel<T, NPL><<<grid, kWarps * 32, smem, stream>>>(
+        (const T *)q, (const T *)k, (const T *)v, (T *)out, lse, Sq, Sk, H, scale);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, float *lse, int B,
+                     int Sq, int Sk, int H, int D, float scale, cudaStream_t s)
+{
+    switch (D / 32) {
+    case 1: return launch<T, 1>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 2: return launch<T, 2>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 3: return launch<T, 3>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 4: return launch<T, 4>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 5: return launch<T, 5>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 6: return launch<T, 6>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 7: return launch<T, 7>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    case 8: return launch<T, 8>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+// One warp per (row, head).
+__global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *out_part,
+                                 const float *lse_part, long rows_heads, int D)
+{
+    long rh = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (rh >= rows_heads)
+        return;
+    float a = lse_acc[rh], b = lse_part[rh], mx = fmaxf(a, b);
+    if (mx == -INFINITY)
+        return; // both empty
+    float lse = mx + logf(__expf(a - mx) + __expf(b - mx));
+    float wa = __expf(a - lse), wb = __expf(b - lse);
+    float *oa = out_acc + rh * D;
+    const float *ob = out_part + rh * D;
+    for (int d = lane; d < D; d += 32)
+        oa[d] = oa[d] * wa + ob[d] * wb;
+    __syncwarp();
+    if (lane == 0)
+        lse_acc[rh] = lse;
+}
+
+} // namespace
+
+extern "C" int cpdit_cuda_attention_flash(cpdit_cuda_dtype dtype, const void *q, const void *k,
+                                          const void *v, void *out, float *lse, int B, int Sq,
+                                          int Sk, int H, int D, float scale, void *stream)
+{
+    if (B < 0 || Sq < 0 || Sk < 0 || H < 0 || D <= 0 || D % 32 != 0 || D > kMaxD)
+        return (int)cudaErrorInvalidValue;
+    if (B == 0 || Sq == 0 || H == 0)
+        return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e = dtype == CPDIT_CUDA_BF16
+                        ? dispatch<__nv_bfloat16>(q, k, v, out, lse, B, Sq, Sk, H, D, scale, s)
+                        : dispatch<float>(q, k, v, out, lse, B, Sq, Sk, H, D, scale, s);
+    return (int)e;
+}
+
+extern "C" int cpdit_cuda_lse_merge(float *out_acc, float *lse_acc, const float *out_part,
+                                    const float *lse_part, long rows, int H, int D, void *stream)
+{
+    long n = rows * (long)H;
+    if (n <= 0)
+        return 0;
+    const int warps = 8;
+    unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    lse_merge_kernel<<<blocks, warps * 32, 0, (cudaStream_t)stream>>>(out_acc, lse_acc, out_part,
+                                                                       lse_part, n, D);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,37 @@
+/* attention_flash_cuda.h — attention with log-sum-exp on the GPU (C linkage, --with-cuda).
+ *
+ * The local kernel of context-parallel attention on CUDA: one pass over the keys with an online
+ * softmax (flash attention), fp32 accumulation, and the LSE that ring attention needs to merge
+ * partial results (DESIGN.md: lse = log(e^a + e^b), out = out_a e^(a-lse) + out_b e^(b-lse)).
+ *
+ * Layouts (row-major, device memory): q, out (B, Sq, H, D); k, v (B, Sk, H, D);
+ * lse (B, Sq, H) fp32, natural log of sum_j exp(scale * q.k_j). Inputs and out share one
+ * element type (fp32 or bf16). D is a multiple of 32, at most 256. Sk = 0 gives out = 0 and
+ * lse = -inf (an empty block merges as nothing).
+ */
+#ifndef CPDIT_ATTENTION_FLASH_CUDA_H
+#define CPDIT_ATTENTION_FLASH_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cpdit_cuda_dtype { CPDIT_CUDA_F32 = 0, CPDIT_CUDA_BF16 } cpdit_cuda_dtype;
+
+/* Queue the attention on stream (a cudaStream_t; NULL = default). Returns 0, or a cudaError_t
+ * value (an unsupported D gives cudaErrorInvalidValue). lse may be NULL. */
+int cpdit_cuda_attention_flash(cpdit_cuda_dtype dtype, const void *q, const void *k,
+                               const void *v, void *out, float *lse, int B, int Sq, int Sk, int H,
+                               int D, float scale, void *stream);
+
+/* Merge a partial result into an accumulated one, in place (ring attention):
+ * for each (row, head): lse = log(e^lse_acc + e^lse_part),
+ * out_acc = out_acc e^(lse_acc - lse) + out_part e^(lse_part - lse).
+ * out_* (rows, H, D) fp32; lse_* (rows, H). Returns 0 or a cudaError_t value. */
+int cpdit_cuda_lse_merge(float *out_acc, float *lse_acc, const float *out_part,
+                         const float *lse_part, long rows, int H, int D, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

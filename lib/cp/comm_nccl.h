@@ -1,0 +1,65 @@
+/* comm_nccl.h — communicators for ranks whose activations live in GPU memory (--with-cuda).
+ *
+ * Two implementations of the one communicator interface (comm.h), chosen per run by
+ * cpdit_comm_gpu_create():
+ *   - "nccl":   NCCL on a communication stream. Used when every rank of the communicator has a
+ *               GPU of its own (NCCL refuses two ranks on one device).
+ *   - "staged": host-staged MPI: device data is copied to pinned host buffers, moved by MPI and
+ *               copied back. Used when ranks share a GPU (so one GPU can still test multi-rank
+ *               correctness), and as a fallback when NCCL cannot start. CUDA-aware MPI is not
+ *               assumed.
+ *
+ * Memory: the data movers (alltoallv, allgatherv, isend, irecv) take DEVICE pointers. The small
+ * control collectives (barrier, allreduce, bcast) take HOST pointers and run over MPI, as the
+ * callers (agreement checks, timings, error codes) keep those values on the host.
+ *
+ * Stream semantics ("nccl"): a transfer starts after all work already queued on the compute
+ * stream (the comm stream waits on an event recorded there), and a completed transfer is
+ * visible to work queued on the compute stream afterwards: collectives return once the
+ * compute stream has been made to wait for them (no host synchronisation), and `wait` on a
+ * point-to-point request does the same. `test` reports whether the GPU has finished it.
+ * Point-to-point operations are batched: NCCL pairs sends and receives only within one group,
+ * so isend/irecv are queued and launched as one group as soon as the queue holds at least
+ * one send and one receive (the ring's "send to next, receive from previous"), or at the next
+ * test, wait or collective. Every rank therefore issues its matching operations in the same
+ * order, as with MPI.
+ *
+ * "staged" is synchronous with respect to the host: it synchronises the compute stream before
+ * copying out, so it is for correctness runs, not for speed.
+ */
+#ifndef CPDIT_COMM_NCCL_H
+#define CPDIT_COMM_NCCL_H
+
+#include <mpi.h>
+#include "lib/cp/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which data mover to use. AUTO: nccl when the ranks of comm that share a node are no more
+ * than that node's visible devices, else staged. */
+typedef enum cpdit_comm_gpu_kind {
+    CPDIT_COMM_GPU_AUTO = 0,
+    CPDIT_COMM_GPU_NCCL,
+    CPDIT_COMM_GPU_STAGED
+} cpdit_comm_gpu_kind;
+
+/* The device this rank uses: local rank (from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) on
+ * world, never from SLURM_* variables) modulo the number of visible devices; sets it as the
+ * current device. *local_rank and *local_size describe the node; *shared is 1 when more ranks
+ * than devices share the node. Fails with a clear message when CUDA sees no device. Collective
+ * over world. */
+cpdit_status cpdit_cuda_select_device(MPI_Comm world, int *device, int *local_rank,
+                                      int *local_size, int *shared, cpdit_error *err);
+
+/* A GPU communicator over the ranks of comm (collective over comm). compute_stream is the
+ * backend's compute stream (a cudaStream_t; NULL = the legacy default stream). The current
+ * device must already be selected. *out is NULL on failure. */
+cpdit_status cpdit_comm_gpu_create(MPI_Comm comm, void *compute_stream, cpdit_comm_gpu_kind kind,
+                                   cpdit_comm **out, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,116 @@
+/* cuda_bench.c — GPU rates that set the floors of the device checks: the cuBLASLt bf16 linear at
+ * FLUX.1-dev shapes and the flash attention kernel at FLUX.1-dev's joint sequence
+ * (4096 image + 512 text tokens, 24 heads x 128). Prints one table row per case:
+ *   case, shape, ms (min of iterations after warm-up), TFLOP/s.
+ * Not a test (prints, never fails on speed); exits 77 without a GPU.
+ */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/attention_flash_cuda.h"
+#include "kernels/cuda/cuda_runtime_info.h"
+#include "kernels/cuda/gemm_lt_cuda.h"
+
+enum { WARMUP = 3, ITERS = 10 };
+
+static float time_ms(cudaEvent_t a, cudaEvent_t b)
+{
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms;
+}
+
+static void *dev_zeros(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        fprintf(stderr, "cuda_bench: cudaMalloc of %zu bytes failed\n", bytes);
+        exit(1);
+    }
+    cudaMemset(p, 0, bytes);
+    return p;
+}
+
+static void bench_linear(cpdit_gemm_lt *g, int M, int K, int N)
+{
+    void *x = dev_zeros((size_t)M * K * 2), *w = dev_zeros((size_t)N * K * 2),
+         *y = dev_zeros((size_t)M * N * 2), *b = dev_zeros((size_t)N * 2);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float best = 1e30f;
+    char msg[256];
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        cudaEventRecord(e0, NULL);
+        if (cpdit_gemm_lt_linear(g, CPDIT_CUDA_BF16, y, x, w, b, M, K, N, CPDIT_GEMM_PLAIN, NULL,
+                                 msg, sizeof msg)) {
+            fprintf(stderr, "cuda_bench: %s\n", msg);
+            exit(1);
+        }
+        cudaEventRecord(e1, NULL);
+        cudaEventSynchronize(e1);
+        if (it >= WARMUP && time_ms(e0, e1) < best)
+            best = time_ms(e0, e1);
+    }
+    double flop = 2.0 * M * K * N;
+    printf("%-22s %-24s %10.3f %10.1f\n", "linear bf16", "", best, flop / (best * 1e-3) / 1e12);
+    printf("  (M %d, K %d, N %d)\n", M, K, N);
+    cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(b);
+}
+
+static void bench_attention(cpdit_cuda_dtype t, int S, int H, int D)
+{
+    size_t es = t == CPDIT_CUDA_BF16 ? 2 : 4, n = (size_t)S * H * D;
+    void *q = dev_zeros(n * es), *k = dev_zeros(n * es), *v = dev_zeros(n * es),
+         *o = dev_zeros(n * es);
+    float *lse = dev_zeros((size_t)S * H * 4);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float best = 1e30f;
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        cudaEventRecord(e0, NULL);
+        if (cpdit_cuda_attention_flash(t, q, k, v, o, lse, 1, S, S, H, D, 0.088f, NULL)) {
+            fprintf(stderr, "cuda_bench: attention launch failed\n");
+            exit(1);
+        }
+        cudaEventRecord(e1, NULL);
+        cudaEventSynchronize(e1);
+        if (it >= WARMUP && time_ms(e0, e1) < best)
+            best = time_ms(e0, e1);
+    }
+    double flop = 4.0 * S * S * H * D;
+    printf("%-22s S %-5d H %-3d D %-8d %10.3f %10.1f\n",
+           t == CPDIT_CUDA_BF16 ? "attention flash bf16" : "attention flash f32", S, H, D, best,
+           flop / (best * 1e-3) / 1e12);
+    cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o), cudaFree(lse);
+}
+
+int main(void)
+{
+    if (cpdit_cuda_device_count() == 0) {
+        fprintf(stderr, "cuda_bench: no CUDA device\n");
+        return 77;
+    }
+    char desc[512];
+    cpdit_cuda_describe(desc, sizeof desc);
+    printf("# %s\n", desc);
+    printf("%-22s %-24s %10s %10s\n", "case", "shape", "ms", "TFLOP/s");
+    char msg[256];
+    cpdit_gemm_lt *g = cpdit_gemm_lt_create(0, msg, sizeof msg);
+    if (!g) {
+        fprintf(stderr, "cuda_bench: %s\n", msg);
+        return 1;
+    }
+    bench_linear(g, 4608, 3072, 3072);      /* attention projections */
+    bench_linear(g, 4608, 3072, 12288);     /* MLP up */
+    bench_linear(g, 4608, 12288, 3072);     /* MLP down */
+    bench_linear(g, 4608, 3072, 3 * 3072 + 12288); /* single block fused in */
+    cpdit_gemm_lt_destroy(g);
+    bench_attention(CPDIT_CUDA_BF16, 4608, 24, 128);
+    bench_attention(CPDIT_CUDA_F32, 4608, 24, 128);
+    return 0;
+}

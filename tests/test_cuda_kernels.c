@@ -1,0 +1,264 @@
+/* test_cuda_kernels.c — the CUDA attention (flash, with LSE), the LSE merge and the cuBLASLt
+ * linear against plain double-precision loops on the host.
+ * Tolerances: fp32 inputs ≤ 1e-5 normalised error (attention) / 1e-5 (GEMM, exact fp32
+ * compute); bf16 inputs ≤ 1e-2 (the reference sees the same bf16-rounded inputs, so only the
+ * bf16 rounding of the output and fp32 accumulation order remain). Skips (77) without a GPU.
+ */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/attention_flash_cuda.h"
+#include "kernels/cuda/cuda_runtime_info.h"
+#include "kernels/cuda/gemm_lt_cuda.h"
+#include "tests/test_util.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float urand(void) /* in [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+static uint16_t to_bf16(float f) /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFF + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Device copy of n floats as dtype; with bf16 the host values are rounded in place so the
+ * reference sees what the GPU sees. */
+static void *upload(float *h, size_t n, cpdit_cuda_dtype t)
+{
+    void *d = NULL;
+    size_t es = t == CPDIT_CUDA_BF16 ? 2 : 4;
+    CHECK(cudaMalloc(&d, (n ? n : 1) * es) == cudaSuccess);
+    if (t == CPDIT_CUDA_BF16) {
+        uint16_t *b = malloc((n ? n : 1) * 2);
+        for (size_t i = 0; i < n; i++) {
+            b[i] = to_bf16(h[i]);
+            h[i] = from_bf16(b[i]);
+        }
+        cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice);
+        free(b);
+    } else {
+        cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
+    }
+    return d;
+}
+
+static void download(float *h, const void *d, size_t n, cpdit_cuda_dtype t)
+{
+    if (t == CPDIT_CUDA_BF16) {
+        uint16_t *b = malloc((n ? n : 1) * 2);
+        cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n; i++)
+            h[i] = from_bf16(b[i]);
+        free(b);
+    } else {
+        cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost);
+    }
+}
+
+/* max |a - b| / max |b| */
+static double norm_err(const float *a, const double *b, size_t n)
+{
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs(b[i]));
+    }
+    return num / den;
+}
+
+/* Reference attention in double: out (B,Sq,H,D), lse (B,Sq,H). */
+static void attention_ref(const float *q, const float *k, const float *v, double *out,
+                          double *lse, int B, int Sq, int Sk, int H, int D, double scale)
+{
+    double *s = malloc((size_t)(Sk ? Sk : 1) * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Sq; i++)
+            for (int h = 0; h < H; h++) {
+                const float *qr = q + (((size_t)b * Sq + i) * H + h) * D;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < Sk; j++) {
+                    const float *kr = k + (((size_t)b * Sk + j) * H + h) * D;
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += (double)qr[d] * kr[d];
+                    s[j] = dot * scale;
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j < Sk; j++)
+                    sum += exp(s[j] - mx);
+                double *o = out + (((size_t)b * Sq + i) * H + h) * D;
+                for (int d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < Sk; j++)
+                        acc += exp(s[j] - mx) * v[(((size_t)b * Sk + j) * H + h) * D + d];
+                    o[d] = Sk ? acc / sum : 0.0;
+                }
+                lse[((size_t)b * Sq + i) * H + h] = Sk ? mx + log(sum) : -INFINITY;
+            }
+    free(s);
+}
+
+static void test_attention(cpdit_cuda_dtype t, int B, int Sq, int Sk, int H, int D, double tol)
+{
+    size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Sk * H * D, nl = (size_t)B * Sq * H;
+    float *q = malloc((nq + 1) * 4), *k = malloc((nk + 1) * 4), *v = malloc((nk + 1) * 4);
+    float *o = malloc((nq + 1) * 4), *l = malloc((nl + 1) * 4);
+    double *ro = malloc((nq + 1) * 8), *rl = malloc((nl + 1) * 8);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = 2.0f * urand();
+    for (size_t i = 0; i < nk; i++) {
+        k[i] = 2.0f * urand();
+        v[i] = urand();
+    }
+    void *dq = upload(q, nq, t), *dk = upload(k, nk, t), *dv = upload(v, nk, t);
+    void *dout = NULL;
+    float *dlse = NULL;
+    CHECK(cudaMalloc(&dout, (nq + 1) * 4) == cudaSuccess);
+    CHECK(cudaMalloc((void **)&dlse, (nl + 1) * 4) == cudaSuccess);
+    float scale = 1.0f / sqrtf((float)D);
+    CHECK(cpdit_cuda_attention_flash(t, dq, dk, dv, dout, dlse, B, Sq, Sk, H, D, scale, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    download(o, dout, nq, t);
+    cudaMemcpy(l, dlse, nl * 4, cudaMemcpyDeviceToHost);
+    attention_ref(q, k, v, ro, rl, B, Sq, Sk, H, D, scale);
+    double eo = norm_err(o, ro, nq), el = 0;
+    for (size_t i = 0; i < nl; i++)
+        el = Sk ? fmax(el, fabs(l[i] - rl[i]) / fmax(1.0, fabs(rl[i]))) : (isinf(l[i]) ? 0 : 1);
+    printf("attention %s B%d Sq%d Sk%d H%d D%d: out err %.2e, lse err %.2e\n",
+           t == CPDIT_CUDA_BF16 ? "bf16" : "f32", B, Sq, Sk, H, D, eo, el);
+    CHECK(eo <= tol);
+    CHECK(el <= tol);
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dout);
+    cudaFree(dlse);
+    free(q), free(k), free(v), free(o), free(l), free(ro), free(rl);
+}
+
+/* Split the keys in two blocks, attend to each, merge by LSE: equals attending to all. */
+static void test_merge(int Sq, int Sk1, int Sk2, int H, int D)
+{
+    int Sk = Sk1 + Sk2;
+    size_t nq = (size_t)Sq * H * D, nk = (size_t)Sk * H * D, nl = (size_t)Sq * H;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *o = malloc(nq * 4);
+    double *ro = malloc(nq * 8), *rl = malloc(nl * 8);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = urand();
+    for (size_t i = 0; i < nk; i++)
+        k[i] = urand(), v[i] = urand();
+    float *dq = upload(q, nq, CPDIT_CUDA_F32), *dk = upload(k, nk, CPDIT_CUDA_F32),
+          *dv = upload(v, nk, CPDIT_CUDA_F32);
+    float *o1, *o2, *l1, *l2;
+    cudaMalloc((void **)&o1, nq * 4), cudaMalloc((void **)&o2, nq * 4);
+    cudaMalloc((void **)&l1, nl * 4), cudaMalloc((void **)&l2, nl * 4);
+    float scale = 1.0f / sqrtf((float)D);
+    size_t off = (size_t)Sk1 * H * D;
+    CHECK(cpdit_cuda_attention_flash(CPDIT_CUDA_F32, dq, dk, dv, o1, l1, 1, Sq, Sk1, H, D, scale,
+                                     NULL) == 0);
+    CHECK(cpdit_cuda_attention_flash(CPDIT_CUDA_F32, dq, dk + off, dv + off, o2, l2, 1, Sq, Sk2, H,
+                                     D, scale, NULL) == 0);
+    CHECK(cpdit_cuda_lse_merge(o1, l1, o2, l2, Sq, H, D, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(o, o1, nq * 4, cudaMemcpyDeviceToHost);
+    attention_ref(q, k, v, ro, rl, 1, Sq, Sk, H, D, scale);
+    double e = norm_err(o, ro, nq);
+    printf("lse merge Sq%d Sk%d+%d: err %.2e\n", Sq, Sk1, Sk2, e);
+    CHECK(e <= 1e-5);
+    cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(o1), cudaFree(o2), cudaFree(l1),
+        cudaFree(l2);
+    free(q), free(k), free(v), free(o), free(ro), free(rl);
+}
+
+static void test_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype t, int M, int K, int N, int bias,
+                        cpdit_gemm_epilogue epi, double tol)
+{
+    size_t nx = (size_t)M * K, nw = (size_t)N * K, ny = (size_t)M * N;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc((size_t)N * 4), *y = malloc(ny * 4);
+    double *r = malloc(ny * 8);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = urand();
+    for (size_t i = 0; i < nw; i++)
+        w[i] = urand() / sqrtf((float)K);
+    for (int i = 0; i < N; i++)
+        b[i] = urand();
+    void *dx = upload(x, nx, t), *dw = upload(w, nw, t), *db = bias ? upload(b, N, t) : NULL;
+    void *dy = NULL;
+    cudaMalloc(&dy, ny * 4);
+    char msg[256] = "";
+    int rc = cpdit_gemm_lt_linear(g, t, dy, dx, dw, db, M, K, N, epi, NULL, msg, sizeof msg);
+    if (rc)
+        fprintf(stderr, "%s\n", msg);
+    CHECK(rc == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    download(y, dy, ny, t);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = bias ? b[j] : 0.0;
+            for (int kk = 0; kk < K; kk++)
+                acc += (double)x[(size_t)i * K + kk] * w[(size_t)j * K + kk];
+            if (epi == CPDIT_GEMM_GELU_TANH)
+                acc = 0.5 * acc * (1.0 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+            r[(size_t)i * N + j] = acc;
+        }
+    double e = norm_err(y, r, ny);
+    printf("linear %s M%d K%d N%d bias %d gelu %d: err %.2e\n",
+           t == CPDIT_CUDA_BF16 ? "bf16" : "f32", M, K, N, bias, epi == CPDIT_GEMM_GELU_TANH, e);
+    CHECK(e <= tol);
+    cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dy);
+    free(x), free(w), free(b), free(y), free(r);
+}
+
+int main(void)
+{
+    if (cpdit_cuda_device_count() == 0)
+        TEST_SKIP("no CUDA device");
+    /* odd sizes, a partial last key tile, Sk = 0, every supported head dim class */
+    test_attention(CPDIT_CUDA_F32, 1, 1, 1, 1, 32, 1e-5);
+    test_attention(CPDIT_CUDA_F32, 2, 37, 53, 3, 64, 1e-5);
+    test_attention(CPDIT_CUDA_F32, 1, 5, 0, 2, 32, 1e-5);
+    test_attention(CPDIT_CUDA_F32, 1, 129, 300, 2, 128, 1e-5);
+    test_attention(CPDIT_CUDA_F32, 1, 17, 40, 1, 256, 1e-5);
+    test_attention(CPDIT_CUDA_BF16, 1, 200, 333, 4, 128, 1e-2);
+    CHECK(cpdit_cuda_attention_flash(CPDIT_CUDA_F32, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 48,
+                                     1.0f, NULL) != 0); /* D not a multiple of 32 */
+    test_merge(33, 40, 1, 2, 64);
+    test_merge(64, 100, 77, 3, 128);
+    char msg[256] = "";
+    cpdit_gemm_lt *g = cpdit_gemm_lt_create(0, msg, sizeof msg);
+    if (!g)
+        fprintf(stderr, "%s\n", msg);
+    CHECK(g != NULL);
+    if (g) {
+        test_linear(g, CPDIT_CUDA_F32, 7, 64, 40, 1, CPDIT_GEMM_PLAIN, 1e-5);
+        test_linear(g, CPDIT_CUDA_F32, 128, 256, 96, 0, CPDIT_GEMM_PLAIN, 1e-5);
+        test_linear(g, CPDIT_CUDA_BF16, 256, 512, 384, 1, CPDIT_GEMM_PLAIN, 1e-2);
+        test_linear(g, CPDIT_CUDA_BF16, 64, 128, 512, 1, CPDIT_GEMM_GELU_TANH, 1e-2);
+        test_linear(g, CPDIT_CUDA_BF16, 256, 512, 384, 1, CPDIT_GEMM_PLAIN, 1e-2); /* cached */
+        CHECK(cpdit_gemm_lt_cached_shapes(g) == 4);
+        cpdit_gemm_lt_destroy(g);
+    }
+    TEST_MAIN_END();
+}
