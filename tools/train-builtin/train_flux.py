@@ -33,14 +33,14 @@ import shapes_data as data  # noqa: E402
 import st_io  # noqa: E402
 import text  # noqa: E402
 
-BATCH = 32
+BATCH = 16
 LR = 1e-3
-WARMUP = 200
-EMA = 0.998
+WARMUP = 100
+EMA = 0.995
 P_UNCOND = 0.1
 POOL_TOLERANCE = 0.02
 POOL = 4096          # pre-encoded (scene, latent) pairs; images re-rendered with new jitter
-CKPT_SECONDS = 240
+CKPT_SECONDS = 300
 LOG_EVERY = 25
 SAMPLE_STEPS = 20
 SAMPLE_CFG = 3.0
@@ -122,7 +122,7 @@ def main():
         print("resumed at step %d" % step, flush=True)
     print("transformer parameters: %d" % sum(p.numel() for p in model.parameters()), flush=True)
 
-    sample_prompts = [data.caption_full(*s) for s in data.HELD_OUT[:8]]
+    sample_prompts = [data.caption_full(*s) for s in data.HELD_OUT[:4]]
     t_start = last_ckpt = time.time()
     acc = 0.0
     while step < a.steps:
