@@ -35,6 +35,7 @@ static const cli_command commands[] = {
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
+     "                 [--no-weight-sharing]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -56,7 +57,8 @@ static const cli_command commands[] = {
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
-     "of the available memory), else streamed block by block at every step.\n",
+     "of the available memory), else streamed block by block at every step. The ranks of a\n"
+     "node share one copy of them (MPI shared memory) unless --no-weight-sharing.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -97,7 +99,8 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--weight-format native|fp32] [--verbose]\n"
+     "                     [--attention-backend B] [--weight-format native|fp32]\n"
+     "                     [--no-weight-sharing] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -106,7 +109,8 @@ static const cli_command commands[] = {
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
-     "the exact reference).\n",
+     "the exact reference). The ranks of a node share one copy of the weights (MPI shared\n"
+     "memory) unless --no-weight-sharing.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
