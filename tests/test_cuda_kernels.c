@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
@@ -417,6 +418,41 @@ static void test_small_ops(void)
     free(x), free(x2), free(g), free(b), free(y), free(r);
 }
 
+/* A sampler-step-like pattern twice: the second pass is served from the cache. */
+static void test_allocator(void)
+{
+    CHECK(cpdit_cuda_alloc_class(1) == 512 && cpdit_cuda_alloc_class(513) == 1024);
+    CHECK(cpdit_cuda_alloc_class((1 << 20) + 1) == 2u << 20);
+    CHECK(cpdit_cuda_alloc_class((size_t)65 << 20) == (size_t)72 << 20);
+    size_t sizes[] = {100, 4096, 3 << 20, 100, 70u << 20, 0, 12345};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    cpdit_cuda_alloc_stats a, b;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            cpdit_cuda_alloc_get_stats(&a);
+        void *p[N];
+        for (int i = 0; i < N; i++) {
+            p[i] = cpdit_cuda_alloc(sizes[i]);
+            CHECK(p[i] != NULL && ((uintptr_t)p[i] & 255) == 0);
+            CHECK(cudaMemset(p[i], 0, sizes[i]) == cudaSuccess);
+        }
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < i; j++)
+                CHECK(p[i] != p[j]);
+        for (int i = N - 1; i >= 0; i--)
+            cpdit_cuda_free(p[i]);
+    }
+    cpdit_cuda_alloc_get_stats(&b);
+    printf("allocator: %zu cudaMalloc, %zu hits, peak %zu bytes\n", b.device_allocs, b.cache_hits,
+           b.peak_bytes);
+    CHECK(b.device_allocs == a.device_allocs); /* no cudaMalloc in the second pass */
+    CHECK(b.cache_hits >= a.cache_hits + N);
+    CHECK(b.bytes_in_use == 0);
+    cpdit_cuda_alloc_trim();
+    cpdit_cuda_alloc_get_stats(&b);
+    CHECK(b.bytes_cached == 0);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0)
@@ -434,6 +470,7 @@ int main(void)
     test_attention_options(1, 77, 2, 64, 0, 1); /* CLIP: causal */
     test_attention_options(1, 70, 2, 32, 1, 1);
     test_small_ops();
+    test_allocator();
     test_merge(33, 40, 1, 2, 64);
     test_merge(64, 100, 77, 3, 128);
     char msg[256] = "";
