@@ -60,6 +60,8 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
             str = &o->output;
         else if (!strcmp(a, "--attention-backend"))
             str = &o->attention_backend;
+        else if (!strcmp(a, "--weight-format"))
+            str = &o->weight_format;
         else if (!strcmp(a, "--ulysses"))
             num = &o->ulysses;
         else if (!strcmp(a, "--ring"))
@@ -104,6 +106,12 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
     if (missing) {
         if (!quiet)
             cli_usage_error(SUB, "missing %s", missing);
+        return -1;
+    }
+    if (o->weight_format && cpdit_weight_format_from_name(o->weight_format) < 0) {
+        if (!quiet)
+            cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native or fp32",
+                            o->weight_format);
         return -1;
     }
     if (strcmp(o->component, "transformer") && strcmp(o->component, "vae")) {
@@ -391,6 +399,9 @@ static int run_transformer(const forward_options *o)
     r.attn.anything = o->anything;
     if (!st)
         st = flux_transformer_open(&r.model, o->model, &err);
+    if (!st && o->weight_format)
+        flux_transformer_set_weight_format(
+            r.model, (cpdit_weight_format)cpdit_weight_format_from_name(o->weight_format));
     if (!st)
         st = load_inputs(o->inputs, flux_transformer_config_of(r.model), &r.in, &err);
     if ((st = agree(st, &err, o))) {

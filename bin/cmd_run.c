@@ -11,6 +11,7 @@
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
+#include "lib/pipeline/pipeline.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"
@@ -26,6 +27,45 @@ static int parse_float(const char *opt, const char *text, float lo, float hi, fl
     }
     *out = (float)v;
     return 0;
+}
+
+run_weight_options run_weights;
+
+/* "8G", "512M", "64K", or bytes; > 0. Returns 0 or -1. */
+static int parse_bytes(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0))
+        return -1;
+    double mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't')
+        mult = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || v * mult > 1e18)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_error *err)
+{
+    pipeline_weight_options wo;
+    memset(&wo, 0, sizeof wo);
+    if (run_weights.format)
+        wo.format = (cpdit_weight_format)cpdit_weight_format_from_name(run_weights.format);
+    wo.budget = run_weights.memory;
+    return pipeline_open_with(out, model, &wo, err);
 }
 
 /* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
@@ -64,6 +104,8 @@ int cmd_run(int argc, char **argv)
         {"dump", required_argument, 0, 'd'},     {"ring", required_argument, 0, 'R'},
         {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
         {"attention", required_argument, 0, 'A'},
+        {"weight-format", required_argument, 0, 'F'},
+        {"weight-memory", required_argument, 0, 'M'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
@@ -85,6 +127,17 @@ int cmd_run(int argc, char **argv)
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
+        case 'F':
+            if (cpdit_weight_format_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native "
+                                            "(bf16 as stored) or fp32", optarg);
+            run_weights.format = optarg;
+            break;
+        case 'M':
+            if (parse_bytes(optarg, &run_weights.memory))
+                return cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, "
+                                            "512M or 1073741824, got '%s'", optarg);
+            break;
         case 'a': o.anything = 1; break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;

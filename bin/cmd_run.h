@@ -21,6 +21,17 @@ typedef struct run_item_options {
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
+
+/* --weight-format / --weight-memory of `cpdit run` (item and manifest alike). */
+typedef struct run_weight_options {
+    const char *format;   /* NULL, "native" or "fp32" */
+    size_t memory;        /* bytes; 0 = default from the free memory */
+} run_weight_options;
+extern run_weight_options run_weights;
+struct pipeline;
+struct cpdit_error;
+/* pipeline_open_with run_weights. */
+int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_error *err);
 /* Runs under MPI (after MPI_Init); returns the exit code, the same on every rank. */
 int run_item(const run_item_options *o);
 struct manifest_overrides;

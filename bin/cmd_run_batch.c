@@ -87,7 +87,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     if (!st) {
         c.attn.anything = m->parallel.anything;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
-        st = pipeline_open(&c.p, m->model, &err);
+        st = run_open_pipeline(&c.p, m->model, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
 

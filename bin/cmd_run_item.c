@@ -70,7 +70,7 @@ int run_item(const run_item_options *o)
     }
     cpdit_status st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
     if (!st)
-        st = pipeline_open(&p, o->model, &err);
+        st = run_open_pipeline(&p, o->model, &err);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
     if (!st) {

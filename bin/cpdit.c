@@ -34,6 +34,7 @@ static const cli_command commands[] = {
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
+     "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -50,7 +51,12 @@ static const cli_command commands[] = {
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
-     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n",
+     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n"
+     "--weight-format: native (default) computes the linear layers from the weights as\n"
+     "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
+     "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
+     "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
+     "of the available memory), else streamed block by block at every step.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -91,14 +97,16 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--verbose]\n"
+     "                     [--attention-backend B] [--weight-format native|fp32] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
      "vae: latent_sample). The output tensor is `sample`, float32. Run under mpirun -np N\n"
      "with U*R dividing N (the rest is data-parallel). --attention-backend picks the\n"
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
-     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n",
+     "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
+     "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
+     "the exact reference).\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"

@@ -135,9 +135,9 @@ cpdit_status job_check_model_name(const manifest *m, cpdit_error *err);
  * a file, a link loop (INPUT); an existing folder this process may not write into
  * (RUNTIME, "the output folder ... is not writable: Permission denied"). */
 cpdit_status job_check_output_dir(const manifest *m, int *exists, cpdit_error *err);
-/* Create and remove a temporary file in the (existing) output folder: the run's proof that
- * PNGs and the index can be written there, made before the first item is rendered. Error:
- * RUNTIME, as above. */
+/* Create and remove a temporary file in the (existing) output folder, and open an existing
+ * index for appending: the run's proof that PNGs and index lines can be written, made
+ * before the first item is rendered. Error: RUNTIME, as above. */
 cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err);
 
 /* ---------------------------------------------------------------- stop flag (job_signal.c) */

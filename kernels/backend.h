@@ -22,10 +22,41 @@
 #include <stddef.h>
 
 #include "lib/core/cpdit_error.h"
+#include "lib/io/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A weight matrix in the backend's memory and layout, made from the stored data once (at
+ * load) by weight_create; `linear` computes from it. Opaque; free with weight_free. */
+typedef struct cpdit_weight cpdit_weight;
+
+/* How a backend keeps a weight. */
+typedef enum cpdit_weight_format {
+    CPDIT_WEIGHT_NATIVE = 0, /* compute from the stored dtype (the CPU: bf16 and fp8 packed as
+                                bf16 panels for the bf16 GEMM; fp32 and fp16 as fp32) */
+    CPDIT_WEIGHT_F32         /* converted to fp32 once: the exact reference path (SGEMM) */
+} cpdit_weight_format;
+
+/* Names "native" / "bf16" and "fp32" / "f32"; -1 when unknown. */
+int cpdit_weight_format_from_name(const char *name);
+const char *cpdit_weight_format_name(cpdit_weight_format f);
+
+/* A weight to create: data (rows, cols) row-major in dtype, host memory, any alignment. */
+typedef struct cpdit_weight_desc {
+    cpdit_dtype dtype;
+    int rows, cols;          /* nn.Linear's (out, in) */
+    const void *data;
+    int data_persists;       /* data stays valid and unchanged while the weight lives (a
+                                read-only map): the backend may use it in place */
+    cpdit_weight_format format;
+    void *storage;           /* NULL: the backend allocates; else weight_bytes(desc) bytes owned
+                                by the caller (e.g. memory shared by the ranks of a node),
+                                aligned to 64, outliving the weight */
+    int fill;                /* with storage: 1 = write the weight into it; 0 = it already
+                                holds it (another process wrote it), data is not read */
+} cpdit_weight_desc;
 
 typedef struct cpdit_backend {
     const char *name; /* "cpu", ... */
@@ -39,10 +70,19 @@ typedef struct cpdit_backend {
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
 
+    /* Weights. weight_bytes: the bytes weight_create stores for d (0 when it would use
+     * d->data in place). weight_create: *out = the weight of d. Errors: unsupported dtype,
+     * bad sizes (INPUT), out of memory (RUNTIME). */
+    size_t (*weight_bytes)(const cpdit_weight_desc *d);
+    cpdit_status (*weight_create)(cpdit_weight **out, const cpdit_weight_desc *d,
+                                  cpdit_error *err);
+    void (*weight_free)(cpdit_weight *w);
+
     /* y (M, N) with row stride ldy  =  x (M, K) with row stride ldx  ·  W^T  (+ b).
-     * W: (N, K) contiguous (nn.Linear's (out, in)); b: (N) or NULL. y must not alias x or W.
-     * ldx >= K, ldy >= N. With accumulate = 1, y += x W^T (+ b) instead of y = ... */
-    cpdit_status (*linear)(float *y, int ldy, const float *x, int ldx, const float *w,
+     * W: a weight of (N, K) (nn.Linear's (out, in)); b: (N) fp32 or NULL. y must not alias x.
+     * ldx >= K, ldy >= N. With accumulate = 1, y += x W^T (+ b) instead of y = ...
+     * Errors: W's shape is not (N, K), bad sizes (INPUT); out of memory (RUNTIME). */
+    cpdit_status (*linear)(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
                            const float *b, int M, int K, int N, int accumulate,
                            cpdit_error *err);
 

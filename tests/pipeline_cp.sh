@@ -12,6 +12,11 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export CPDIT_CACHE="$work/cache"
 args="--model builtin:tiny --prompt 'a lighthouse at dusk, 35mm' --seed 1234 --steps 2"
 args="$args --width 208 --height 208 --max-sequence-length 64"
+# the grid comparisons use the exact fp32 weight path: the bf16 path rounds each linear
+# layer's input to bf16, which turns the grids' last-bit differences in attention into
+# occasional 2^-9 steps (2/255 seen on cfgdp2u2); the bf16 path is compared with fp32 below
+args_bf16=$args
+args="$args --weight-format fp32"
 fail=0
 run() { # NAME NP ARGS...
     name=$1; np=$2; shift 2
@@ -58,6 +63,18 @@ if run cfg1 1; then
     done
     if "$CMP" "$cref" "$ref" 1 >/dev/null 2>&1; then
         echo "FAIL: true CFG changed nothing"; fail=1
+    fi
+fi
+
+# the default bf16 path on 1 rank against the fp32 path: within BF16_PIXEL_TOL/255 (2 steps
+# through the tiny random model; seen: 1)
+BF16_PIXEL_TOL=4
+args=$args_bf16
+if run bf16 1; then
+    if "$CMP" "$ref" "$work/bf16"/*.png $BF16_PIXEL_TOL >"$work/cmp" 2>&1; then
+        echo "ok: bf16 path vs fp32 path (1 rank): $(cat "$work/cmp")"
+    else
+        echo "FAIL: bf16 path vs fp32 path (1 rank): $(cat "$work/cmp")"; fail=1
     fi
 fi
 

@@ -18,6 +18,7 @@
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/vae_ops_cuda.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -453,6 +454,134 @@ static void test_allocator(void)
     CHECK(b.bytes_cached == 0);
 }
 
+/* VAE ops: a 3x3 and a 1x1 convolution over a band of rows with halos, GroupNorm + SiLU from
+ * moments in double, nearest 2x upsampling and a transpose, against host loops. */
+static void test_vae_ops(void)
+{
+    enum { ROWS = 9, W = 13, CIN = 24, COUT = 20, G = 4 };
+    size_t nx = (size_t)(ROWS + 2) * W * CIN, ny = (size_t)ROWS * W * COUT;
+    float *x = malloc(nx * 4), *w3 = malloc((size_t)COUT * CIN * 9 * 4),
+          *w1 = malloc((size_t)COUT * CIN * 4), *b = malloc(COUT * 4), *y = malloc(ny * 4);
+    double *r = malloc((ny > nx ? ny : nx) * 4 * 8);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = urand();
+    for (int rr = 0; rr < W * CIN; rr++) /* the top and bottom halo rows are zero (image edges) */
+        x[rr] = x[nx - 1 - rr] = 0.0f;
+    for (int i = 0; i < COUT * CIN * 9; i++)
+        w3[i] = urand() / 10;
+    for (int i = 0; i < COUT * CIN; i++)
+        w1[i] = urand() / 5;
+    for (int i = 0; i < COUT; i++)
+        b[i] = urand();
+    float *dx = upload(x, nx, CPDIT_CUDA_F32), *dy, *p3 = cpdit_cuda_conv2d_pack(w3, COUT, CIN, 3),
+          *p1 = cpdit_cuda_conv2d_pack(w1, COUT, CIN, 1), *db = upload(b, COUT, CPDIT_CUDA_F32);
+    CHECK(p3 && p1);
+    cudaMalloc((void **)&dy, ny * 4);
+    cudaMemset(dy, 0, ny * 4);
+    const float *x0 = dx + (size_t)W * CIN; /* row 0 of the band; row -1 is the zero halo */
+    /* two calls: rows [0, 4) and [4, ROWS), as a caller overlapping halos would split it */
+    CHECK(cpdit_cuda_conv2d(dy, x0, p3, db, W, CIN, COUT, 3, 0, 4, NULL) == 0);
+    CHECK(cpdit_cuda_conv2d(dy, x0, p3, db, W, CIN, COUT, 3, 4, ROWS, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(y, dy, ny * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++)
+        for (int i = 0; i < W; i++)
+            for (int co = 0; co < COUT; co++) {
+                double acc = b[co];
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) {
+                        int xr = rr + ky - 1, xc = i + kx - 1;
+                        if (xc < 0 || xc >= W)
+                            continue;
+                        for (int ci = 0; ci < CIN; ci++)
+                            acc += (double)x[((size_t)(xr + 1) * W + xc) * CIN + ci] *
+                                   w3[((co * CIN + ci) * 3 + ky) * 3 + kx];
+                    }
+                r[((size_t)rr * W + i) * COUT + co] = acc;
+            }
+    double e = norm_err(y, r, ny);
+    printf("conv2d 3x3 NHWC (two bands): err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    CHECK(cpdit_cuda_conv2d(dy, x0, p1, NULL, W, CIN, COUT, 1, 0, ROWS, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(y, dy, ny * 4, cudaMemcpyDeviceToHost);
+    for (size_t px = 0; px < (size_t)ROWS * W; px++)
+        for (int co = 0; co < COUT; co++) {
+            double acc = 0;
+            for (int ci = 0; ci < CIN; ci++)
+                acc += (double)x[(px + W) * CIN + ci] * w1[co * CIN + ci];
+            r[px * COUT + co] = acc;
+        }
+    e = norm_err(y, r, ny);
+    printf("conv2d 1x1: err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    /* GroupNorm + SiLU over the band (pixels = ROWS*W, C = CIN) */
+    size_t pixels = (size_t)ROWS * W, nb = pixels * CIN;
+    double *dacc, *dmean, *drstd, mean[G], var[G], rstd[G];
+    cudaMalloc((void **)&dacc, G * 8), cudaMalloc((void **)&dmean, G * 8);
+    cudaMalloc((void **)&drstd, G * 8);
+    cudaMemset(dacc, 0, G * 8);
+    CHECK(cpdit_cuda_group_moments(dacc, x0, pixels, CIN, G, NULL, NULL) == 0);
+    cudaMemcpy(mean, dacc, G * 8, cudaMemcpyDeviceToHost);
+    for (int g = 0; g < G; g++)
+        mean[g] /= (double)pixels * (CIN / G);
+    cudaMemcpy(dmean, mean, G * 8, cudaMemcpyHostToDevice);
+    cudaMemset(dacc, 0, G * 8);
+    CHECK(cpdit_cuda_group_moments(dacc, x0, pixels, CIN, G, dmean, NULL) == 0);
+    cudaMemcpy(var, dacc, G * 8, cudaMemcpyDeviceToHost);
+    for (int g = 0; g < G; g++) {
+        double hm = 0, hv = 0;
+        for (size_t px = 0; px < pixels; px++)
+            for (int c = g * (CIN / G); c < (g + 1) * (CIN / G); c++)
+                hm += x[(px + W) * CIN + c];
+        hm /= (double)pixels * (CIN / G);
+        for (size_t px = 0; px < pixels; px++)
+            for (int c = g * (CIN / G); c < (g + 1) * (CIN / G); c++)
+                hv += (x[(px + W) * CIN + c] - hm) * (x[(px + W) * CIN + c] - hm);
+        CHECK(fabs(mean[g] - hm) <= 1e-12 && fabs(var[g] - hv) <= 1e-9 * fmax(1, hv));
+        rstd[g] = 1.0 / sqrt(var[g] / ((double)pixels * (CIN / G)) + 1e-6);
+    }
+    cudaMemcpy(drstd, rstd, G * 8, cudaMemcpyHostToDevice);
+    float *dgam = upload(w1, CIN, CPDIT_CUDA_F32), *dbet = upload(b, CIN < COUT ? CIN : COUT, CPDIT_CUDA_F32);
+    float *dn;
+    cudaMalloc((void **)&dn, nb * 4);
+    CHECK(cpdit_cuda_group_norm_apply(dn, x0, pixels, CIN, G, dmean, drstd, dgam, NULL,
+                                      CPDIT_CUDA_VAE_ACT_SILU, NULL) == 0);
+    float *hn = malloc(nb * 4);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hn, dn, nb * 4, cudaMemcpyDeviceToHost);
+    for (size_t t = 0; t < nb; t++) {
+        int c = (int)(t % CIN), g = c / (CIN / G);
+        double v = (x[t + (size_t)W * CIN] - mean[g]) * rstd[g] * w1[c];
+        r[t] = v / (1 + exp(-v));
+    }
+    e = norm_err(hn, r, nb);
+    printf("group norm + silu: err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    /* upsample 2x of the band, and transpose of (pixels, CIN) */
+    float *du, *hu = malloc(nb * 4 * 4);
+    cudaMalloc((void **)&du, nb * 4 * 4);
+    CHECK(cpdit_cuda_upsample2x(du, x0, ROWS, W, CIN, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hu, du, nb * 16, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < 2 * ROWS; rr++)
+        for (int i = 0; i < 2 * W; i++)
+            for (int c = 0; c < CIN; c++)
+                r[((size_t)rr * 2 * W + i) * CIN + c] = x[((size_t)(rr / 2 + 1) * W + i / 2) * CIN + c];
+    CHECK(norm_err(hu, r, nb * 4) <= 0);
+    CHECK(cpdit_cuda_transpose(du, x0, pixels, CIN, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hu, du, nb * 4, cudaMemcpyDeviceToHost);
+    for (size_t px = 0; px < pixels; px++)
+        for (int c = 0; c < CIN; c++)
+            r[(size_t)c * pixels + px] = x[(px + W) * CIN + c];
+    CHECK(norm_err(hu, r, nb) <= 0);
+    cpdit_cuda_free(p3), cpdit_cuda_free(p1);
+    cudaFree(dx), cudaFree(dy), cudaFree(db), cudaFree(dacc), cudaFree(dmean), cudaFree(drstd);
+    cudaFree(dgam), cudaFree(dbet), cudaFree(dn), cudaFree(du);
+    free(x), free(w3), free(w1), free(b), free(y), free(r), free(hn), free(hu);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0)
@@ -471,6 +600,7 @@ int main(void)
     test_attention_options(1, 70, 2, 32, 1, 1);
     test_small_ops();
     test_allocator();
+    test_vae_ops();
     test_merge(33, 40, 1, 2, 64);
     test_merge(64, 100, 77, 3, 128);
     char msg[256] = "";

@@ -22,6 +22,7 @@
 #include "lib/text/text_encode.h"
 #include "lib/io/safetensors.h"
 #include "lib/pipeline/torch_rng.h"
+#include "lib/weights/weight_loader.h"
 #include "lib/vae/vae_decoder.h"
 
 /* FLUX latents: 16 channels, packed 2x2 into 64-wide tokens. */
@@ -55,7 +56,17 @@ static double now_seconds(void)
 
 cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
 {
+    return pipeline_open_with(out, model, NULL, err);
+}
+
+cpdit_status pipeline_open_with(pipeline **out, const char *model,
+                                const pipeline_weight_options *wo, cpdit_error *err)
+{
     *out = NULL;
+    pipeline_weight_options wdef;
+    memset(&wdef, 0, sizeof wdef);
+    if (!wo)
+        wo = &wdef;
     pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
@@ -70,7 +81,12 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
     }
     if ((st = flux_transformer_open(&p->transformer, dir, err)))
         goto fail;
-    flux_transformer_set_weight_cache(p->transformer, (size_t)1 << 30); /* reused every step */
+    /* made once, kept for every step when they fit the budget */
+    flux_transformer_set_weight_cache(p->transformer,
+                                      wo->budget ? wo->budget : weight_budget_default(1));
+    flux_transformer_set_weight_format(p->transformer, wo->format);
+    if (wo->arena)
+        flux_transformer_set_weight_arena(p->transformer, wo->arena);
     const flux_transformer_config *tc = flux_transformer_config_of(p->transformer);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1) {
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
@@ -104,7 +120,9 @@ cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err)
     }
     if ((st = flow_schedule_config_load(dir, &p->sched, err)))
         goto fail;
-    if ((st = text_encoders_load(dir, NULL, &p->text, err)))
+    text_encoder_options topt = text_encoder_options_default();
+    topt.weight_format = wo->format;
+    if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||
         text_encoders_t5_dim(p->text) != tc->joint_attention_dim) {

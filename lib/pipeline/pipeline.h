@@ -19,6 +19,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,6 +64,18 @@ typedef struct pipeline_run {
 /* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on
  * first use, then loaded like any folder). */
 cpdit_status pipeline_open(pipeline **out, const char *model, cpdit_error *err);
+
+/* How the models keep their weights (kernels/backend.h, lib/weights/weight_loader.h). */
+typedef struct pipeline_weight_options {
+    cpdit_weight_format format; /* NATIVE (default: bf16 as stored) or F32 (exact reference) */
+    size_t budget;              /* bytes for the transformer's resident weights; 0 = default:
+                                   weight_budget_default(1) */
+    const struct weight_arena_ops *arena; /* NULL, or node-shared storage for them */
+} pipeline_weight_options;
+
+/* pipeline_open with weight options (NULL: the defaults). */
+cpdit_status pipeline_open_with(pipeline **out, const char *model,
+                                const pipeline_weight_options *wo, cpdit_error *err);
 void pipeline_close(pipeline *p);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
