@@ -33,8 +33,12 @@ int cmd_bench(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_builtin(int argc, char **argv);
+int cmd_submit(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 extern const char cmd_probe_help[]; /* man-page style text of `cpdit probe --help` */
+int cmd_plan(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* The subcommand table, defined in cpdit.c. */
 const cli_command *cli_find_command(const char *name);

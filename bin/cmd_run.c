@@ -10,6 +10,9 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
+#include "jobs/job_run.h"
+#include "lib/pipeline/pipeline.h"
+#include "lib/weights/weight_shared_mpi.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"
@@ -25,6 +28,65 @@ static int parse_float(const char *opt, const char *text, float lo, float hi, fl
     }
     *out = (float)v;
     return 0;
+}
+
+run_weight_options run_weights;
+
+/* "8G", "512M", "64K", or bytes; > 0. Returns 0 or -1. */
+static int parse_bytes(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0))
+        return -1;
+    double mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't')
+        mult = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || v * mult > 1e18)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+/* The ranks of a node share one copy of the transformer's weights (for the whole process). */
+static weight_sharer *run_sharer;
+static weight_arena_ops run_arena;
+
+int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_error *err)
+{
+    pipeline_weight_options wo;
+    memset(&wo, 0, sizeof wo);
+    if (run_weights.format)
+        wo.format = (cpdit_weight_format)cpdit_weight_format_from_name(run_weights.format);
+    wo.budget = run_weights.memory;
+    if (!run_weights.no_share && !run_sharer) {
+        cpdit_status st = weight_sharer_create(&run_sharer, MPI_COMM_WORLD, err);
+        if (st)
+            return st;
+        run_arena = weight_sharer_arena(run_sharer);
+    }
+    if (run_sharer)
+        wo.arena = &run_arena;
+    else if (!wo.budget) { /* each rank of the node holds its own copy */
+        int n = 1;
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+        wo.budget = weight_budget_default(n);
+    }
+    return pipeline_open_with(out, model, &wo, err);
 }
 
 /* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
@@ -63,10 +125,15 @@ int cmd_run(int argc, char **argv)
         {"dump", required_argument, 0, 'd'},     {"ring", required_argument, 0, 'R'},
         {"ulysses", required_argument, 0, 'U'},  {"anything", no_argument, 0, 'a'},
         {"attention", required_argument, 0, 'A'},
+        {"weight-format", required_argument, 0, 'F'},
+        {"weight-memory", required_argument, 0, 'M'},
+        {"no-weight-sharing", no_argument, 0, 'P'},
         {"max-sequence-length", required_argument, 0, 'L'},
-        {"check", no_argument, 0, 'C'},          {"dp", required_argument, 0, 'D'},
+        {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
+        {"topology", required_argument, 0, 'T'},
+        {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
         {0, 0, 0, 0}};
-    int check = 0, dp = 0, item_only = 0, output_given = 0;
+    int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
     run_item_defaults(&o);
     long v;
@@ -80,10 +147,30 @@ int cmd_run(int argc, char **argv)
         case 'n': o.negative_prompt = optarg; item_only = 1; break;
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
+        case 'Z': status = 1; break;
+        case 'T': o.topology = optarg; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
+        case 'F':
+            if (cpdit_weight_format_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native "
+                                            "(bf16 as stored) or fp32", optarg);
+            run_weights.format = optarg;
+            break;
+        case 'P': run_weights.no_share = 1; break;
+        case 'M':
+            if (parse_bytes(optarg, &run_weights.memory))
+                return cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, "
+                                            "512M or 1073741824, got '%s'", optarg);
+            break;
         case 'a': o.anything = 1; break;
+        case 'X': o.vae_tiling = 1; break;
+        case 'V':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);
+            o.vae_single_rank = !strcmp(optarg, "off");
+            break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -116,13 +203,24 @@ int cmd_run(int argc, char **argv)
         ov.ulysses = o.ulysses;
         if (o.anything)
             ov.anything = 1;
+        ov.vae_tiling = o.vae_tiling;
         if (check)
             return check_batch(argv[optind], &ov);
+        if (status) {
+            cpdit_error err;
+            cpdit_error_clear(&err);
+            if (job_status_command(NULL, argv[optind], &ov, stdout, &err))
+                return cli_report(&err);
+            return CLI_EXIT_OK;
+        }
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.topology,
+                             o.vae_single_rank);
         MPI_Finalize();
         return code;
     }
+    if (status)
+        return cli_usage_error(SUB, "--status needs a manifest: cpdit run FILE.yaml --status");
     if (check)
         return cli_usage_error(SUB, "--check needs a manifest: cpdit run FILE.yaml --check");
     if (dp)

@@ -1,13 +1,16 @@
 #!/bin/sh
 # install-deps.sh [--tests] — install the Debian 12 packages cpdit builds with; with --tests also
 # what the test suite uses to build reference data (python3-numpy, python3-torch, clang for
-# the fuzz targets, iproute2 for the network-namespace test). Idempotent: only missing
-# packages are installed. Needs root or sudo.
+# the fuzz targets, iproute2 for the network-namespace test) and Slurm + munge (tests/slurm.sh
+# starts a one-machine Slurm of its own). Idempotent: only missing packages are installed.
+# Needs root or sudo.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
-      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev"
+      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev
+      libplplot-dev"
 case "${1:-}" in
-    --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang iproute2" ;;
+    --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang iproute2
+                   slurm-wlm slurmctld slurmd slurm-client munge" ;;
     "") ;;
     *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
 esac

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/io/regular_file.h"
+
 cpdit_status job_bcast_status(MPI_Comm comm, int root, cpdit_status st, cpdit_error *err)
 {
     cpdit_error local;
@@ -145,10 +147,9 @@ cpdit_status job_bcast_source_open(job_bcast_source *s, const char *path, MPI_Co
     MPI_Comm_rank(comm, &s->rank);
     cpdit_status st = CPDIT_OK;
     if (s->rank == 0) {
-        s->fp = fopen(path, "rb");
+        s->fp = cpdit_fopen_regular(path, "cannot open the prompts file", err);
         if (!s->fp)
-            st = cpdit_error_set(err, errno == ENOENT ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME,
-                                 path, "cannot open the prompts file: %s", strerror(errno));
+            st = err ? err->status : CPDIT_ERR_INPUT;
     }
     return job_bcast_status(comm, 0, st, err);
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jobs/job_slurm.h"
 #include "lib/io/atomic_file.h"
 
 /* Digits kept for reals (guidance, seconds): enough for any value a user types. */
@@ -47,6 +48,8 @@ char *job_index_line(const job_item *item, const job_grid_info *grid, double sec
     json_t *g = grid ? json_pack("{s:i,s:i,s:i}", "dp", grid->dp, "ring", grid->ring,
                                  "ulysses", grid->ulysses)
                      : json_null();
+    if (g && grid && grid->why)
+        json_object_set_new(g, "why", json_string(grid->why));
     if (!o || !g) {
         json_decref(o);
         json_decref(g);
@@ -61,6 +64,29 @@ char *job_index_line(const job_item *item, const job_grid_info *grid, double sec
     bad |= json_object_set_new(o, "steps", json_integer(item->steps));
     bad |= json_object_set_new(o, "guidance", json_real(item->guidance));
     bad |= json_object_set_new(o, "grid", g);
+    const job_slurm_info *sl = grid ? grid->slurm : NULL;
+    if (sl && sl->job_id[0]) {
+        json_t *j = json_object();
+        if (!j)
+            bad = 1;
+        else {
+            bad |= json_object_set_new(j, "job_id", json_string(sl->job_id));
+            bad |= json_object_set_new(j, "array_job_id", sl->array_job_id[0]
+                                                              ? json_string(sl->array_job_id)
+                                                              : json_null());
+            bad |= json_object_set_new(j, "array_task_id",
+                                       sl->array_task_id >= 0 ? json_integer(sl->array_task_id)
+                                                              : json_null());
+            bad |= json_object_set_new(j, "array_task_count",
+                                       sl->array_task_count > 0
+                                           ? json_integer(sl->array_task_count)
+                                           : json_null());
+            bad |= json_object_set_new(j, "restart_count", json_integer(sl->restart_count));
+            bad |= json_object_set_new(j, "node", grid->node ? json_string(grid->node)
+                                                             : json_null());
+            bad |= json_object_set_new(o, "slurm", j);
+        }
+    }
     bad |= json_object_set_new(o, "seconds", seconds >= 0 ? json_real(seconds) : json_null());
     bad |= json_object_set_new(o, "file", json_string(item->file));
     bad |= json_object_set_new(o, "status", json_string(error ? "failed" : "ok"));
@@ -268,4 +294,11 @@ cpdit_status job_remove_temp_files(const char *dir, int *removed, cpdit_error *e
     }
     closedir(d);
     return st;
+}
+
+int job_index_is_index_name(const char *name)
+{
+    size_t n = strlen(name);
+    return strcmp(name, JOB_INDEX_FILE_NAME) == 0 ||
+           (strncmp(name, "index.", 6) == 0 && n > 12 && strcmp(name + n - 6, ".jsonl") == 0);
 }

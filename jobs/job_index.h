@@ -39,9 +39,14 @@ extern "C" {
 
 #define JOB_INDEX_FILE_NAME "index.jsonl"
 
-/* Degrees written into "grid". */
+struct job_slurm_info;
+
+/* Degrees written into "grid"; inside Slurm also the "slurm" record (jobs/job_slurm.h). */
 typedef struct job_grid_info {
     int dp, ring, ulysses;
+    const struct job_slurm_info *slurm; /* NULL or no job id: no "slurm" key */
+    const char *node;                   /* the leader's MPI processor name (in "slurm") */
+    const char *why; /* NULL, or one line: how the grid was chosen ("grid": {..., "why"}) */
 } job_grid_info;
 
 /* One index line for item, '\n'-terminated, as a new string (*len its length, may be NULL).
@@ -96,12 +101,22 @@ typedef struct job_resume_stats {
 
 /* Read OUT_DIR's index. */
 cpdit_status job_resume_begin(const char *out_dir, job_resume **out, cpdit_error *err);
+/* The same for the index file index_name (an array task's own, jobs/job_slurm.h); the "ok"
+ * lines of the folder's other index*.jsonl files are read too: a complete PNG that one of
+ * them lists gets no re-made line in this one. */
+cpdit_status job_resume_begin_named(const char *out_dir, const char *index_name,
+                                    job_resume **out, cpdit_error *err);
+/* 1 when name is an index file: "index.jsonl" or "index.*.jsonl". */
+int job_index_is_index_name(const char *name);
 /* Call for every item of the manifest, in order: *done = 1 when its PNG is complete. */
 cpdit_status job_resume_item(job_resume *r, const job_item *item, int *done,
                              cpdit_error *err);
 /* Rewrite the index as described above (when it changes); stats may be NULL. */
 cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_error *err);
 void job_resume_free(job_resume *r);
+
+/* mkdir -p dir (job_run.c). */
+cpdit_status job_make_folders(const char *dir, cpdit_error *err);
 
 /* "dir/name" as a new string (NULL when out of memory). */
 char *job_path_join(const char *dir, const char *name);

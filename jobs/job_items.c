@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/io/regular_file.h" /* a FIFO is refused, never waited on */
+
 /* Duplicate-name table: open addressing, grown to keep it at most half full. */
 #define UNIQUE_FIRST_SLOTS 1024
 #define FNV64_OFFSET 0xcbf29ce484222325ull
@@ -85,11 +87,10 @@ cpdit_status job_items_open(const manifest *m, const job_byte_source *src, unsig
         if (src) {
             it->src = *src;
         } else {
-            it->own_fp = fopen(m->prompts_file, "rb");
+            it->own_fp = cpdit_fopen_regular(m->prompts_file, "cannot open the prompts file",
+                                             err);
             if (!it->own_fp) {
-                st = cpdit_error_set(err, errno == ENOENT ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME,
-                                     m->prompts_file, "cannot open the prompts file: %s",
-                                     strerror(errno));
+                st = err ? err->status : CPDIT_ERR_INPUT;
                 job_items_close(it);
                 return st;
             }

@@ -97,5 +97,17 @@ cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err)
         unlink(probe);
     }
     free(probe);
+    /* an existing index must take appends too: else the first item would be rendered and
+     * then have no line to record it */
+    char *index = st ? NULL : job_path_join(m->output_dir, JOB_INDEX_FILE_NAME);
+    if (index) {
+        fd = open(index, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+            close(fd);
+        else if (errno != ENOENT)
+            st = output_error(m, CPDIT_ERR_RUNTIME, err, "the index \"%s\" is not writable: "
+                              "%s", index, strerror(errno));
+        free(index);
+    }
     return st;
 }

@@ -4,6 +4,7 @@
  * a hash table over its files. */
 #include "jobs/job_index.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,8 @@ struct job_resume {
     size_t *slots; /* hash table: old-entry number + 1 of the LAST ok line per file, 0 empty */
     size_t n_slots;
     unsigned char *state; /* per old entry: FILE_* */
+    char **foreign; /* hash set: files with an "ok" line in the folder's other index files */
+    size_t n_foreign_slots;
     char *added;          /* new lines for done items that had none */
     size_t added_len, added_cap;
     job_resume_stats stats;
@@ -54,19 +57,95 @@ void job_resume_free(job_resume *r)
     free(r->slots);
     free(r->state);
     free(r->added);
+    for (size_t i = 0; i < r->n_foreign_slots; i++)
+        free(r->foreign[i]);
+    free(r->foreign);
     free(r);
+}
+
+static size_t foreign_slot(const job_resume *r, const char *file)
+{
+    size_t j = (size_t)(fnv1a(file) & (r->n_foreign_slots - 1));
+    while (r->foreign[j] && strcmp(r->foreign[j], file) != 0)
+        j = (j + 1) & (r->n_foreign_slots - 1);
+    return j;
+}
+
+static int in_foreign(const job_resume *r, const char *file)
+{
+    return r->n_foreign_slots && r->foreign[foreign_slot(r, file)] != NULL;
+}
+
+/* The "ok" files of the other index files of the folder into r->foreign. */
+static cpdit_status read_foreign(job_resume *r, const char *own, cpdit_error *err)
+{
+    DIR *d = opendir(r->dir);
+    if (!d)
+        return CPDIT_OK; /* no folder yet: nothing elsewhere */
+    cpdit_status st = CPDIT_OK;
+    size_t used = 0;
+    struct dirent *e;
+    while (!st && (e = readdir(d)) != NULL) {
+        if (!job_index_is_index_name(e->d_name) || strcmp(e->d_name, own) == 0)
+            continue;
+        char *p = job_path_join(r->dir, e->d_name);
+        job_index_contents c;
+        if (!p) {
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
+            break;
+        }
+        st = job_index_read(p, &c, err);
+        free(p);
+        for (size_t i = 0; !st && i < c.n; i++) {
+            if (!c.entries[i].ok)
+                continue;
+            if (2 * (used + 1) > r->n_foreign_slots) { /* grow: rehash */
+                size_t n = r->n_foreign_slots ? 2 * r->n_foreign_slots : 64;
+                char **old = r->foreign;
+                size_t n_old = r->n_foreign_slots;
+                r->foreign = calloc(n, sizeof *r->foreign);
+                if (!r->foreign) {
+                    r->foreign = old;
+                    st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
+                    break;
+                }
+                r->n_foreign_slots = n;
+                for (size_t k = 0; k < n_old; k++)
+                    if (old[k])
+                        r->foreign[foreign_slot(r, old[k])] = old[k];
+                free(old);
+            }
+            size_t j = foreign_slot(r, c.entries[i].file);
+            if (!r->foreign[j]) {
+                r->foreign[j] = c.entries[i].file;
+                c.entries[i].file = NULL; /* moved */
+                used++;
+            }
+        }
+        job_index_contents_free(&c);
+    }
+    closedir(d);
+    return st;
 }
 
 cpdit_status job_resume_begin(const char *out_dir, job_resume **out, cpdit_error *err)
 {
+    return job_resume_begin_named(out_dir, JOB_INDEX_FILE_NAME, out, err);
+}
+
+cpdit_status job_resume_begin_named(const char *out_dir, const char *index_name,
+                                    job_resume **out, cpdit_error *err)
+{
     *out = NULL;
     job_resume *r = calloc(1, sizeof *r);
     if (!r || !(r->dir = strdup(out_dir)) ||
-        !(r->index_path = job_path_join(out_dir, JOB_INDEX_FILE_NAME))) {
+        !(r->index_path = job_path_join(out_dir, index_name))) {
         job_resume_free(r);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, out_dir, "out of memory");
     }
     cpdit_status st = job_index_read(r->index_path, &r->old, err);
+    if (!st)
+        st = read_foreign(r, index_name, err);
     if (st) {
         job_resume_free(r);
         return st;
@@ -118,7 +197,7 @@ cpdit_status job_resume_item(job_resume *r, const job_item *item, int *done, cpd
     if (!*done)
         return CPDIT_OK;
     r->stats.done++;
-    if (r->slots[j])
+    if (r->slots[j] || in_foreign(r, item->file))
         return CPDIT_OK;
     size_t len;
     char *line = job_index_line(item, NULL, -1.0, NULL, &len);

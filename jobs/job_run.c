@@ -1,7 +1,9 @@
 /* job_run.c — the MPI batch runner (the flow, stopping and exit codes are in job_run.h). */
 #include "jobs/job_run_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,9 @@
 #include "lib/core/build_info.h"
 #include "lib/cp/comm.h"
 #include "jobs/job_index.h"
+#include "jobs/job_sbatch.h"
+#include "jobs/job_slurm.h"
+#include "lib/io/atomic_file.h"
 #include "lib/io/png_writer.h"
 
 #define FOLDER_MODE 0777   /* before the umask */
@@ -74,6 +79,12 @@ static cpdit_status make_folders(const char *dir, size_t *created, cpdit_error *
     return st;
 }
 
+cpdit_status job_make_folders(const char *dir, cpdit_error *err)
+{
+    size_t created;
+    return make_folders(dir, &created, err);
+}
+
 /* Undo make_folders after a failed start: remove the folders it created, deepest first,
  * while they are empty (rmdir never removes anything else). */
 static void remove_created_folders(const char *dir, size_t created)
@@ -92,7 +103,8 @@ static void remove_created_folders(const char *dir, size_t created)
 typedef struct job_plan {
     job_item *mine; /* this group's items that are not done yet, in index order */
     size_t n_mine, cap_mine;
-    uint64_t n_items, already_done;
+    uint64_t n_items, already_done; /* n_items: the whole manifest; already_done: share */
+    uint64_t n_share;               /* items of this run's share (all without an array) */
     job_resume_stats resume; /* rank 0 */
     int temp_removed;        /* rank 0 */
     off_t index_size;        /* rank 0: the index's size before any group appends */
@@ -122,13 +134,118 @@ static cpdit_status keep_item(job_plan *p, const job_item *x, cpdit_error *err)
     return st;
 }
 
+/* An array task removes only the temporary files of its own share (the other tasks may be
+ * writing theirs): the target names of the folder's temporary files, sorted. */
+typedef struct temp_list {
+    char **names;   /* the temporary files */
+    char **targets; /* the file each one was going to become */
+    size_t n;
+} temp_list;
+
+static void temp_list_free(temp_list *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->names[i]);
+        free(t->targets[i]);
+    }
+    free(t->names);
+    free(t->targets);
+    memset(t, 0, sizeof *t);
+}
+
+static cpdit_status temp_list_read(const char *dir, temp_list *t, cpdit_error *err)
+{
+    memset(t, 0, sizeof *t);
+    DIR *d = opendir(dir);
+    if (!d)
+        return CPDIT_OK;
+    size_t cap = 0;
+    struct dirent *e;
+    cpdit_status st = CPDIT_OK;
+    while (!st && (e = readdir(d)) != NULL) {
+        if (!atomic_file_is_temp_name(e->d_name))
+            continue;
+        const char *end = NULL, *q = e->d_name;
+        while ((q = strstr(q + 1, ".tmp.")) != NULL)
+            end = q;
+        if (t->n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **a = realloc(t->names, cap * sizeof *a), **b = a ? realloc(t->targets, cap * sizeof *b) : NULL;
+            if (a)
+                t->names = a;
+            if (b)
+                t->targets = b;
+            if (!a || !b) {
+                st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+                break;
+            }
+        }
+        t->names[t->n] = strdup(e->d_name);
+        t->targets[t->n] = strndup(e->d_name + 1, (size_t)(end - e->d_name - 1));
+        if (!t->names[t->n] || !t->targets[t->n]) {
+            free(t->names[t->n]);
+            free(t->targets[t->n]);
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+            break;
+        }
+        t->n++;
+    }
+    closedir(d);
+    return st;
+}
+
+/* Remove the temporary files whose target is file; counts into *removed. */
+static void temp_list_remove(const char *dir, temp_list *t, const char *file, int *removed)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->names[i] || strcmp(t->targets[i], file) != 0)
+            continue;
+        char *p = job_path_join(dir, t->names[i]);
+        if (p && unlink(p) == 0)
+            (*removed)++;
+        free(p);
+        free(t->names[i]);
+        t->names[i] = NULL;
+    }
+}
+
+/* .cpdit-run.json: what `cpdit status OUTPUT` needs (jobs/job_slurm.h). */
+static cpdit_status write_run_record(const manifest *m, const job_slurm_info *sl,
+                                     cpdit_error *err)
+{
+    char *abs = realpath(m->path, NULL);
+    json_t *o = json_pack("{s:s,s:i}", "manifest", abs ? abs : m->path, "array_task_count",
+                          sl->shares);
+    free(abs);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char *path = job_path_join(m->output_dir, JOB_RUN_RECORD_NAME);
+    cpdit_status st = text && path ? atomic_write_buffer(path, text, strlen(text), err)
+                                   : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "job_run",
+                                                     "out of memory");
+    free(text);
+    free(path);
+    return st;
+}
+
+/* A start that failed on rank 0's side: release the lock, then remove the folders made. */
+static void start_failed(const char *dir, job_lock **lock, size_t created)
+{
+    job_lock_release(*lock);
+    *lock = NULL;
+    remove_created_folders(dir, created);
+}
+
 /* Steps 2-3 of job_run.h: prepare the output folder (rank 0), expand the manifest on every
  * rank, find the done items (rank 0) and keep this group's remaining items. Collective. */
-static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, job_plan *plan,
-                           cpdit_error *err)
+static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
+                           const job_slurm_info *sl, const char *index_name, job_lock **lock,
+                           job_plan *plan, cpdit_error *err)
 {
     int rank = g->world_rank;
     job_resume *res = NULL;
+    temp_list temps;
+    memset(&temps, 0, sizeof temps);
     cpdit_status st = CPDIT_OK;
     size_t created = 0; /* rank 0: folders made here, removed again if the start fails */
     int exists = 0;
@@ -139,17 +256,22 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
         st = job_check_output_dir(m, &exists, err);
         if (!st)
             st = make_folders(m->output_dir, &created, err);
+        if (!st) /* one run per output folder (or per array share) */
+            st = job_lock_acquire(m->output_dir, sl, lock, err);
         if (!st)
             st = job_probe_output_dir(m, err);
-        if (!st)
+        if (!st && sl->shares <= 1)
             st = job_remove_temp_files(m->output_dir, &plan->temp_removed, err);
+        else if (!st)
+            st = temp_list_read(m->output_dir, &temps, err);
         if (!st)
-            st = job_resume_begin(m->output_dir, &res, err);
+            st = job_resume_begin_named(m->output_dir, index_name, &res, err);
     }
     if ((st = job_bcast_status(world, 0, st, err))) {
         job_resume_free(res);
+        temp_list_free(&temps);
         if (rank == 0)
-            remove_created_folders(m->output_dir, created);
+            start_failed(m->output_dir, lock, created);
         return st;
     }
 
@@ -160,7 +282,7 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
         if ((st = job_bcast_source_open(&src, m->prompts_file, world, err))) {
             job_resume_free(res);
             if (rank == 0)
-                remove_created_folders(m->output_dir, created);
+                start_failed(m->output_dir, lock, created);
             return st;
         }
         reader = job_bcast_source_reader(&src);
@@ -173,11 +295,16 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
     st = job_items_open(m, have_src ? &reader : NULL, JOB_ITEMS_CHECK_UNIQUE, &it, err);
     const job_item *x = NULL;
     while (!st && !(st = job_items_next(it, &x, err)) && x) {
-        if (job_assign_group(x->index, g->dp) == g->dp_index)
-            st = keep_item(plan, x, err);
         plan->n_items = x->index + 1;
+        if (!job_slurm_in_share(sl, x->index))
+            continue; /* another array task's */
+        plan->n_share++;
+        if (job_assign_group(x->index / (uint64_t)sl->shares, g->dp) == g->dp_index)
+            st = keep_item(plan, x, err);
         if (rank != 0 || rank0_st)
             continue;
+        if (temps.n)
+            temp_list_remove(m->output_dir, &temps, x->file, &plan->temp_removed);
         size_t byte = (size_t)(x->index / 8);
         if (byte >= bits_cap) {
             size_t cap = bits_cap ? 2 * bits_cap : 4096;
@@ -207,13 +334,28 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g, 
         free(index);
     }
     job_resume_free(res);
+    temp_list_free(&temps);
     if (!st)
         st = rank0_st;
     if ((st = job_agree_status(world, st, err))) {
         free(bits);
         plan_free(plan);
         if (rank == 0) /* e.g. too many items, a bad prompts-file line: no empty folder */
-            remove_created_folders(m->output_dir, created);
+            start_failed(m->output_dir, lock, created);
+        return st;
+    }
+    if (rank == 0) { /* the run starts: its record for `cpdit status`, no old stop marker */
+        char name[64];
+        job_slurm_stop_marker_name(sl, name, sizeof name);
+        char *marker = job_path_join(m->output_dir, name);
+        if (marker)
+            unlink(marker); /* this job's own record of an earlier stop */
+        free(marker);
+        st = write_run_record(m, sl, err);
+    }
+    if ((st = job_bcast_status(world, 0, st, err))) {
+        free(bits);
+        plan_free(plan);
         return st;
     }
 
@@ -301,10 +443,15 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
 
 /* Render every remaining item of this group (step 4). */
 static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid *g,
-                      const job_plan *plan, const char *index_path, job_progress *progress,
-                      job_group_stats *gs)
+                      const job_slurm_info *sl, const job_plan *plan, const char *index_path,
+                      job_progress *progress, job_group_stats *gs)
 {
-    job_grid_info gi = {g->dp, g->ring, g->ulysses};
+    char node[MPI_MAX_PROCESSOR_NAME + 1] = "";
+    int node_len = 0;
+    if (MPI_Get_processor_name(node, &node_len) != MPI_SUCCESS)
+        node[0] = '\0';
+    node[node_len < MPI_MAX_PROCESSOR_NAME ? node_len : MPI_MAX_PROCESSOR_NAME] = '\0';
+    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason};
     cpdit_status fatal = CPDIT_OK;
     for (size_t k = 0; k < plan->n_mine; k++) {
         const job_item *x = &plan->mine[k];
@@ -373,7 +520,7 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
 static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                            const job_plan *plan, job_group_stats *gs, job_progress *progress,
                            FILE *log, const char *index_path, double t_start, job_summary *sum,
-                           cpdit_error *err)
+                           const char *grid_reason, cpdit_error *err)
 {
     int rank = g->world_rank, size = g->world_size;
     job_group_stats *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
@@ -389,7 +536,7 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
     }
     cpdit_status st = CPDIT_OK;
     memset(sum, 0, sizeof *sum);
-    sum->items = plan->n_items;
+    sum->items = plan->n_share;
     sum->already_done = plan->already_done;
     sum->dp = g->dp, sum->ring = g->ring, sum->ulysses = g->ulysses;
     if (rank == 0) {
@@ -424,7 +571,8 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
             job_progress_free(progress);
         }
         if (groups)
-            job_print_summary(log, m, groups, g->dp, g->cp_size, sum, index_path);
+            job_print_summary(log, m, groups, g->dp, g->cp_size, sum, index_path,
+                              grid_reason);
         free(groups);
         free(all);
     }
@@ -455,14 +603,23 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     if (job_stop_install(&serr) && g->world_rank == 0)
         fprintf(log, "cpdit: warning: %s: %s (stop signals will kill the job)\n", serr.where,
                 serr.what);
-    char *index_path = job_path_join(m->output_dir, JOB_INDEX_FILE_NAME);
+    /* Slurm's job id, array share and restart count: rank 0's view for every rank */
+    job_slurm_info sl;
+    if (g->world_rank == 0)
+        job_slurm_info_from_env(&sl);
+    MPI_Bcast(&sl, (int)sizeof sl, MPI_BYTE, 0, world);
+    char index_name[64];
+    job_slurm_index_name(&sl, index_name, sizeof index_name);
+    job_lock *lock = NULL;
+    char *index_path = job_path_join(m->output_dir, index_name);
     job_plan plan;
     st = job_agree_status(world, index_path ? CPDIT_OK
                                             : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "job_run",
                                                               "out of memory"), err);
     if (!st)
-        st = expand(m, world, g, &plan, err);
+        st = expand(m, world, g, &sl, index_name, &lock, &plan, err);
     if (st) {
+        job_lock_release(lock);
         free(index_path);
         job_stop_uninstall();
         cp_grid_destroy(g);
@@ -472,11 +629,18 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     job_progress progress, *pp = NULL;
     if (g->world_rank == 0) {
         char grid[128];
-        fprintf(log, "[cpdit] %s: %llu items, %llu already done, %llu to do; %s; output %s\n",
-                m->path, (unsigned long long)plan.n_items,
+        char share[96] = "";
+        if (sl.shares > 1)
+            snprintf(share, sizeof share, " (array task %d of %d: every %d-th of %llu)",
+                     sl.share, sl.shares, sl.shares, (unsigned long long)plan.n_items);
+        fprintf(log, "[cpdit] %s: %llu items%s, %llu already done, %llu to do; %s; output %s\n",
+                m->path, (unsigned long long)plan.n_share, share,
                 (unsigned long long)plan.already_done,
-                (unsigned long long)(plan.n_items - plan.already_done),
+                (unsigned long long)(plan.n_share - plan.already_done),
                 cp_grid_describe(g, grid, sizeof grid), m->output_dir);
+        if (sl.job_id[0])
+            fprintf(log, "[cpdit] Slurm job %s, restart %lld; index %s\n", sl.job_id,
+                    sl.restart_count, index_name);
         const job_resume_stats *r = &plan.resume;
         if (r->reindexed || r->dropped || r->torn_bytes || plan.temp_removed)
             fprintf(log, "[cpdit] resume: %llu index lines re-made, %llu dropped, %zu bytes of "
@@ -484,7 +648,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                     (unsigned long long)r->reindexed, (unsigned long long)r->dropped,
                     r->torn_bytes, plan.temp_removed);
         fflush(log);
-        job_progress_init(&progress, log, index_path, plan.n_items - plan.already_done,
+        job_progress_init(&progress, log, index_path, plan.n_share - plan.already_done,
                           hooks->progress_interval_s);
         progress.offset = plan.index_size; /* lines other groups appended meanwhile count */
         pp = &progress;
@@ -492,8 +656,25 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     job_group_stats gs;
     memset(&gs, 0, sizeof gs);
     gs.todo = (long long)plan.n_mine;
-    run_group(m, hooks, g, &plan, index_path, pp, &gs);
-    st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum, err);
+    run_group(m, hooks, g, &sl, &plan, index_path, pp, &gs);
+    st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum,
+                hooks->grid_reason, err);
+    if (g->world_rank == 0 && !st && sum->stopped) {
+        /* the runner's own record of the stop: the sbatch script requeues on it even when
+         * the launcher's exit code does not say 3 (mpirun returns 1 when signalled) */
+        char name[64], text[160];
+        job_slurm_stop_marker_name(&sl, name, sizeof name);
+        char *marker = job_path_join(m->output_dir, name);
+        int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
+                         sum->stop_signal, (unsigned long long)sum->left);
+        cpdit_error merr;
+        if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
+            fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",
+                     marker ? marker : name);
+        free(marker);
+    }
+    if (g->world_rank == 0)
+        job_lock_release(lock);
 
     plan_free(&plan);
     free(index_path);

@@ -78,6 +78,7 @@ typedef struct job_runner_hooks {
     void *ctx;                      /* passed to both */
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
+    const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
 } job_runner_hooks;
 
 typedef struct job_summary {
@@ -117,6 +118,14 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
 cpdit_status manifest_check_command(const char *path, const manifest_overrides *ov, FILE *out,
                                     cpdit_error *err);
 
+/* `cpdit status OUTPUT_DIR` (output_dir given: the manifest comes from the folder's
+ * .cpdit-run.json) or `cpdit run MANIFEST --status` (manifest_path given, ov applied): for
+ * each array task and in total, items done (complete PNG), failed (a "failed" index line, no
+ * PNG) and left; index lines over all index files and duplicates; live locks and stop
+ * markers. Writes nothing (job_status.c). */
+cpdit_status job_status_command(const char *output_dir, const char *manifest_path,
+                                const manifest_overrides *ov, FILE *out, cpdit_error *err);
+
 /* ---------------------------------------------------------------- preflight (job_preflight.c)
  * Checks before anything is written or rendered (rank 0 of a run, and --check). */
 /* A "builtin:NAME" model must name a known built-in model. Error: INPUT at "FILE:LINE:COL"
@@ -127,9 +136,9 @@ cpdit_status job_check_model_name(const manifest *m, cpdit_error *err);
  * a file, a link loop (INPUT); an existing folder this process may not write into
  * (RUNTIME, "the output folder ... is not writable: Permission denied"). */
 cpdit_status job_check_output_dir(const manifest *m, int *exists, cpdit_error *err);
-/* Create and remove a temporary file in the (existing) output folder: the run's proof that
- * PNGs and the index can be written there, made before the first item is rendered. Error:
- * RUNTIME, as above. */
+/* Create and remove a temporary file in the (existing) output folder, and open an existing
+ * index for appending: the run's proof that PNGs and index lines can be written, made
+ * before the first item is rendered. Error: RUNTIME, as above. */
 cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err);
 
 /* ---------------------------------------------------------------- stop flag (job_signal.c) */

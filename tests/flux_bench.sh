@@ -27,10 +27,10 @@ OPENBLAS_NUM_THREADS=1 "$MPI_RUN" -np 2 "$BENCH" --model "$tmp/m" --ring 2
 OPENBLAS_NUM_THREADS=1 "$MPI_RUN" -np 2 "$BENCH" --model "$tmp/m" --ulysses 2
 OPENBLAS_NUM_THREADS=1 "$MPI_RUN" -np 4 "$BENCH" --model "$tmp/m" --ring 2 --ulysses 2
 
-echo "# whole process: cpdit forward (1 rank, 2 threads) vs the PyTorch reference"
+echo "# whole process: cpdit forward (1 rank, 2 threads, fp32 weight path) vs the PyTorch reference"
 t0=$(date +%s.%N)
 OPENBLAS_NUM_THREADS=2 "$CPDIT" forward --model "$tmp/m" --component transformer \
-    --inputs "$tmp/in" --output "$tmp/out" --verbose
+    --inputs "$tmp/in" --output "$tmp/out" --verbose --weight-format fp32
 t1=$(date +%s.%N)
 echo "cpdit forward: $(echo "$t1 - $t0" | bc) s wall"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then

@@ -10,8 +10,8 @@
 #      a FIFO as vae/config.json and as the transformer's weights: refused, no hang
 #   7. a symbolic link loop on vae/: reported as a link loop
 #   8. NaN weights: the item is "failed" in the index with the reason, no PNG, exit 4
-#   9. a read-only output folder: exit 1 before rendering, no PNG, no index (as a non-root
-#      user: root may write anywhere; skipped when root cannot switch user)
+#   9. a read-only output folder, or index: exit 1 before rendering, no PNG, no index line (as
+#      a non-root user: root may write anywhere; skipped when root cannot switch user)
 #  10. `cpdit tokenize --model builtin:tiny` works as `run` does
 # The vanished temporary file is tested in test_atomic_file, the NaN/Inf checks of the
 # pipeline in test_nonfinite, the item maximum in an inline manifest in test_manifest_bad.
@@ -141,6 +141,11 @@ if [ -n "$as_user" ]; then
         $as_user env CPDIT_CACHE="$work/cache" "$MPI_RUN" -np 1 "$CPDIT" run ro.yaml
     [ -z "$(ls -A ro)" ] || fail "ro-run: wrote into the read-only folder: $(ls -A ro)"
     grep -q 'index line\|items failed' ro-run.log && fail "ro-run: claims an index line"
+    # a writable folder with a read-only index: refused before rendering too
+    mkdir -m 777 roi && : > roi/index.jsonl && chmod 444 roi/index.jsonl
+    expect ro-index 1 'the index "roi/index.jsonl" is not writable' -- \
+        $as_user env CPDIT_CACHE="$work/cache" "$MPI_RUN" -np 1 "$CPDIT" run ro.yaml --output roi
+    [ "$(ls -A roi)" = index.jsonl ] || fail "ro-index: wrote into the folder: $(ls -A roi)"
 else
     echo "note: root without setpriv/nobody: read-only folder case skipped"
 fi

@@ -13,9 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
+#include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/vae_ops_cuda.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -89,6 +92,9 @@ static double norm_err(const float *a, const double *b, size_t n)
 }
 
 /* Reference attention in double: out (B,Sq,H,D), lse (B,Sq,H). */
+static const float *g_bias; /* (H, Sq, Sk) or NULL, for attention_ref */
+static int g_causal;
+
 static void attention_ref(const float *q, const float *k, const float *v, double *out,
                           double *lse, int B, int Sq, int Sk, int H, int D, double scale)
 {
@@ -103,7 +109,9 @@ static void attention_ref(const float *q, const float *k, const float *v, double
                     double dot = 0;
                     for (int d = 0; d < D; d++)
                         dot += (double)qr[d] * kr[d];
-                    s[j] = dot * scale;
+                    s[j] = dot * scale + (g_bias ? g_bias[((size_t)h * Sq + i) * Sk + j] : 0.0);
+                    if (g_causal && j > i)
+                        s[j] = -INFINITY;
                     mx = fmax(mx, s[j]);
                 }
                 for (int j = 0; j < Sk; j++)
@@ -231,6 +239,349 @@ static void test_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype t, int M, int K, int 
     free(x), free(w), free(b), free(y), free(r);
 }
 
+/* Strided q/k/v (column blocks of one fused qkv buffer), a T5-style bias, CLIP's causal mask. */
+static void test_attention_options(int B, int S, int H, int D, int with_bias, int causal)
+{
+    int ld = 3 * H * D; /* fused (B, S, 3, H, D) */
+    size_t nqkv = (size_t)B * S * ld, n = (size_t)B * S * H * D, nl = (size_t)B * S * H;
+    float *qkv = malloc(nqkv * 4), *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4);
+    float *bias = with_bias ? malloc((size_t)H * S * S * 4) : NULL, *o = malloc(n * 4);
+    double *ro = malloc(n * 8), *rl = malloc(nl * 8);
+    for (size_t i = 0; i < nqkv; i++)
+        qkv[i] = urand();
+    for (size_t t = 0; t < (size_t)B * S; t++)
+        for (int c = 0; c < H * D; c++) {
+            q[t * H * D + c] = qkv[t * ld + c];
+            k[t * H * D + c] = qkv[t * ld + H * D + c];
+            v[t * H * D + c] = qkv[t * ld + 2 * H * D + c];
+        }
+    if (bias)
+        for (size_t i = 0; i < (size_t)H * S * S; i++)
+            bias[i] = 3.0f * urand();
+    float *dqkv = upload(qkv, nqkv, CPDIT_CUDA_F32), *dbias = bias ? upload(bias, (size_t)H * S * S, CPDIT_CUDA_F32) : NULL;
+    float *dout, *dlse;
+    cudaMalloc((void **)&dout, n * 4), cudaMalloc((void **)&dlse, nl * 4);
+    cpdit_cuda_attention a = {B, S, S, H, D, ld, ld, 0, 1.0f / sqrtf((float)D), dbias, causal};
+    CHECK(cpdit_cuda_attention_flash_ex(CPDIT_CUDA_F32, dqkv, dqkv + H * D, dqkv + 2 * H * D, dout,
+                                        dlse, &a, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(o, dout, n * 4, cudaMemcpyDeviceToHost);
+    g_bias = bias;
+    g_causal = causal;
+    attention_ref(q, k, v, ro, rl, B, S, S, H, D, a.scale);
+    g_bias = NULL;
+    g_causal = 0;
+    double e = norm_err(o, ro, n);
+    printf("attention strided bias %d causal %d B%d S%d H%d D%d: err %.2e\n", with_bias, causal, B,
+           S, H, D, e);
+    CHECK(e <= 1e-5);
+    cudaFree(dqkv), cudaFree(dbias), cudaFree(dout), cudaFree(dlse);
+    free(qkv), free(q), free(k), free(v), free(bias), free(o), free(ro), free(rl);
+}
+
+/* The small ops against host loops (fp32: ≤ 1e-5 normalised, expf/tanhf ulps). */
+static void test_small_ops(void)
+{
+    enum { ROWS = 37, DIM = 300, S = 11, H = 3, D = 64, VOCAB = 50 };
+    size_t n = (size_t)ROWS * DIM;
+    float *x = malloc(n * 4), *x2 = malloc(n * 4), *g = malloc(DIM * 4), *b = malloc(DIM * 4),
+          *y = malloc(n * 4);
+    double *r = malloc(n * 8);
+    for (size_t i = 0; i < n; i++)
+        x[i] = 3.0f * urand(), x2[i] = urand();
+    for (int i = 0; i < DIM; i++)
+        g[i] = urand(), b[i] = urand();
+    float *dx = upload(x, n, CPDIT_CUDA_F32), *dx2 = upload(x2, n, CPDIT_CUDA_F32),
+          *dg = upload(g, DIM, CPDIT_CUDA_F32), *db = upload(b, DIM, CPDIT_CUDA_F32), *dy;
+    cudaMalloc((void **)&dy, n * 4);
+    /* layer norm */
+    CHECK(cpdit_cuda_layer_norm(dy, dx, dg, db, ROWS, DIM, 1e-6f, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++) {
+        double m = 0, var = 0;
+        for (int i = 0; i < DIM; i++)
+            m += x[rr * DIM + i];
+        m /= DIM;
+        for (int i = 0; i < DIM; i++)
+            var += (x[rr * DIM + i] - m) * (x[rr * DIM + i] - m);
+        var /= DIM;
+        for (int i = 0; i < DIM; i++)
+            r[rr * DIM + i] = (x[rr * DIM + i] - m) / sqrt(var + 1e-6) * g[i] + b[i];
+    }
+    CHECK(norm_err(y, r, n) <= 1e-5);
+    /* rms norm */
+    CHECK(cpdit_cuda_rms_norm(dy, dx, dg, ROWS, DIM, 1e-6f, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++) {
+        double ms = 0;
+        for (int i = 0; i < DIM; i++)
+            ms += (double)x[rr * DIM + i] * x[rr * DIM + i];
+        ms /= DIM;
+        for (int i = 0; i < DIM; i++)
+            r[rr * DIM + i] = x[rr * DIM + i] / sqrt(ms + 1e-6) * g[i];
+    }
+    CHECK(norm_err(y, r, n) <= 1e-5);
+    /* activations */
+    for (int kind = 0; kind <= CPDIT_CUDA_ACT_RELU; kind++) {
+        CHECK(cpdit_cuda_act(kind, dy, dx, n, NULL) == 0);
+        cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < n; i++) {
+            double t = x[i];
+            r[i] = kind == CPDIT_CUDA_ACT_GELU_TANH
+                       ? 0.5 * t * (1 + tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)))
+                   : kind == CPDIT_CUDA_ACT_GELU_ERF   ? 0.5 * t * (1 + erf(t / sqrt(2.0)))
+                   : kind == CPDIT_CUDA_ACT_QUICK_GELU ? t / (1 + exp(-1.702 * t))
+                   : kind == CPDIT_CUDA_ACT_SILU       ? t / (1 + exp(-t))
+                                                       : (t > 0 ? t : 0);
+        }
+        double e = norm_err(y, r, n);
+        printf("act %d: err %.2e\n", kind, e);
+        CHECK(e <= 1e-5);
+    }
+    /* add, mul (in place on a copy) */
+    CHECK(cpdit_cuda_add(dy, dx, dx2, n, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)x[i] + x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    CHECK(cpdit_cuda_mul(dy, dy, dx2, n, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)(x[i] + x2[i]) * x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* modulate with shift g, scale b */
+    CHECK(cpdit_cuda_modulate(dy, dx, dg, db, ROWS, DIM, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (double)x[i] * (1 + b[i % DIM]) + g[i % DIM];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* gated residual over the first DIM/2 columns with strides */
+    cudaMemcpy(dy, dx2, n * 4, cudaMemcpyDeviceToDevice);
+    CHECK(cpdit_cuda_gated_residual(dy, DIM, dx, DIM, dg, ROWS, DIM / 2, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (i % DIM) < DIM / 2 ? (double)x2[i] + (double)g[i % DIM] * x[i] : x2[i];
+    CHECK(norm_err(y, r, n) <= 1e-6);
+    /* copy rows: a (ROWS, 10) block from column 5 of x into column 7 of y */
+    cudaMemset(dy, 0, n * 4);
+    CHECK(cpdit_cuda_copy_rows(dy + 7, DIM, dx + 5, DIM, ROWS, 10, NULL) == 0);
+    cudaMemcpy(y, dy, n * 4, cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % DIM;
+        r[i] = (c >= 7 && c < 17) ? x[i - 7 + 5] : 0.0;
+    }
+    CHECK(norm_err(y, r, n) <= 0);
+    /* rope on (S, H, D) with a (S, D) table */
+    {
+        size_t nx = (size_t)S * H * D;
+        float *t = malloc(nx * 4), *c = malloc((size_t)S * D * 4), *sn = malloc((size_t)S * D * 4);
+        for (size_t i = 0; i < nx; i++)
+            t[i] = urand();
+        for (int s2 = 0; s2 < S; s2++)
+            for (int i = 0; i < D / 2; i++) {
+                double ang = s2 * pow(10000.0, -2.0 * i / D);
+                c[s2 * D + 2 * i] = c[s2 * D + 2 * i + 1] = (float)cos(ang);
+                sn[s2 * D + 2 * i] = sn[s2 * D + 2 * i + 1] = (float)sin(ang);
+            }
+        float *dt = upload(t, nx, CPDIT_CUDA_F32), *dc = upload(c, (size_t)S * D, CPDIT_CUDA_F32),
+              *ds = upload(sn, (size_t)S * D, CPDIT_CUDA_F32);
+        CHECK(cpdit_cuda_rope(dt, dc, ds, S, H, D, NULL) == 0);
+        cudaMemcpy(y, dt, nx * 4, cudaMemcpyDeviceToHost);
+        for (int s2 = 0; s2 < S; s2++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < D / 2; i++) {
+                    size_t o = ((size_t)s2 * H + h) * D + 2 * i;
+                    double a0 = t[o], b0 = t[o + 1];
+                    r[o] = a0 * c[s2 * D + 2 * i] - b0 * sn[s2 * D + 2 * i];
+                    r[o + 1] = b0 * c[s2 * D + 2 * i + 1] + a0 * sn[s2 * D + 2 * i + 1];
+                }
+        CHECK(norm_err(y, r, nx) <= 1e-6);
+        cudaFree(dt), cudaFree(dc), cudaFree(ds);
+        free(t), free(c), free(sn);
+    }
+    /* embedding gather */
+    {
+        int32_t ids[5] = {3, 0, 49, 3, 17};
+        int32_t *dids;
+        cudaMalloc((void **)&dids, sizeof ids);
+        cudaMemcpy(dids, ids, sizeof ids, cudaMemcpyHostToDevice);
+        CHECK(cpdit_cuda_embedding(dy, dx, dids, 5, 6, NULL) == 0); /* table = x as (VOCAB, 6) */
+        cudaMemcpy(y, dy, 30 * 4, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 5; i++)
+            for (int c = 0; c < 6; c++)
+                r[i * 6 + c] = x[ids[i] * 6 + c];
+        CHECK(norm_err(y, r, 30) <= 0);
+        cudaFree(dids);
+    }
+    (void)VOCAB;
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaFree(dx), cudaFree(dx2), cudaFree(dg), cudaFree(db), cudaFree(dy);
+    free(x), free(x2), free(g), free(b), free(y), free(r);
+}
+
+/* A sampler-step-like pattern twice: the second pass is served from the cache. */
+static void test_allocator(void)
+{
+    CHECK(cpdit_cuda_alloc_class(1) == 512 && cpdit_cuda_alloc_class(513) == 1024);
+    CHECK(cpdit_cuda_alloc_class((1 << 20) + 1) == 2u << 20);
+    CHECK(cpdit_cuda_alloc_class((size_t)65 << 20) == (size_t)72 << 20);
+    size_t sizes[] = {100, 4096, 3 << 20, 100, 70u << 20, 0, 12345};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    cpdit_cuda_alloc_stats a, b;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            cpdit_cuda_alloc_get_stats(&a);
+        void *p[N];
+        for (int i = 0; i < N; i++) {
+            p[i] = cpdit_cuda_alloc(sizes[i]);
+            CHECK(p[i] != NULL && ((uintptr_t)p[i] & 255) == 0);
+            CHECK(cudaMemset(p[i], 0, sizes[i]) == cudaSuccess);
+        }
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < i; j++)
+                CHECK(p[i] != p[j]);
+        for (int i = N - 1; i >= 0; i--)
+            cpdit_cuda_free(p[i]);
+    }
+    cpdit_cuda_alloc_get_stats(&b);
+    printf("allocator: %zu cudaMalloc, %zu hits, peak %zu bytes\n", b.device_allocs, b.cache_hits,
+           b.peak_bytes);
+    CHECK(b.device_allocs == a.device_allocs); /* no cudaMalloc in the second pass */
+    CHECK(b.cache_hits >= a.cache_hits + N);
+    CHECK(b.bytes_in_use == 0);
+    cpdit_cuda_alloc_trim();
+    cpdit_cuda_alloc_get_stats(&b);
+    CHECK(b.bytes_cached == 0);
+}
+
+/* VAE ops: a 3x3 and a 1x1 convolution over a band of rows with halos, GroupNorm + SiLU from
+ * moments in double, nearest 2x upsampling and a transpose, against host loops. */
+static void test_vae_ops(void)
+{
+    enum { ROWS = 9, W = 13, CIN = 24, COUT = 20, G = 4 };
+    size_t nx = (size_t)(ROWS + 2) * W * CIN, ny = (size_t)ROWS * W * COUT;
+    float *x = malloc(nx * 4), *w3 = malloc((size_t)COUT * CIN * 9 * 4),
+          *w1 = malloc((size_t)COUT * CIN * 4), *b = malloc(COUT * 4), *y = malloc(ny * 4);
+    double *r = malloc((ny > nx ? ny : nx) * 4 * 8);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = urand();
+    for (int rr = 0; rr < W * CIN; rr++) /* the top and bottom halo rows are zero (image edges) */
+        x[rr] = x[nx - 1 - rr] = 0.0f;
+    for (int i = 0; i < COUT * CIN * 9; i++)
+        w3[i] = urand() / 10;
+    for (int i = 0; i < COUT * CIN; i++)
+        w1[i] = urand() / 5;
+    for (int i = 0; i < COUT; i++)
+        b[i] = urand();
+    float *dx = upload(x, nx, CPDIT_CUDA_F32), *dy, *p3 = cpdit_cuda_conv2d_pack(w3, COUT, CIN, 3),
+          *p1 = cpdit_cuda_conv2d_pack(w1, COUT, CIN, 1), *db = upload(b, COUT, CPDIT_CUDA_F32);
+    CHECK(p3 && p1);
+    cudaMalloc((void **)&dy, ny * 4);
+    cudaMemset(dy, 0, ny * 4);
+    const float *x0 = dx + (size_t)W * CIN; /* row 0 of the band; row -1 is the zero halo */
+    /* two calls: rows [0, 4) and [4, ROWS), as a caller overlapping halos would split it */
+    CHECK(cpdit_cuda_conv2d(dy, x0, p3, db, W, CIN, COUT, 3, 0, 4, NULL) == 0);
+    CHECK(cpdit_cuda_conv2d(dy, x0, p3, db, W, CIN, COUT, 3, 4, ROWS, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(y, dy, ny * 4, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < ROWS; rr++)
+        for (int i = 0; i < W; i++)
+            for (int co = 0; co < COUT; co++) {
+                double acc = b[co];
+                for (int ky = 0; ky < 3; ky++)
+                    for (int kx = 0; kx < 3; kx++) {
+                        int xr = rr + ky - 1, xc = i + kx - 1;
+                        if (xc < 0 || xc >= W)
+                            continue;
+                        for (int ci = 0; ci < CIN; ci++)
+                            acc += (double)x[((size_t)(xr + 1) * W + xc) * CIN + ci] *
+                                   w3[((co * CIN + ci) * 3 + ky) * 3 + kx];
+                    }
+                r[((size_t)rr * W + i) * COUT + co] = acc;
+            }
+    double e = norm_err(y, r, ny);
+    printf("conv2d 3x3 NHWC (two bands): err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    CHECK(cpdit_cuda_conv2d(dy, x0, p1, NULL, W, CIN, COUT, 1, 0, ROWS, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(y, dy, ny * 4, cudaMemcpyDeviceToHost);
+    for (size_t px = 0; px < (size_t)ROWS * W; px++)
+        for (int co = 0; co < COUT; co++) {
+            double acc = 0;
+            for (int ci = 0; ci < CIN; ci++)
+                acc += (double)x[(px + W) * CIN + ci] * w1[co * CIN + ci];
+            r[px * COUT + co] = acc;
+        }
+    e = norm_err(y, r, ny);
+    printf("conv2d 1x1: err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    /* GroupNorm + SiLU over the band (pixels = ROWS*W, C = CIN) */
+    size_t pixels = (size_t)ROWS * W, nb = pixels * CIN;
+    double *dacc, *dmean, *drstd, mean[G], var[G], rstd[G];
+    cudaMalloc((void **)&dacc, G * 8), cudaMalloc((void **)&dmean, G * 8);
+    cudaMalloc((void **)&drstd, G * 8);
+    cudaMemset(dacc, 0, G * 8);
+    CHECK(cpdit_cuda_group_moments(dacc, x0, pixels, CIN, G, NULL, NULL) == 0);
+    cudaMemcpy(mean, dacc, G * 8, cudaMemcpyDeviceToHost);
+    for (int g = 0; g < G; g++)
+        mean[g] /= (double)pixels * (CIN / G);
+    cudaMemcpy(dmean, mean, G * 8, cudaMemcpyHostToDevice);
+    cudaMemset(dacc, 0, G * 8);
+    CHECK(cpdit_cuda_group_moments(dacc, x0, pixels, CIN, G, dmean, NULL) == 0);
+    cudaMemcpy(var, dacc, G * 8, cudaMemcpyDeviceToHost);
+    for (int g = 0; g < G; g++) {
+        double hm = 0, hv = 0;
+        for (size_t px = 0; px < pixels; px++)
+            for (int c = g * (CIN / G); c < (g + 1) * (CIN / G); c++)
+                hm += x[(px + W) * CIN + c];
+        hm /= (double)pixels * (CIN / G);
+        for (size_t px = 0; px < pixels; px++)
+            for (int c = g * (CIN / G); c < (g + 1) * (CIN / G); c++)
+                hv += (x[(px + W) * CIN + c] - hm) * (x[(px + W) * CIN + c] - hm);
+        CHECK(fabs(mean[g] - hm) <= 1e-12 && fabs(var[g] - hv) <= 1e-9 * fmax(1, hv));
+        rstd[g] = 1.0 / sqrt(var[g] / ((double)pixels * (CIN / G)) + 1e-6);
+    }
+    cudaMemcpy(drstd, rstd, G * 8, cudaMemcpyHostToDevice);
+    float *dgam = upload(w1, CIN, CPDIT_CUDA_F32), *dbet = upload(b, CIN < COUT ? CIN : COUT, CPDIT_CUDA_F32);
+    float *dn;
+    cudaMalloc((void **)&dn, nb * 4);
+    CHECK(cpdit_cuda_group_norm_apply(dn, x0, pixels, CIN, G, dmean, drstd, dgam, NULL,
+                                      CPDIT_CUDA_VAE_ACT_SILU, NULL) == 0);
+    float *hn = malloc(nb * 4);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hn, dn, nb * 4, cudaMemcpyDeviceToHost);
+    for (size_t t = 0; t < nb; t++) {
+        int c = (int)(t % CIN), g = c / (CIN / G);
+        double v = (x[t + (size_t)W * CIN] - mean[g]) * rstd[g] * w1[c];
+        r[t] = v / (1 + exp(-v));
+    }
+    e = norm_err(hn, r, nb);
+    printf("group norm + silu: err %.2e\n", e);
+    CHECK(e <= 1e-5);
+    /* upsample 2x of the band, and transpose of (pixels, CIN) */
+    float *du, *hu = malloc(nb * 4 * 4);
+    cudaMalloc((void **)&du, nb * 4 * 4);
+    CHECK(cpdit_cuda_upsample2x(du, x0, ROWS, W, CIN, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hu, du, nb * 16, cudaMemcpyDeviceToHost);
+    for (int rr = 0; rr < 2 * ROWS; rr++)
+        for (int i = 0; i < 2 * W; i++)
+            for (int c = 0; c < CIN; c++)
+                r[((size_t)rr * 2 * W + i) * CIN + c] = x[((size_t)(rr / 2 + 1) * W + i / 2) * CIN + c];
+    CHECK(norm_err(hu, r, nb * 4) <= 0);
+    CHECK(cpdit_cuda_transpose(du, x0, pixels, CIN, NULL) == 0);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(hu, du, nb * 4, cudaMemcpyDeviceToHost);
+    for (size_t px = 0; px < pixels; px++)
+        for (int c = 0; c < CIN; c++)
+            r[(size_t)c * pixels + px] = x[(px + W) * CIN + c];
+    CHECK(norm_err(hu, r, nb) <= 0);
+    cpdit_cuda_free(p3), cpdit_cuda_free(p1);
+    cudaFree(dx), cudaFree(dy), cudaFree(db), cudaFree(dacc), cudaFree(dmean), cudaFree(drstd);
+    cudaFree(dgam), cudaFree(dbet), cudaFree(dn), cudaFree(du);
+    free(x), free(w3), free(w1), free(b), free(y), free(r), free(hn), free(hu);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0)
@@ -244,6 +595,12 @@ int main(void)
     test_attention(CPDIT_CUDA_BF16, 1, 200, 333, 4, 128, 1e-2);
     CHECK(cpdit_cuda_attention_flash(CPDIT_CUDA_F32, NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 1, 48,
                                      1.0f, NULL) != 0); /* D not a multiple of 32 */
+    test_attention_options(2, 45, 3, 64, 1, 0); /* T5: bias */
+    test_attention_options(1, 77, 2, 64, 0, 1); /* CLIP: causal */
+    test_attention_options(1, 70, 2, 32, 1, 1);
+    test_small_ops();
+    test_allocator();
+    test_vae_ops();
     test_merge(33, 40, 1, 2, 64);
     test_merge(64, 100, 77, 3, 128);
     char msg[256] = "";

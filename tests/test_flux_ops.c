@@ -69,7 +69,12 @@ static void test_linear(const cpdit_backend *be, int M, int K, int N, int ldx_pa
             want[(size_t)r * ldy + j] = s;
         }
     cpdit_error err;
-    CHECK(be->linear(y, ldy, x, ldx, w, b, M, K, N, accumulate, &err) == CPDIT_OK);
+    cpdit_weight_desc d = {.dtype = CPDIT_DTYPE_F32, .rows = N, .cols = K, .data = w,
+                           .data_persists = 1, .format = CPDIT_WEIGHT_F32};
+    cpdit_weight *wt = NULL;
+    CHECK(be->weight_create(&wt, &d, &err) == CPDIT_OK);
+    CHECK(be->linear(y, ldy, x, ldx, wt, b, M, K, N, accumulate, &err) == CPDIT_OK);
+    be->weight_free(wt);
     double e = rel_err(y, want, (size_t)M * ldy);
     CHECK_MSG(e <= 1e-5, "linear M %d K %d N %d ldx %d ldy %d bias %d acc %d: err %.3g", M, K,
               N, ldx, ldy, with_bias, accumulate, e);
@@ -288,8 +293,13 @@ int main(void)
 
     cpdit_error err;
     cpdit_error_clear(&err);
-    float dummy = 0;
-    CHECK(be->linear(&dummy, 1, &dummy, 1, &dummy, NULL, 1, 4, 1, 0, &err) == CPDIT_ERR_INPUT);
+    float dummy[4] = {0};
+    cpdit_weight_desc dd = {.dtype = CPDIT_DTYPE_F32, .rows = 1, .cols = 4, .data = dummy,
+                            .format = CPDIT_WEIGHT_F32};
+    cpdit_weight *wd = NULL;
+    CHECK(be->weight_create(&wd, &dd, &err) == CPDIT_OK);
+    CHECK(be->linear(dummy, 1, dummy, 1, wd, NULL, 1, 4, 1, 0, &err) == CPDIT_ERR_INPUT);
+    be->weight_free(wd);
 
     test_layer_norm(be, 5, 37, 0);
     test_layer_norm(be, 4, 512, 1);

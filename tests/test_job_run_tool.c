@@ -39,6 +39,8 @@
 
 #include "lib/cp/comm.h"
 #include "jobs/job_index.h"
+#include "jobs/job_sbatch.h"
+#include "jobs/job_slurm.h"
 #include "jobs/job_run.h"
 #include "lib/io/png_reader.h"
 
@@ -136,7 +138,7 @@ static int run_mode(const tool_opts *o)
     cpdit_status st = manifest_load_world(o->manifest, &ov, MPI_COMM_WORLD, &m, &err);
     if (!st) {
         fake_ctx fc = {o, 0};
-        job_runner_hooks hooks = {fake_render, NULL, &fc, stdout, 0};
+        job_runner_hooks hooks = {fake_render, NULL, &fc, stdout, 0, NULL};
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
     }
     if (st && rank == 0)
@@ -271,13 +273,18 @@ static int verify_mode(const tool_opts *o)
     job_items_close(it);
     if (c.n != done + failed)
         PROBLEM("index: %zu lines for %zu done + %zu failed items", c.n, done, failed);
-    /* nothing else in the folder: the index and one PNG per done item */
+    /* nothing else in the folder: the index and one PNG per done item (besides the run
+     * record and a stop marker, jobs/job_slurm.h; a lock left behind is a problem) */
     DIR *d = opendir(m->output_dir);
     size_t entries = 0;
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            !strcmp(e->d_name, JOB_RUN_RECORD_NAME) ||
+            !strncmp(e->d_name, JOB_STOP_MARKER_PREFIX, strlen(JOB_STOP_MARKER_PREFIX)))
             continue;
+        if (!strncmp(e->d_name, JOB_LOCK_PREFIX, strlen(JOB_LOCK_PREFIX)))
+            PROBLEM("a lock was left: %s", e->d_name);
         entries++;
         if (strstr(e->d_name, ".tmp."))
             PROBLEM("temporary file left: %s", e->d_name);

@@ -10,7 +10,7 @@
  *       DATA/t5-v1_1-xxl), text_encoder/ and text_encoder_2/ (tiny random, bf16)
  *   make-ids OUT --batch B --seq S --vocab V [--eos ID --eos-at K --seed N]
  *       input_ids (B, S) I32, random in [0, V) (ids at columns >= K + b set to eos)
- *   forward clip|t5 MODEL IDS OUT [--stream]
+ *   forward clip|t5 MODEL IDS OUT [--stream] [--weight-format fp32|native]
  *       cpdit's forward: last_hidden_state (and pooler_output for clip), F32
  *   encode PIPELINE OUT_PREFIX --max-seq L PROMPT...
  *       text_encode: OUT_PREFIX.clip_ids / .t5_ids (input_ids) and OUT_PREFIX.clip (pooler_
@@ -192,9 +192,16 @@ static int cmd_forward(int argc, char **argv)
         return usage();
     const int clip = !strcmp(argv[2], "clip");
     text_encoder_options o = text_encoder_options_default();
-    for (int i = 6; i < argc; i++)
+    for (int i = 6; i < argc; i++) {
         if (!strcmp(argv[i], "--stream"))
             o.cache_bytes = 0;
+        if (!strcmp(argv[i], "--weight-format") && i + 1 < argc) {
+            const int f = cpdit_weight_format_from_name(argv[++i]);
+            if (f < 0)
+                return usage();
+            o.weight_format = (cpdit_weight_format)f;
+        }
+    }
     cpdit_error err;
     safetensors_file *in = NULL;
     if (safetensors_open(&in, argv[4], &err))
@@ -262,7 +269,13 @@ static int cmd_encode(int argc, char **argv)
         return usage();
     cpdit_error err;
     text_encoders *te = NULL;
-    if (text_encoders_load(argv[2], NULL, &te, &err))
+    text_encoder_options eo = text_encoder_options_default();
+    const char *wf = opt(argc, argv, 4, "--weight-format");
+    if (wf && cpdit_weight_format_from_name(wf) < 0)
+        return usage();
+    if (wf)
+        eo.weight_format = (cpdit_weight_format)cpdit_weight_format_from_name(wf);
+    if (text_encoders_load(argv[2], &eo, &te, &err))
         return fail(&err);
     const int P = text_encoders_pooled_dim(te), T = text_encoders_t5_dim(te);
     float *pooled = malloc(sizeof(float) * (size_t)B * P);

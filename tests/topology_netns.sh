@@ -14,6 +14,9 @@
 # When `cpdit plan` exists: its choice for 4 ranks keeps Ulysses inside a host (U <= 2) and
 # puts ring or data parallelism across (R x DP >= 2).
 #
+# For PERFORMANCE.md: TOPOLOGY_NETNS_FULL=1 runs the full probe sweep (about a minute) and
+# TOPOLOGY_NETNS_OUTPUT=FILE keeps a copy of the topology file.
+#
 # Needs root, ip (iproute2) and tc; exits 77 (skip) only when namespaces cannot be made.
 # Everything it creates is removed on exit, also on failure or interruption.
 : "${MPI_RUN:?MPI_RUN is set by make check}" "${CPDIT:?CPDIT is set by make check}"
@@ -93,8 +96,11 @@ mpi() {
         --mca oob_tcp_if_include "$NET.0/24" "$@"
 }
 start=$(date +%s)
-mpi "$CPDIT" probe --quick --no-compute --output "$tmp/topology.json" > "$tmp/out" 2>&1
+quick=--quick
+[ "${TOPOLOGY_NETNS_FULL:-0}" = 1 ] && quick=
+mpi "$CPDIT" probe $quick --no-compute --output "$tmp/topology.json" > "$tmp/out" 2>&1
 rc=$?
+[ -n "${TOPOLOGY_NETNS_OUTPUT:-}" ] && cp "$tmp/topology.json" "$TOPOLOGY_NETNS_OUTPUT"
 cat "$tmp/out"
 [ $rc -eq 0 ] || { echo "FAIL: cpdit probe in the namespaces: exit $rc"; exit 1; }
 status=0

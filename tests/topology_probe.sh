@@ -2,7 +2,8 @@
 # topology_probe.sh — `cpdit probe` on this machine: --help, bad options (exit 2, before MPI),
 # an unwritable output (exit 2 on every rank, nothing measured), a quick probe on 1 and 4 ranks
 # (file complete and consistent, checked by tests/topology_check.py), and 4 ranks that claim
-# two hosts through CPDIT_HOSTNAME (pairs across them classified cross_node).
+# two hosts through CPDIT_HOSTNAME (pairs across them classified cross_node); the library
+# call cpdit_probe_run with a second transport in the NCCL hook (tests/test_probe_run).
 # Exit 77 (skip) without mpirun or python3.
 : "${MPI_RUN:?MPI_RUN is set by make check}" "${CPDIT:?CPDIT is set by make check}"
 top_srcdir=${top_srcdir:-.}
@@ -42,5 +43,9 @@ grep -q "cpdit probe: 4 rank(s) on 1 host(s)" "$tmp/out4" || fail "4-rank summar
     "$CPDIT" probe --quick --no-compute --output "$tmp/two.json" > "$tmp/out2" 2>&1 || { cat "$tmp/out2"; fail "probe with CPDIT_HOSTNAME: exit $?"; }
 $CHECK "$tmp/two.json" --ranks 4 --hosts-of 0,0,1,1 || fail "CPDIT_HOSTNAME topology file"
 grep -q '"name": "fake1"' "$tmp/two.json" || fail "host name from CPDIT_HOSTNAME missing"
+# the library call with a second transport in the NCCL hook (tests/test_probe_run.c)
+for np in 2 4; do
+    "$MPI_RUN" -np $np "${top_builddir:-.}/tests/test_probe_run" || fail "test_probe_run on $np ranks"
+done
 [ $status -eq 0 ] && echo "ok: cpdit probe"
 exit $status

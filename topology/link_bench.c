@@ -53,9 +53,10 @@ static int clamp_iters(double per_iter_s, double budget_s, int max_iters)
     return n > max_iters ? max_iters : (int)n;
 }
 
-/* n round trips from a's side (send then receive) or b's (receive then send). */
+/* n round trips from a's side (send then receive) or b's (receive then send), then the
+ * transport's sync (asynchronous transports). */
 static cpdit_status round_trips(cpdit_comm *c, int me_first, int peer, float *buf, size_t count,
-                                int n, cpdit_error *err)
+                                int n, const link_bench_opts *o, cpdit_error *err)
 {
     for (int i = 0; i < n; i++) {
         cpdit_status st = me_first ? cpdit_comm_send(c, buf, count, peer, LINK_TAG, err)
@@ -66,7 +67,7 @@ static cpdit_status round_trips(cpdit_comm *c, int me_first, int peer, float *bu
         if (st != CPDIT_OK)
             return st;
     }
-    return CPDIT_OK;
+    return o->sync ? o->sync(err) : CPDIT_OK;
 }
 
 cpdit_status link_bench_pingpong(cpdit_comm *c, MPI_Comm ctl, int a, int b, size_t bytes,
@@ -80,7 +81,7 @@ cpdit_status link_bench_pingpong(cpdit_comm *c, MPI_Comm ctl, int a, int b, size
     const int trials = o->trials > 0 ? o->trials : 1;
     if (me == a) {
         double t0 = now_s();
-        st = round_trips(c, 1, b, buf, count, warmup, err);
+        st = round_trips(c, 1, b, buf, count, warmup, o, err);
         const double rt = (now_s() - t0) / warmup;
         int iters = clamp_iters(rt, o->target_s / trials, o->max_iters);
         if (st == CPDIT_OK && MPI_Send(&iters, 1, MPI_INT, b, LINK_CTL_TAG, ctl) != MPI_SUCCESS)
@@ -89,7 +90,7 @@ cpdit_status link_bench_pingpong(cpdit_comm *c, MPI_Comm ctl, int a, int b, size
         res[0] = 1e300;
         for (int t = 0; t < trials && st == CPDIT_OK; t++) {
             t0 = now_s();
-            st = round_trips(c, 1, b, buf, count, iters, err);
+            st = round_trips(c, 1, b, buf, count, iters, o, err);
             const double one_way = (now_s() - t0) / (2.0 * iters);
             res[0] = one_way < res[0] ? one_way : res[0];
             res[1] += one_way / trials;
@@ -98,13 +99,13 @@ cpdit_status link_bench_pingpong(cpdit_comm *c, MPI_Comm ctl, int a, int b, size
         res[3] = iters;
     } else if (me == b) {
         int iters = 0;
-        st = round_trips(c, 0, a, buf, count, warmup, err);
+        st = round_trips(c, 0, a, buf, count, warmup, o, err);
         if (st == CPDIT_OK &&
             MPI_Recv(&iters, 1, MPI_INT, a, LINK_CTL_TAG, ctl, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_LINK,
                                  "MPI_Recv from rank %d failed", a);
         for (int t = 0; t < trials && st == CPDIT_OK; t++)
-            st = round_trips(c, 0, a, buf, count, iters, err);
+            st = round_trips(c, 0, a, buf, count, iters, o, err);
     }
     if (st != CPDIT_OK)
         return st;
@@ -180,12 +181,13 @@ cpdit_status link_bench_collective(cpdit_comm *c, link_coll_op op, size_t bytes,
         p.displs[i] = (size_t)i * p.unit;
     }
     p.recv = buf + (op == LINK_ALLTOALL ? p.unit * (size_t)n : p.unit);
-    memset(buf, 0, link_bench_collective_floats(op, n, bytes) * sizeof(float));
 
     cpdit_status st = CPDIT_OK;
     double t0 = now_s();
     for (int i = 0; i < warmup && st == CPDIT_OK; i++)
         st = coll_once(c, &p, err);
+    if (st == CPDIT_OK && o->sync)
+        st = o->sync(err);
     double per_call = (now_s() - t0) / warmup;
     if (st == CPDIT_OK)
         st = cpdit_comm_allreduce(c, &per_call, 1, CPDIT_COMM_DOUBLE, CPDIT_COMM_MAX, err);
@@ -195,6 +197,8 @@ cpdit_status link_bench_collective(cpdit_comm *c, link_coll_op op, size_t bytes,
     t0 = now_s();
     for (int i = 0; i < iters && st == CPDIT_OK; i++)
         st = coll_once(c, &p, err);
+    if (st == CPDIT_OK && o->sync)
+        st = o->sync(err);
     const double mine = (now_s() - t0) / iters;
     double mn = mine, mx = mine, sum = mine;
     if (st == CPDIT_OK)

@@ -44,6 +44,9 @@ typedef struct link_bench_opts {
     int trials;      /* timed batches of a ping-pong (>= 1) */
     int max_iters;   /* cap on round trips per batch / timed collective calls */
     double target_s; /* about how long one (pair, size) or (group, op, size) takes */
+    /* NULL for MPI; for an asynchronous transport (NCCL): wait until every transfer this rank
+     * issued has finished. Called after the warm-up and after every timed batch. */
+    cpdit_status (*sync)(cpdit_error *err);
 } link_bench_opts;
 
 typedef struct link_times {
@@ -75,7 +78,8 @@ cpdit_status link_bench_pingpong(cpdit_comm *c, MPI_Comm ctl, int a, int b, size
 size_t link_bench_collective_floats(link_coll_op op, int n, size_t bytes);
 
 /* One collective over every rank of c (a group's communicator; all its ranks call it).
- * buf: link_bench_collective_floats(op, c->size, bytes) floats. Result on every rank. */
+ * buf: link_bench_collective_floats(op, c->size, bytes) floats, in the memory c's data movers
+ * take (device memory for NCCL); its contents are never read. Result on every rank. */
 cpdit_status link_bench_collective(cpdit_comm *c, link_coll_op op, size_t bytes, float *buf,
                                    const link_bench_opts *o, link_times *out, cpdit_error *err);
 

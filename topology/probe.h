@@ -58,11 +58,22 @@ typedef struct probe_place {
 
 probe_class probe_pair_class(const probe_place *a, const probe_place *b);
 
-/* PROBE_NCCL_HOOK: makes a GPU communicator (NCCL) over the ranks of an MPI communicator
- * (collective over mpi). When cpdit_probe_options.nccl is set, every link measurement is
- * repeated through it and recorded with "transport": "nccl" beside the MPI ones. This build
- * has no NCCL communicator yet, so cpdit probe leaves it NULL; the NCCL backend sets it. */
-typedef cpdit_status (*probe_comm_factory)(MPI_Comm mpi, cpdit_comm **out, cpdit_error *err);
+/* PROBE_NCCL_HOOK: a second transport whose links are measured beside MPI's (NCCL on GPU
+ * nodes). When cpdit_probe_options.nccl is set, every link measurement is repeated through it
+ * with the same code and recorded with "transport": name. The MPI transport is built in; this
+ * build's `cpdit probe` sets no second one — the GPU backend plugs its NCCL communicator
+ * (lib/cp/comm_nccl.h) in here: create = select the device + cpdit_comm_gpu_create(NCCL),
+ * alloc/release = cudaMalloc/cudaFree, sync = synchronise the device. */
+typedef struct probe_transport {
+    const char *name; /* "nccl" */
+    /* a communicator over the ranks of mpi, collective over mpi; it must not free mpi */
+    cpdit_status (*create)(MPI_Comm mpi, cpdit_comm **out, cpdit_error *err);
+    /* buffers of `bytes` that the communicator's data movers take; contents are never read */
+    void *(*alloc)(size_t bytes);
+    void (*release)(void *p);
+    /* wait until every transfer this rank issued has finished (asynchronous transports) */
+    cpdit_status (*sync)(cpdit_error *err);
+} probe_transport;
 
 typedef struct cpdit_probe_options {
     int quick;              /* seconds, not tens of seconds: fewer sizes, shorter timings */
@@ -76,7 +87,7 @@ typedef struct cpdit_probe_options {
     int warmup, trials, max_iters; /* see link_bench_opts */
     double target_s;
     FILE *log;              /* progress lines on rank 0; NULL = quiet */
-    probe_comm_factory nccl; /* PROBE_NCCL_HOOK, NULL = MPI only */
+    const probe_transport *nccl; /* PROBE_NCCL_HOOK, NULL = MPI only */
 } cpdit_probe_options;
 
 /* The standard sweep and timings:

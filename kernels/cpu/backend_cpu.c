@@ -1,16 +1,16 @@
-/* backend_cpu.c — the CPU kernel table: memory, linear layers through cblas_sgemm, and the
- * elementwise ops (add, AdaLN modulate, gated residual, strided row copy). Norms, RoPE and
+/* backend_cpu.c — the CPU kernel table: memory and the elementwise ops (add, AdaLN modulate,
+ * gated residual, strided row copy). Weights and linear layers (linear_cpu.c), norms, RoPE and
  * activations live in their own files (see backend_cpu.h).
  */
 #include "config.h"
 
-#include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/vae_ops_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
 
@@ -36,42 +36,6 @@ void cpu_copy_bytes(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
         memcpy(dst, src, bytes);
-}
-
-/* ------------------------------------------------------------------ linear */
-
-/* y (M, N; ldy) = x (M, K; ldx) W^T (+ b), W (N, K): one SGEMM; the bias is broadcast into y
- * first and the product added (beta = 1), so the sum is formed once. */
-cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const float *w,
-                        const float *b, int M, int K, int N, int accumulate, cpdit_error *err)
-{
-    if (M < 0 || K < 0 || N < 0 || ldx < K || ldy < N)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, CPU_WHERE,
-                               "linear: bad sizes M %d K %d N %d ldx %d ldy %d", M, K, N, ldx,
-                               ldy);
-    if (M == 0 || N == 0)
-        return CPDIT_OK;
-    float beta = accumulate ? 1.0f : 0.0f;
-    if (b) {
-        for (int r = 0; r < M; r++) {
-            float *yr = y + (size_t)r * ldy;
-            if (accumulate)
-                for (int j = 0; j < N; j++)
-                    yr[j] += b[j];
-            else
-                memcpy(yr, b, (size_t)N * sizeof(float));
-        }
-        beta = 1.0f;
-    }
-    if (K == 0) {
-        if (!accumulate && !b)
-            for (int r = 0; r < M; r++)
-                memset(y + (size_t)r * ldy, 0, (size_t)N * sizeof(float));
-        return CPDIT_OK;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, ldx, w, K, beta, y,
-                ldy);
-    return CPDIT_OK;
 }
 
 /* ------------------------------------------------------------------ elementwise */
@@ -122,6 +86,9 @@ static const cpdit_backend cpu_backend = {
     .free = cpu_free,
     .upload = cpu_copy_bytes,
     .download = cpu_copy_bytes,
+    .weight_bytes = cpu_weight_bytes,
+    .weight_create = cpu_weight_create,
+    .weight_free = cpu_weight_free,
     .linear = cpu_linear,
     .layer_norm = cpu_layer_norm,
     .rms_norm = cpu_rms_norm,
@@ -132,6 +99,14 @@ static const cpdit_backend cpu_backend = {
     .modulate = cpu_modulate,
     .gated_residual = cpu_gated_residual,
     .copy_rows = cpu_copy_rows,
+    /* VAE section (kernels/cpu/vae_ops_cpu.c) */
+    .conv2d_pack = cpu_conv2d_pack,
+    .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
+    .conv2d = cpu_conv2d,
+    .group_moments = cpu_group_moments,
+    .group_norm_apply = cpu_group_norm_apply,
+    .upsample2x = cpu_upsample2x,
+    .transpose = cpu_transpose,
 };
 
 const cpdit_backend *cpdit_backend_cpu(void)

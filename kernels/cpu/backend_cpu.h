@@ -4,7 +4,9 @@
  * functions are exported so that tests can compare each one with a plain loop.
  *
  * Split by job:
- *   backend_cpu.c      the table, memory, linear (cblas_sgemm), elementwise ops
+ *   backend_cpu.c      the table, memory, elementwise ops
+ *   linear_cpu.c       weights (fp32, or bf16 packed) and linear (cblas_sgemm / bf16 GEMM)
+ *   gemm_bf16_cpu.c    the bf16 GEMM and its packing
  *   norms_cpu.c        layer_norm, rms_norm
  *   rope_cpu.c         rotary embedding (pairwise-interleaved)
  *   activations_cpu.c  gelu (tanh approximation), silu, and the vector exp they use
@@ -17,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "kernels/backend.h"
 #include "lib/core/cpdit_error.h"
 
 #ifdef __cplusplus
@@ -42,7 +45,10 @@ void *cpu_alloc(size_t bytes);
 void cpu_free(void *p);
 void cpu_copy_bytes(void *dst, const void *src, size_t bytes);
 
-cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const float *w,
+size_t cpu_weight_bytes(const cpdit_weight_desc *d);
+cpdit_status cpu_weight_create(cpdit_weight **out, const cpdit_weight_desc *d, cpdit_error *err);
+void cpu_weight_free(cpdit_weight *w);
+cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
                         const float *b, int M, int K, int N, int accumulate, cpdit_error *err);
 
 void cpu_layer_norm(float *y, const float *x, const float *gamma, const float *beta,

@@ -43,8 +43,10 @@ __device__ inline float warp_sum(float x)
 template <typename T, int NPL>
 __global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
                              const T *__restrict__ v, T *__restrict__ out, float *__restrict__ lse,
-                             int Sq, int Sk, int H, float scale)
+                             cpdit_cuda_attention a)
 {
+    const int Sq = a.Sq, Sk = a.Sk, H = a.H;
+    const float scale = a.scale;
     constexpr int D = NPL * 32;
     extern __shared__ float smem[];
     float *q_s = smem;                        // (kWarps, D)
@@ -55,24 +57,28 @@ __global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
     const int h = blockIdx.y, b = blockIdx.z;
     const int row = blockIdx.x * kWarps + warp;
     const bool active = row < Sq;
-    const long row_stride = (long)H * D; // between consecutive tokens
+    const long ld_q = a.ld_q, ld_kv = a.ld_kv; // elements between consecutive tokens
 
     if (active)
         for (int d = lane; d < D; d += 32)
-            q_s[warp * D + d] = load(q + ((long)b * Sq + row) * row_stride + (long)h * D + d);
+            q_s[warp * D + d] = load(q + ((long)b * Sq + row) * ld_q + (long)h * D + d);
+    // causal: no query of this block sees keys past its last row
+    int last_row = min((int)(blockIdx.x * kWarps + kWarps - 1), Sq - 1);
+    int key_end = a.causal ? min(Sk, last_row + 1) : Sk;
+    const float *bias_row = (a.bias && active) ? a.bias + ((long)h * Sq + row) * Sk : nullptr;
 
     float m = -INFINITY, l = 0.0f, acc[NPL];
 #pragma unroll
     for (int i = 0; i < NPL; i++)
         acc[i] = 0.0f;
 
-    for (int t0 = 0; t0 < Sk; t0 += kTile) {
+    for (int t0 = 0; t0 < key_end; t0 += kTile) {
         __syncthreads(); // the previous tile is no longer read (and q_s is written)
         for (int idx = threadIdx.x; idx < kTile * D; idx += blockDim.x) {
             int j = idx / D, d = idx % D, key = t0 + j;
             float kv = 0.0f, vv = 0.0f;
             if (key < Sk) {
-                long off = ((long)b * Sk + key) * row_stride + (long)h * D + d;
+                long off = ((long)b * Sk + key) * ld_kv + (long)h * D + d;
                 kv = load(k + off);
                 vv = load(v + off);
             }
@@ -83,16 +89,18 @@ __global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
         if (!active)
             continue;
         float s = -INFINITY;
-        if (t0 + lane < Sk) {
+        int key = t0 + lane;
+        if (key < Sk && !(a.causal && key > row)) {
             const float *qr = q_s + warp * D, *kr = k_s + lane * (D + 1);
             float dot = 0.0f;
 #pragma unroll 8
             for (int d = 0; d < D; d++)
                 dot = fmaf(qr[d], kr[d], dot);
-            s = dot * scale;
+            s = dot * scale + (bias_row ? bias_row[key] : 0.0f);
         }
-        float m_new = fmaxf(m, warp_max(s)); // finite: the tile has at least one key
-        float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
+        // finite: key 0 is visible to every row, so m is finite after the first tile
+        float m_new = fmaxf(m, warp_max(s));
+        float p = (s == -INFINITY || m_new == -INFINITY) ? 0.0f : __expf(s - m_new);
         float correction = (m == -INFINITY) ? 0.0f : __expf(m - m_new);
         l = l * correction + warp_sum(p);
 #pragma unroll
@@ -110,7 +118,7 @@ __global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
     }
     if (!active)
         return;
-    long o = ((long)b * Sq + row) * row_stride + (long)h * D;
+    long o = ((long)b * Sq + row) * (long)a.ld_out + (long)h * D;
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
     for (int i = 0; i < NPL; i++)
@@ -120,8 +128,8 @@ __global__ void flash_kernel(const T *__restrict__ q, const T *__restrict__ k,
 }
 
 template <typename T, int NPL>
-cudaError_t launch(const void *q, const void *k, const void *v, void *out, float *lse, int B,
-                   int Sq, int Sk, int H, float scale, cudaStream_t stream)
+cudaError_t launch(const void *q, const void *k, const void *v, void *out, float *lse,
+                   const cpdit_cuda_attention &a, cudaStream_t stream)
 {
     constexpr int D = NPL * 32;
     size_t smem = sizeof(float) * ((size_t)kWarps * D + (size_t)kTile * (D + 1) + (size_t)kTile * D);
@@ -129,25 +137,25 @@ cudaError_t launch(const void *q, const void *k, const void *v, void *out, float
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return e;
-    dim3 grid((unsigned)((Sq + kWarps - 1) / kWarps), (unsigned)H, (unsigned)B);
-    flash_kernel<T, NPL><<<grid, kWarps * 32, smem, stream>>>(
-        (const T *)q, (const T *)k, (const T *)v, (T *)out, lse, Sq, Sk, H, scale);
+    dim3 grid((unsigned)((a.Sq + kWarps - 1) / kWarps), (unsigned)a.H, (unsigned)a.B);
+    flash_kernel<T, NPL><<<grid, kWarps * 32, smem, stream>>>((const T *)q, (const T *)k,
+                                                              (const T *)v, (T *)out, lse, a);
     return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, float *lse, int B,
-                     int Sq, int Sk, int H, int D, float scale, cudaStream_t s)
+cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, float *lse,
+                     const cpdit_cuda_attention &a, cudaStream_t s)
 {
-    switch (D / 32) {
-    case 1: return launch<T, 1>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 2: return launch<T, 2>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 3: return launch<T, 3>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 4: return launch<T, 4>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 5: return launch<T, 5>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 6: return launch<T, 6>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 7: return launch<T, 7>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
-    case 8: return launch<T, 8>(q, k, v, out, lse, B, Sq, Sk, H, scale, s);
+    switch (a.D / 32) {
+    case 1: return launch<T, 1>(q, k, v, out, lse, a, s);
+    case 2: return launch<T, 2>(q, k, v, out, lse, a, s);
+    case 3: return launch<T, 3>(q, k, v, out, lse, a, s);
+    case 4: return launch<T, 4>(q, k, v, out, lse, a, s);
+    case 5: return launch<T, 5>(q, k, v, out, lse, a, s);
+    case 6: return launch<T, 6>(q, k, v, out, lse, a, s);
+    case 7: return launch<T, 7>(q, k, v, out, lse, a, s);
+    case 8: return launch<T, 8>(q, k, v, out, lse, a, s);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -176,19 +184,35 @@ __global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *ou
 
 } // namespace
 
+extern "C" int cpdit_cuda_attention_flash_ex(cpdit_cuda_dtype dtype, const void *q,
+                                             const void *k, const void *v, void *out, float *lse,
+                                             const cpdit_cuda_attention *args, void *stream)
+{
+    cpdit_cuda_attention a = *args;
+    if (a.B < 0 || a.Sq < 0 || a.Sk < 0 || a.H < 0 || a.D <= 0 || a.D % 32 != 0 || a.D > kMaxD ||
+        (a.causal && a.Sq != a.Sk))
+        return (int)cudaErrorInvalidValue;
+    if (a.B == 0 || a.Sq == 0 || a.H == 0)
+        return 0;
+    if (a.ld_q == 0)
+        a.ld_q = a.H * a.D;
+    if (a.ld_kv == 0)
+        a.ld_kv = a.H * a.D;
+    if (a.ld_out == 0)
+        a.ld_out = a.H * a.D;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e = dtype == CPDIT_CUDA_BF16
+                        ? dispatch<__nv_bfloat16>(q, k, v, out, lse, a, s)
+                        : dispatch<float>(q, k, v, out, lse, a, s);
+    return (int)e;
+}
+
 extern "C" int cpdit_cuda_attention_flash(cpdit_cuda_dtype dtype, const void *q, const void *k,
                                           const void *v, void *out, float *lse, int B, int Sq,
                                           int Sk, int H, int D, float scale, void *stream)
 {
-    if (B < 0 || Sq < 0 || Sk < 0 || H < 0 || D <= 0 || D % 32 != 0 || D > kMaxD)
-        return (int)cudaErrorInvalidValue;
-    if (B == 0 || Sq == 0 || H == 0)
-        return 0;
-    cudaStream_t s = (cudaStream_t)stream;
-    cudaError_t e = dtype == CPDIT_CUDA_BF16
-                        ? dispatch<__nv_bfloat16>(q, k, v, out, lse, B, Sq, Sk, H, D, scale, s)
-                        : dispatch<float>(q, k, v, out, lse, B, Sq, Sk, H, D, scale, s);
-    return (int)e;
+    cpdit_cuda_attention a = {B, Sq, Sk, H, D, 0, 0, 0, scale, nullptr, 0};
+    return cpdit_cuda_attention_flash_ex(dtype, q, k, v, out, lse, &a, stream);
 }
 
 extern "C" int cpdit_cuda_lse_merge(float *out_acc, float *lse_acc, const float *out_part,

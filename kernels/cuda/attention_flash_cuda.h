@@ -24,6 +24,24 @@ int cpdit_cuda_attention_flash(cpdit_cuda_dtype dtype, const void *q, const void
                                const void *v, void *out, float *lse, int B, int Sq, int Sk, int H,
                                int D, float scale, void *stream);
 
+/* The general form, with the options of cpdit_attention_args (kernels/backend.h):
+ *   ld_q, ld_kv, ld_out: elements between consecutive tokens (0 = H*D), so q, k, v may be
+ *     column blocks of one fused qkv buffer; item b starts at b*Sq*ld_q (k, v: b*Sk*ld_kv);
+ *   bias: additive fp32 scores (H, Sq, Sk) shared by all items (T5), or NULL;
+ *   causal: query i sees keys j <= i only (CLIP); needs Sq == Sk.
+ * lse stays contiguous (B, Sq, H). */
+typedef struct cpdit_cuda_attention {
+    int B, Sq, Sk, H, D;
+    int ld_q, ld_kv, ld_out;
+    float scale;
+    const float *bias;
+    int causal;
+} cpdit_cuda_attention;
+
+int cpdit_cuda_attention_flash_ex(cpdit_cuda_dtype dtype, const void *q, const void *k,
+                                  const void *v, void *out, float *lse,
+                                  const cpdit_cuda_attention *a, void *stream);
+
 /* Merge a partial result into an accumulated one, in place (ring attention):
  * for each (row, head): lse = log(e^lse_acc + e^lse_part),
  * out_acc = out_acc e^(lse_acc - lse) + out_part e^(lse_part - lse).

@@ -13,11 +13,12 @@
 
 #include "lib/flux/flux_transformer.h"
 #include "lib/io/safetensors.h"
+#include "lib/weights/weight_loader.h"
 
-/* A linear layer: w (out, in) row-major, b (out) or NULL; pointers valid while its group is
- * acquired. */
+/* A linear layer: w a backend weight (out, in), b (out) fp32 or NULL; w valid while its group
+ * is acquired, b always. */
 typedef struct flux_linear {
-    const float *w;
+    const cpdit_weight *w;
     const float *b;
     int out, in;
 } flux_linear;
@@ -54,32 +55,6 @@ typedef struct flux_global_weights {
     flux_linear proj_out;               /* (p^2 out_channels, inner) */
 } flux_global_weights;
 
-/* Where one parameter's values live on disk: nelem elements of t from elem_offset; with
- * swap_halves the two halves of that range are stored in the opposite order to diffusers'
- * (the BFL final layer's (shift, scale) vs diffusers' (scale, shift)). */
-typedef struct flux_source {
-    const safetensors_tensor *t;
-    size_t elem_offset;
-    size_t nelem;
-    size_t half_rows_elems; /* with swap_halves: elements per half */
-    int swap_halves;
-} flux_source;
-
-typedef struct flux_param {
-    char name[128];   /* the diffusers name, for messages */
-    flux_source src;
-    const float **dst; /* the weight struct field it fills */
-    int zero_copy;    /* fp32 on disk, aligned, in order: dst points into the map */
-} flux_param;
-
-/* A group of parameters converted together: the globals, or one block. */
-typedef struct flux_group {
-    flux_param *params;
-    int count;
-    size_t convert_floats; /* floats that need a converted copy */
-    float *cached;         /* converted values kept between calls, or NULL */
-} flux_group;
-
 struct flux_transformer {
     flux_transformer_config cfg;
     char *where;            /* weights path, for messages */
@@ -89,12 +64,10 @@ struct flux_transformer {
     flux_global_weights global;
     flux_double_weights *dbl;  /* [num_layers] */
     flux_single_weights *sgl;  /* [num_single_layers] */
-    flux_group *groups;     /* [1 + num_layers + num_single_layers]: globals, doubles, singles */
-    int n_groups;
-    float *scratch;         /* conversion buffer, max convert_floats over groups */
-    size_t scratch_floats;
-    size_t cache_budget;    /* bytes */
-    size_t cache_used;      /* bytes */
+    weight_loader wl;       /* groups: globals, doubles, singles (flux_group_*) */
+    int wl_open;
+    size_t weight_budget;   /* bytes of resident weights (SIZE_MAX: all) */
+    cpdit_weight_format weight_format;
     size_t n_params;
     /* activation workspace, kept between forward calls (freed by close) */
     float *acts;
@@ -104,13 +77,13 @@ struct flux_transformer {
 
 /* ---------------------------------------------------------------- flux_weights.c */
 
-/* Detect the layout of m->set, build every group's parameter list, check names and shapes
- * (errors name the tensor), size the conversion buffer. */
+/* Detect the layout of m->set, register every parameter with the loader (group by group),
+ * check names and shapes (errors name the tensor). */
 cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err);
 void flux_weights_free(flux_transformer *m);
 
-/* Make group g's weight pointers valid (converting into the cache or the shared buffer).
- * Only one group that uses the shared buffer can be acquired at a time. */
+/* Make group g's weights usable: on first use the loader prepares (all weights created once
+ * when they fit m->weight_budget, else streamed block by block). One group at a time. */
 cpdit_status flux_weights_acquire(flux_transformer *m, int g, cpdit_error *err);
 
 /* Infer a config from tensor shapes (single-file checkpoints without config.json). */

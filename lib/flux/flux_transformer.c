@@ -74,6 +74,8 @@ static cpdit_status find_weights(const char *dir, char **out, cpdit_error *err)
 
 static cpdit_status finish_open(flux_transformer *m, const char *weights, cpdit_error *err)
 {
+    m->weight_budget = SIZE_MAX;
+    m->weight_format = CPDIT_WEIGHT_NATIVE;
     m->where = strdup(weights);
     if (!m->where)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, weights, "out of memory");
@@ -204,12 +206,40 @@ flux_weight_layout flux_transformer_layout(const flux_transformer *m)
 
 void flux_transformer_set_weight_cache(flux_transformer *m, size_t bytes)
 {
-    m->cache_budget = bytes;
+    m->weight_budget = bytes;
+}
+
+void flux_transformer_set_weight_format(flux_transformer *m, cpdit_weight_format format)
+{
+    m->weight_format = format;
+}
+
+void flux_transformer_set_weight_arena(flux_transformer *m, const weight_arena_ops *ops)
+{
+    weight_loader_set_arena(&m->wl, ops);
 }
 
 size_t flux_transformer_weight_bytes(const flux_transformer *m)
 {
-    return m->cache_used + (m->scratch ? m->scratch_floats * sizeof(float) : 0);
+    return m->wl_open ? weight_loader_bytes(&m->wl) : 0;
+}
+
+cpdit_status flux_transformer_load_weights(flux_transformer *m, cpdit_error *err)
+{
+    return weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
+}
+
+void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!m->wl_open)
+        return;
+    s->resident = m->wl.resident;
+    s->shared = m->wl.arena_shared;
+    s->matrix_bytes = m->wl.matrix_bytes;
+    s->largest_group_bytes = m->wl.largest_group_bytes;
+    s->create_seconds = m->wl.create_seconds;
+    s->bytes_read = m->wl.bytes_read;
 }
 
 size_t flux_transformer_workspace_bytes(const flux_transformer *m)

@@ -77,15 +77,41 @@ void flux_transformer_close(flux_transformer *m);
 const flux_transformer_config *flux_transformer_config_of(const flux_transformer *m);
 flux_weight_layout flux_transformer_layout(const flux_transformer *m);
 
-/* Keep converted fp32 weights of up to `bytes` bytes between forward calls (for a sampler
- * loop); 0 (the default) converts each block right before it runs into one reused buffer
- * the size of the largest block. fp32 tensors on disk are used in place (no copy) either way.
- * SIZE_MAX keeps everything. */
+/* The weight budget (bytes; default SIZE_MAX): when all linear layers fit in it in the
+ * backend's form, they are made once, before the first forward, and kept ("resident"); else
+ * each block's are made right before it runs and freed after ("streaming": the whole model is
+ * read from the map at every forward). fp32 tensors on disk are used in place either way.
+ * Call before the first forward. */
 void flux_transformer_set_weight_cache(flux_transformer *m, size_t bytes);
 
-/* Bytes of fp32 weight memory allocated now (conversion buffer + cache), bytes of the
- * activation workspace (kept between forward calls, grown when a call needs more), and the
- * number of parameters of the model. */
+/* How the linear layers compute (kernels/backend.h): CPDIT_WEIGHT_NATIVE (the default: from
+ * the stored dtype, bf16 as bf16) or CPDIT_WEIGHT_F32 (converted once; the exact reference).
+ * Call before the first forward. */
+void flux_transformer_set_weight_format(flux_transformer *m, cpdit_weight_format format);
+
+/* Keep the resident weights in memory shared by the ranks of a node
+ * (lib/weights/weight_loader.h). Call before the first forward; every sharing rank must then
+ * load (flux_transformer_load_weights or a forward) together. */
+struct weight_arena_ops;
+void flux_transformer_set_weight_arena(flux_transformer *m, const struct weight_arena_ops *ops);
+
+/* Make the weights now (as the first forward would). Errors: as the loader's. */
+cpdit_status flux_transformer_load_weights(flux_transformer *m, cpdit_error *err);
+
+/* What the weight loader did. */
+typedef struct flux_weight_stats {
+    int resident;               /* 1: all weights made once and kept */
+    int shared;                 /* 1: in memory shared by the node's ranks */
+    size_t matrix_bytes;        /* linear layers in the backend's form */
+    size_t largest_group_bytes; /* the largest block's */
+    double create_seconds;      /* reading + converting/packing so far */
+    unsigned long long bytes_read; /* bytes of linear weights read from the files so far */
+} flux_weight_stats;
+void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s);
+
+/* Bytes of weight memory this process holds now (vectors, made weights; a shared block counted
+ * whole), bytes of the activation workspace (kept between forward calls, grown when a call
+ * needs more), and the number of parameters of the model. */
 size_t flux_transformer_weight_bytes(const flux_transformer *m);
 size_t flux_transformer_workspace_bytes(const flux_transformer *m);
 size_t flux_transformer_param_count(const flux_transformer *m);

@@ -1,5 +1,6 @@
 /* flux_weights.c — the FLUX transformer's tensors: names in diffusers' and the original BFL
- * layout, shape checks, and conversion to fp32 one group (the globals or one block) at a time.
+ * layout, registered with the weight loader (lib/weights) one group (the globals or one block)
+ * at a time.
  *
  * Every parameter is registered under its diffusers name with the shape the config implies,
  * and resolved to a source on disk: the tensor of that name (diffusers layout), or a row range
@@ -9,19 +10,17 @@
  * tensor of the checkpoint must have been used: a leftover tensor means the config and the
  * checkpoint disagree, and is an error naming it.
  *
- * fp32 tensors are used in place from the memory map; others are converted when their group is
- * acquired, into a cache (when the budget allows) or one shared buffer, and the map pages they
- * came from are dropped (madvise) so that the resident size does not grow with the model.
+ * The loader makes backend weights of the linear layers once (bf16 kept as bf16 by default)
+ * when they fit the weight budget, else block by block as the forward reaches each block; the
+ * map pages they came from are dropped (madvise) so that the resident size does not grow with
+ * the model.
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "lib/flux/flux_internal.h"
 
@@ -31,89 +30,17 @@
 
 typedef struct bind_ctx {
     flux_transformer *m;
-    flux_group *g;
-    unsigned char *used; /* [safetensors_set_count] */
+    int group;
+    char hint[128]; /* appended to shape errors */
     cpdit_error *err;
 } bind_ctx;
 
-static void shape_text(char *buf, size_t n, const safetensors_tensor *t)
-{
-    size_t used = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
-                                 (long long)t->shape[i]);
-    if (used < n)
-        snprintf(buf + used, n - used, "]");
-}
-
-/* Check that t has shape (rows, cols) (cols 0: 1-D (rows)). */
-static cpdit_status check_shape(bind_ctx *c, const safetensors_tensor *t, const char *disk_name,
-                                const char *diff_name, int64_t rows, int64_t cols)
-{
-    const int want_ndim = cols ? 2 : 1;
-    int ok = t->ndim == want_ndim && t->shape[0] == rows && (!cols || t->shape[1] == cols);
-    if (ok)
-        return CPDIT_OK;
-    char got[128];
-    shape_text(got, sizeof got, t);
-    char want[64];
-    if (cols)
-        snprintf(want, sizeof want, "[%lld, %lld]", (long long)rows, (long long)cols);
-    else
-        snprintf(want, sizeof want, "[%lld]", (long long)rows);
-    char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
-    if (strcmp(disk_name, diff_name))
-        snprintf(alias, sizeof alias, " (diffusers' '%s')", diff_name);
-    const flux_transformer_config *cf = &c->m->cfg;
-    return cpdit_error_set(c->err, CPDIT_ERR_INPUT, c->m->where,
-                           "tensor '%s'%s has shape %s but this config needs %s (inner_dim %d "
-                           "= %d heads x %d)",
-                           disk_name, alias, got, want, cf->inner_dim, cf->num_attention_heads,
-                           cf->attention_head_dim);
-}
-
-static cpdit_status add_param(bind_ctx *c, const float **dst, const char *diff_name,
+static cpdit_status add_param(bind_ctx *c, void *dst, weight_kind kind, const char *diff_name,
                               const char *disk_name, int64_t disk_rows, int64_t row_off,
                               int64_t rows, int64_t cols, int swap)
 {
-    const safetensors_tensor *t = safetensors_set_find(c->m->set, disk_name);
-    if (!t) {
-        if (strcmp(disk_name, diff_name))
-            return cpdit_error_set(c->err, CPDIT_ERR_INPUT, c->m->where,
-                                   "missing tensor '%s' (holds diffusers' '%s')", disk_name,
-                                   diff_name);
-        return cpdit_error_set(c->err, CPDIT_ERR_INPUT, c->m->where, "missing tensor '%s'",
-                               disk_name);
-    }
-    if (check_shape(c, t, disk_name, diff_name, disk_rows, cols))
-        return CPDIT_ERR_INPUT;
-    for (size_t i = 0; i < safetensors_set_count(c->m->set); i++)
-        if (safetensors_set_tensor_at(c->m->set, i) == t)
-            c->used[i] = 1;
-
-    flux_group *g = c->g;
-    flux_param *np = realloc(g->params, (size_t)(g->count + 1) * sizeof *np);
-    if (!np)
-        return cpdit_error_set(c->err, CPDIT_ERR_RUNTIME, c->m->where, "out of memory");
-    g->params = np;
-    flux_param *p = &g->params[g->count++];
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", diff_name);
-    const size_t row_elems = cols ? (size_t)cols : 1;
-    p->src.t = t;
-    p->src.elem_offset = (size_t)row_off * row_elems;
-    p->src.nelem = (size_t)rows * row_elems;
-    p->src.swap_halves = swap;
-    p->src.half_rows_elems = p->src.nelem / 2;
-    p->dst = dst;
-    const char *data = (const char *)t->data + p->src.elem_offset * cpdit_dtype_size(t->dtype);
-    p->zero_copy = t->dtype == CPDIT_DTYPE_F32 && !swap && ((uintptr_t)data % sizeof(float)) == 0;
-    if (p->zero_copy)
-        *dst = (const float *)data;
-    else
-        g->convert_floats += p->src.nelem;
-    c->m->n_params += p->src.nelem;
-    return CPDIT_OK;
+    return weight_loader_add(&c->m->wl, c->group, kind, diff_name, disk_name, disk_rows, row_off,
+                             rows, cols, swap, dst, "this config needs", c->hint, NULL, c->err);
 }
 
 /* A linear layer `out x in` with bias. diffusers name `dname` (without .weight), BFL tensor
@@ -129,14 +56,14 @@ static cpdit_status add_linear(bind_ctx *c, flux_linear *L, const char *dname, c
     if (bfl)
         snprintf(bn, sizeof bn, "%s%s.weight", c->m->prefix, bname);
     swap = swap && bfl; /* only BFL stores the halves the other way round */
-    if (add_param(c, &L->w, dn, bfl ? bn : dn, bfl ? bfl_rows : out, bfl ? row_off : 0, out, in,
-                  swap))
+    if (add_param(c, &L->w, WEIGHT_MATRIX, dn, bfl ? bn : dn, bfl ? bfl_rows : out,
+                  bfl ? row_off : 0, out, in, swap))
         return CPDIT_ERR_INPUT;
     snprintf(dn, sizeof dn, "%s.bias", dname);
     if (bfl)
         snprintf(bn, sizeof bn, "%s%s.bias", c->m->prefix, bname);
-    return add_param(c, &L->b, dn, bfl ? bn : dn, bfl ? bfl_rows : out, bfl ? row_off : 0, out,
-                     0, swap);
+    return add_param(c, &L->b, WEIGHT_VECTOR, dn, bfl ? bn : dn, bfl ? bfl_rows : out,
+                     bfl ? row_off : 0, out, 0, swap);
 }
 
 /* A plain linear (no fusion): the BFL tensor is the whole matrix. */
@@ -155,7 +82,7 @@ static cpdit_status add_vector(bind_ctx *c, const float **dst, const char *dname
     const int bfl = c->m->layout == FLUX_LAYOUT_BFL;
     if (bfl)
         snprintf(bn, sizeof bn, "%s%s", c->m->prefix, bname);
-    return add_param(c, dst, dname, bfl ? bn : dname, n, 0, n, 0, 0);
+    return add_param(c, dst, WEIGHT_VECTOR, dname, bfl ? bn : dname, n, 0, n, 0, 0);
 }
 
 #define NAMEF(buf, ...) snprintf(buf, sizeof buf, __VA_ARGS__)
@@ -303,139 +230,60 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err)
 {
     const flux_transformer_config *cf = &m->cfg;
     detect_layout(m);
-    m->n_groups = 1 + cf->num_layers + cf->num_single_layers;
-    m->groups = calloc((size_t)m->n_groups, sizeof *m->groups);
     m->dbl = calloc((size_t)(cf->num_layers ? cf->num_layers : 1), sizeof *m->dbl);
     m->sgl = calloc((size_t)(cf->num_single_layers ? cf->num_single_layers : 1), sizeof *m->sgl);
-    const size_t nt = safetensors_set_count(m->set);
-    bind_ctx c = {m, NULL, calloc(nt ? nt : 1, 1), err};
-    if (!m->groups || !m->dbl || !m->sgl || !c.used) {
-        free(c.used);
+    if (!m->dbl || !m->sgl)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->where, "out of memory");
-    }
-    cpdit_status st;
-    c.g = &m->groups[flux_group_global()];
+    cpdit_status st = weight_loader_open(&m->wl, m->set, m->where, NULL, err);
+    if (st)
+        return st;
+    m->wl_open = 1;
+    bind_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.err = err;
+    snprintf(c.hint, sizeof c.hint, " (inner_dim %d = %d heads x %d)", cf->inner_dim,
+             cf->num_attention_heads, cf->attention_head_dim);
+    c.group = flux_group_global();
     st = bind_globals(&c);
     for (int i = 0; !st && i < cf->num_layers; i++) {
-        c.g = &m->groups[flux_group_double(i)];
+        c.group = flux_group_double(i);
         st = bind_double(&c, i);
     }
     for (int i = 0; !st && i < cf->num_single_layers; i++) {
-        c.g = &m->groups[flux_group_single(m, i)];
+        c.group = flux_group_single(m, i);
         st = bind_single(&c, i);
     }
-    for (size_t i = 0; !st && i < nt; i++) {
-        if (c.used[i])
-            continue;
-        const char *name = safetensors_set_tensor_at(m->set, i)->name;
+    const char *unused = st ? NULL : weight_loader_first_unused(&m->wl, NULL, 0);
+    if (unused)
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, m->where,
                              "unexpected tensor '%s': not part of a FLUX transformer with this "
                              "config (%d double + %d single blocks, guidance_embeds %s, %s "
                              "names)",
-                             name, cf->num_layers, cf->num_single_layers,
+                             unused, cf->num_layers, cf->num_single_layers,
                              cf->guidance_embeds ? "true" : "false",
                              m->layout == FLUX_LAYOUT_BFL ? "BFL" : "diffusers");
-    }
-    free(c.used);
     if (st)
         return st;
-    m->scratch_floats = 0;
-    for (int g = 0; g < m->n_groups; g++)
-        if (m->groups[g].convert_floats > m->scratch_floats)
-            m->scratch_floats = m->groups[g].convert_floats;
+    m->n_params = m->wl.n_values;
     return CPDIT_OK;
 }
 
 void flux_weights_free(flux_transformer *m)
 {
-    for (int g = 0; m->groups && g < m->n_groups; g++) {
-        free(m->groups[g].params);
-        free(m->groups[g].cached);
-    }
-    free(m->groups);
+    if (m->wl_open)
+        weight_loader_close(&m->wl);
+    m->wl_open = 0;
     free(m->dbl);
     free(m->sgl);
-    free(m->scratch);
-    m->groups = NULL;
     m->dbl = NULL;
     m->sgl = NULL;
-    m->scratch = NULL;
-}
-
-/* ------------------------------------------------------------------ conversion */
-
-/* Drop the map pages of [p, p + bytes) from this process (file-backed, read-only: they come
- * back from the page cache on the next access). Only whole pages inside the range. */
-static void drop_pages(const void *p, size_t bytes)
-{
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
-    uintptr_t hi = ((uintptr_t)p + bytes) / page * page;
-    if (hi > lo)
-        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-static cpdit_status convert_param(const flux_param *p, float *dst, cpdit_error *err)
-{
-    const safetensors_tensor *t = p->src.t;
-    const size_t es = cpdit_dtype_size(t->dtype);
-    const char *base = (const char *)t->data + p->src.elem_offset * es;
-    cpdit_status st;
-    if (p->src.swap_halves) {
-        const size_t h = p->src.half_rows_elems;
-        st = cpdit_dtype_to_f32(dst, base + h * es, t->dtype, p->src.nelem - h, err);
-        if (!st)
-            st = cpdit_dtype_to_f32(dst + (p->src.nelem - h), base, t->dtype, h, err);
-    } else {
-        st = cpdit_dtype_to_f32(dst, base, t->dtype, p->src.nelem, err);
-    }
-    if (st)
-        return cpdit_error_prefix_where(err, t->file);
-    drop_pages(base, p->src.nelem * es);
-    return CPDIT_OK;
-}
-
-static cpdit_status convert_group(flux_group *g, float *buf, cpdit_error *err)
-{
-    size_t at = 0;
-    for (int i = 0; i < g->count; i++) {
-        flux_param *p = &g->params[i];
-        if (p->zero_copy)
-            continue;
-        if (convert_param(p, buf + at, err))
-            return err ? err->status : CPDIT_ERR_INPUT;
-        *p->dst = buf + at;
-        at += p->src.nelem;
-    }
-    return CPDIT_OK;
 }
 
 cpdit_status flux_weights_acquire(flux_transformer *m, int gi, cpdit_error *err)
 {
-    flux_group *g = &m->groups[gi];
-    if (g->convert_floats == 0 || g->cached)
-        return CPDIT_OK; /* in place in the map, or kept from an earlier call */
-    const size_t bytes = g->convert_floats * sizeof(float);
-    if (m->cache_budget > m->cache_used && m->cache_budget - m->cache_used >= bytes) {
-        g->cached = malloc(bytes);
-        if (g->cached) {
-            if (convert_group(g, g->cached, err)) {
-                free(g->cached);
-                g->cached = NULL;
-                return err ? err->status : CPDIT_ERR_INPUT;
-            }
-            m->cache_used += bytes;
-            return CPDIT_OK;
-        }
-    }
-    if (!m->scratch) {
-        m->scratch = malloc(m->scratch_floats * sizeof(float));
-        if (!m->scratch)
-            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->where,
-                                   "out of memory for the weight conversion buffer (%zu MiB)",
-                                   m->scratch_floats * sizeof(float) >> 20);
-    }
-    return convert_group(g, m->scratch, err);
+    cpdit_status st = weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
+    return st ? st : weight_loader_acquire(&m->wl, gi, err);
 }
 
 /* ------------------------------------------------------------------ config from shapes */

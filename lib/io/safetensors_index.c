@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lib/io/regular_file.h"
+
 #define PATH_BYTES 4096
 
 /* Files looked for, in this order, when safetensors_set_open is given a folder (the names
@@ -152,7 +154,11 @@ static cpdit_status open_index(safetensors_set *s, cpdit_error *err)
     cpdit_status st;
 
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - s->path + 1) : 0, s->path);
-    root = json_load_file(s->path, JSON_REJECT_DUPLICATES, &jerr);
+    FILE *fp = cpdit_fopen_regular(s->path, "cannot open", err); /* never waits on a FIFO */
+    if (!fp)
+        return err ? err->status : CPDIT_ERR_INPUT;
+    root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(fp);
     if (!root)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, s->path,
                                "not a valid index: %s (line %d, column %d)", jerr.text,

@@ -191,7 +191,7 @@ cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *o
     if (!st)
         st = register_weights(m, err);
     if (!st)
-        st = text_weights_finish(&m->tw, opt->cache_bytes, ignore,
+        st = text_weights_finish(&m->tw, opt, ignore,
                                  (int)(sizeof ignore / sizeof ignore[0]), err);
     if (st) {
         clip_text_model_free(m);
@@ -248,16 +248,18 @@ typedef struct clip_work {
     int32_t *pos;   /* (S) position ids */
 } clip_work;
 
-/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear, fetching W (converted if streamed). */
+/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear (W made now when streamed). */
 static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, float *y, int ldy,
                                const float *x, int ldx, int M, int K, int N, int accumulate,
                                float *scratch, cpdit_error *err)
 {
-    const float *w;
-    cpdit_status st = text_param_get(&m->tw, &l->w, scratch, &w, err);
+    (void)scratch;
+    cpdit_weight *tmp;
+    const cpdit_weight *w;
+    cpdit_status st = text_param_weight(&m->tw, &l->w, &tmp, &w, err);
     if (!st)
         st = m->be->linear(y, ldy, x, ldx, w, l->b.f32, M, K, N, accumulate, err);
-    text_param_release(&m->tw, &l->w);
+    text_param_release(&m->tw, &l->w, tmp);
     return st;
 }
 

@@ -201,7 +201,7 @@ cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t
     if (!st)
         st = register_weights(m, err);
     if (!st)
-        st = text_weights_finish(&m->tw, opt->cache_bytes, ignore,
+        st = text_weights_finish(&m->tw, opt, ignore,
                                  (int)(sizeof ignore / sizeof ignore[0]), err);
     if (st) {
         t5_encoder_free(m);
@@ -249,16 +249,18 @@ typedef struct t5_work {
     float *scratch; /* a streamed matrix */
 } t5_work;
 
-/* y (M, N) (+)= x (M, K) W^T with W fetched (converted if streamed). */
+/* y (M, N) (+)= x (M, K) W^T (W made now when streamed). */
 static cpdit_status run_linear(const t5_encoder *m, const text_param *w, float *y, int ldy,
                                const float *x, int ldx, int M, int K, int N, int accumulate,
                                float *scratch, cpdit_error *err)
 {
-    const float *wf;
-    cpdit_status st = text_param_get(&m->tw, w, scratch, &wf, err);
+    (void)scratch;
+    cpdit_weight *tmp;
+    const cpdit_weight *wt;
+    cpdit_status st = text_param_weight(&m->tw, w, &tmp, &wt, err);
     if (!st)
-        st = m->be->linear(y, ldy, x, ldx, wf, NULL, M, K, N, accumulate, err);
-    text_param_release(&m->tw, w);
+        st = m->be->linear(y, ldy, x, ldx, wt, NULL, M, K, N, accumulate, err);
+    text_param_release(&m->tw, w, tmp);
     return st;
 }
 

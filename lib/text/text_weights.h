@@ -1,20 +1,20 @@
 /* text_weights.h — what the CLIP text model and the T5 encoder share: load options, the
  * activation names of transformers' configs, and their parameters read from a safetensors set
- * (model.safetensors or a sharded model.safetensors.index.json) in fp32, fp16 or bf16.
+ * (model.safetensors or a sharded model.safetensors.index.json) in fp32, fp16, bf16 or fp8,
+ * through the one weight loader (lib/weights/weight_loader.h).
  *
  * Memory policy. Each parameter is registered with its shape (checked against the file) and a
  * kind:
  *   TEXT_PARAM_SMALL   vectors and small tables (norms, biases, the relative-bias table):
  *                      converted to fp32 at load, always;
- *   TEXT_PARAM_MATRIX  the linear layers: fp32 tensors are used in place from the memory map;
- *                      the others are converted at load into one cache when all of them fit in
- *                      options.cache_bytes, otherwise ("streaming") each is converted just
- *                      before its use into the caller's scratch buffer, and the map pages it
- *                      came from are dropped after use, so that a model bigger than memory
- *                      (T5-XXL: 19 GB in fp32) runs with one matrix converted at a time;
+ *   TEXT_PARAM_MATRIX  the linear layers: backend weights (kernels/backend.h; bf16 kept as bf16
+ *                      by default, options.weight_format), made at load when all of them fit in
+ *                      options.cache_bytes, otherwise ("streaming") each is made just before its
+ *                      use and freed after, the map pages it came from dropped, so that a model
+ *                      bigger than memory (T5-XXL: 19 GB in fp32) runs with one matrix at a time;
  *   TEXT_PARAM_ROWS    embedding tables: never converted whole; the rows a forward needs are
  *                      gathered (and converted) at use.
- * A loaded text_weights is read-only: forwards with their own scratch may run concurrently.
+ * A loaded text_weights is read-only: forwards may run concurrently.
  */
 #ifndef CPDIT_TEXT_WEIGHTS_H
 #define CPDIT_TEXT_WEIGHTS_H
@@ -26,6 +26,7 @@
 #include "kernels/backend.h"
 #include "lib/io/model_config.h"
 #include "lib/io/safetensors.h"
+#include "lib/weights/weight_loader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,9 +39,10 @@ extern "C" {
 typedef struct text_encoder_options {
     const cpdit_backend *backend; /* NULL = cpdit_backend_cpu(); only "cpu" is supported */
     size_t cache_bytes;           /* see the memory policy above; 0 = always stream */
+    cpdit_weight_format weight_format; /* CPDIT_WEIGHT_NATIVE (default) or CPDIT_WEIGHT_F32 */
 } text_encoder_options;
 
-/* backend NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES. */
+/* backend NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES, weight_format NATIVE. */
 text_encoder_options text_encoder_options_default(void);
 
 /* Activations by their transformers (ACT2FN) names. */
@@ -72,26 +74,20 @@ typedef enum text_param_kind {
 } text_param_kind;
 
 typedef struct text_param {
-    const safetensors_tensor *t; /* the tensor in the map */
+    weight_param *wp;            /* the loader's parameter */
     text_param_kind kind;
-    int64_t rows, cols;          /* cols 0: a vector of rows elements */
-    const float *f32;            /* fp32 data ready to use (map or cache), or NULL: convert at
-                                    use (streaming matrix, or rows) */
-    int in_map;                  /* f32 points into the memory map */
+    const float *f32;            /* SMALL: fp32 values */
+    const cpdit_weight *w;       /* MATRIX: the weight made at load, or NULL (streaming) */
 } text_param;
 
 typedef struct text_weights {
     safetensors_set *set;
     char *where;               /* the folder, for messages */
-    unsigned char *used;       /* [safetensors_set_count]: registered tensors */
-    float *cache;              /* SMALL params and cached matrices (one allocation) */
-    size_t cache_floats;
-    int streaming;             /* 1: non-fp32 matrices are converted at use */
-    size_t scratch_floats;     /* scratch a streamed matrix needs (largest one), 0 if none */
+    weight_loader wl;
+    int wl_open;
+    int streaming;             /* 1: matrices are made at use */
+    size_t scratch_floats;     /* always 0 (kept for callers sizing a conversion buffer) */
     size_t n_params;           /* parameters registered */
-    /* registration list, finalised by text_weights_finish */
-    text_param **pending;
-    size_t n_pending, cap_pending;
 } text_weights;
 
 /* Load dir/config.json into cfg (free with model_config_free). Errors: as
@@ -113,21 +109,23 @@ cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
                               text_param_kind kind, int64_t rows, int64_t cols,
                               cpdit_error *err);
 
-/* After all text_weights_add calls: decide cache vs streaming (options.cache_bytes), convert
- * SMALL params and cached matrices, then check that every tensor of the set was registered
- * except those whose names start with one of ignore[0..n_ignore) (buffers and heads a model
- * does not use). Errors: an unexpected tensor (INPUT, named: usually a config that disagrees
- * with the checkpoint, e.g. fewer layers), a conversion failure, out of memory. */
-cpdit_status text_weights_finish(text_weights *tw, size_t cache_bytes,
+/* After all text_weights_add calls: check that every tensor of the set was registered except
+ * those whose names start with one of ignore[0..n_ignore) (buffers and heads a model does not
+ * use), then decide resident vs streaming (opt->cache_bytes), convert SMALL params and make
+ * the resident matrices (opt->weight_format). Errors: an unexpected tensor (INPUT, named:
+ * usually a config that disagrees with the checkpoint, e.g. fewer layers), a conversion
+ * failure, out of memory. */
+cpdit_status text_weights_finish(text_weights *tw, const text_encoder_options *opt,
                                  const char *const *ignore, int n_ignore, cpdit_error *err);
 
-/* fp32 data of a registered matrix or vector: p->f32 when set, else converted into scratch
- * (tw->scratch_floats floats). Errors: conversion failure (INPUT, naming the file). */
-cpdit_status text_param_get(const text_weights *tw, const text_param *p, float *scratch,
-                            const float **out, cpdit_error *err);
+/* The weight of a registered matrix: p->w when resident, else made now into *tmp (free it
+ * with text_param_release). Errors: conversion failure (INPUT, naming the file), out of
+ * memory. */
+cpdit_status text_param_weight(const text_weights *tw, const text_param *p, cpdit_weight **tmp,
+                               const cpdit_weight **out, cpdit_error *err);
 
-/* Done with a matrix for now: in streaming mode its map pages are dropped. */
-void text_param_release(const text_weights *tw, const text_param *p);
+/* Done with a matrix for now: a weight made by text_param_weight is freed. */
+void text_param_release(const text_weights *tw, const text_param *p, cpdit_weight *tmp);
 
 /* dst[r, :] = p[ids[r], :] for r < n (p a (rows, cols) table, ids checked by the caller to be
  * in [0, rows)); dst (n, cols). Errors: conversion failure. */

@@ -1,0 +1,216 @@
+/* job_sbatch.c — the text of the sbatch script of `cpdit submit` (see job_sbatch.h). */
+#include "jobs/job_sbatch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* s as one shell word: '...' with ' written as '\'' */
+static void put_quoted(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static int has_newline(const char *s) { return s && strpbrk(s, "\n\r") != NULL; }
+
+static void put_grid_comment(FILE *f, const job_sbatch_options *o)
+{
+    if (o->dp || o->ring || o->ulysses) {
+        fprintf(f, "# Grid: given to `cpdit submit`:");
+        if (o->dp)
+            fprintf(f, " dp %d", o->dp);
+        fprintf(f, " ring %d x ulysses %d per group%s (overrides the manifest's parallel:).\n",
+                o->ring ? o->ring : 1, o->ulysses ? o->ulysses : 1,
+                o->anything ? ", uneven splits allowed" : "");
+    } else if (!o->manifest_auto) {
+        fprintf(f, "# Grid: the manifest's parallel: ");
+        if (o->manifest_dp)
+            fprintf(f, "dp %d x ", o->manifest_dp);
+        fprintf(f, "ring %d x ulysses %d per group%s%s.\n", o->manifest_ring,
+                o->manifest_ulysses, o->manifest_dp ? "" : ", dp = the rest of the ranks",
+                o->manifest_anything ? ", uneven splits allowed" : "");
+    } else {
+        fprintf(f, "# Grid: the manifest says parallel: auto. This build of cpdit has no topology\n"
+                   "# planner yet (cpdit plan), so auto runs data-parallel: every rank renders whole\n"
+                   "# images on its own.\n");
+    }
+    if (o->topology)
+        fprintf(f, "# --topology: recorded in CPDIT_TOPOLOGY for parallel: auto; this build does not\n"
+                   "# read it yet (data-parallel, as above).\n");
+}
+
+cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err)
+{
+    *out = NULL;
+    const char *texts[] = {o->cpdit, o->manifest, o->output_dir, o->job_name, o->time,
+                           o->partition, o->account, o->qos, o->topology};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (has_newline(texts[i]))
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "a value with a line break: "
+                                   "'%s'", texts[i]);
+    for (int i = 0; i < o->n_extra; i++)
+        if (has_newline(o->extra[i]))
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "an extra sbatch option with "
+                                   "a line break: '%s'", o->extra[i]);
+    if (o->gpus_per_node && o->ntasks_per_node && o->ntasks_per_node != o->gpus_per_node)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "--ntasks-per-node %d with "
+                               "--gpus-per-node %d: cpdit runs one task per GPU (leave "
+                               "--ntasks-per-node out)", o->ntasks_per_node, o->gpus_per_node);
+    int tasks = o->gpus_per_node ? o->gpus_per_node : o->ntasks_per_node ? o->ntasks_per_node : 1;
+    int nodes = o->nodes > 0 ? o->nodes : 1;
+    int lead = o->signal_lead_s > 0 ? o->signal_lead_s : JOB_SBATCH_SIGNAL_LEAD_S;
+    int array = o->array > 1;
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "submit", "out of memory");
+
+    fprintf(f, "#!/bin/bash\n"
+               "# %s — a Slurm batch script written by `cpdit submit` (cpdit %s).\n"
+               "#   manifest: %s\n"
+               "#   output:   %s\n"
+               "# Submit it again with `sbatch %s/%s` (or run `cpdit submit` again); watch it with\n"
+               "# `cpdit status %s`. Every run resumes: images already complete are skipped.\n"
+               "#\n",
+            JOB_SBATCH_FILE_NAME, o->version, o->manifest, o->output_dir, o->output_dir,
+            JOB_SBATCH_FILE_NAME, o->output_dir);
+    /* resources */
+    if (o->gpus_per_node)
+        fprintf(f, "# Resources: %d node%s x %d GPU%s, one task (MPI rank) per GPU = %d rank%s;\n"
+                   "# each rank takes the GPU of its local rank on the node (from MPI).\n",
+                nodes, nodes == 1 ? "" : "s", o->gpus_per_node, o->gpus_per_node == 1 ? "" : "s",
+                nodes * tasks, nodes * tasks == 1 ? "" : "s");
+    else
+        fprintf(f, "# Resources: %d node%s x %d task%s (MPI ranks) on CPUs = %d rank%s.\n", nodes,
+                nodes == 1 ? "" : "s", tasks, tasks == 1 ? "" : "s", nodes * tasks,
+                nodes * tasks == 1 ? "" : "s");
+    fprintf(f, "#SBATCH --job-name=%s\n", o->job_name ? o->job_name : "cpdit");
+    if (o->nodes > 0)
+        fprintf(f, "#SBATCH --nodes=%d\n", o->nodes);
+    fprintf(f, "#SBATCH --ntasks-per-node=%d\n", tasks);
+    if (o->gpus_per_node)
+        fprintf(f, "#SBATCH --gpus-per-node=%d\n", o->gpus_per_node);
+    if (o->cpus_per_task)
+        fprintf(f, "#SBATCH --cpus-per-task=%d\n", o->cpus_per_task);
+    if (o->time)
+        fprintf(f, "#SBATCH --time=%s\n", o->time);
+    if (o->partition)
+        fprintf(f, "#SBATCH --partition=%s\n", o->partition);
+    if (o->account)
+        fprintf(f, "#SBATCH --account=%s\n", o->account);
+    if (o->qos)
+        fprintf(f, "#SBATCH --qos=%s\n", o->qos);
+    if (array)
+        fprintf(f, "# A job array of %d tasks: task k renders the items whose index is k modulo %d\n"
+                   "# (disjoint shares, together the whole manifest; the same split every time).\n"
+                   "#SBATCH --array=0-%d\n", o->array, o->array, o->array - 1);
+    fprintf(f, "# Stop cleanly before the time limit: Slurm sends USR1 to this shell %d s before\n"
+               "# the end; the trap below forwards it to the job step; cpdit finishes the current\n"
+               "# sampler step, writes its stop marker and exits 3; this script then requeues.\n"
+               "#SBATCH --signal=B:USR1@%d\n"
+               "#SBATCH --requeue\n"
+               "# Logs in the output folder, appended to across requeues.\n"
+               "#SBATCH --open-mode=append\n"
+               "#SBATCH --output=%s/slurm-%s.out\n",
+            lead, lead, o->output_dir, array ? "%A_%a" : "%j");
+    if (o->n_extra > 0) {
+        fprintf(f, "# Given to `cpdit submit` after --:\n");
+        for (int i = 0; i < o->n_extra;) { /* an option and the words that follow it */
+            fprintf(f, "#SBATCH %s", o->extra[i++]);
+            while (i < o->n_extra && o->extra[i][0] != '-')
+                fprintf(f, " %s", o->extra[i++]);
+            fputc('\n', f);
+        }
+    }
+
+    /* the body */
+    fprintf(f, "\nset -u\nCPDIT=");
+    put_quoted(f, o->cpdit);
+    fprintf(f, "\nMANIFEST=");
+    put_quoted(f, o->manifest);
+    fprintf(f, "\nOUTPUT=");
+    put_quoted(f, o->output_dir);
+    fprintf(f, "\n\n");
+    put_grid_comment(f, o);
+    fprintf(f, "RUN_ARGS=(--output \"$OUTPUT\"");
+    if (o->dp)
+        fprintf(f, " --dp %d", o->dp);
+    if (o->ring)
+        fprintf(f, " --ring %d", o->ring);
+    if (o->ulysses)
+        fprintf(f, " --ulysses %d", o->ulysses);
+    if (o->anything)
+        fprintf(f, " --anything");
+    fprintf(f, ")\n");
+    if (o->topology) {
+        fprintf(f, "export CPDIT_TOPOLOGY=");
+        put_quoted(f, o->topology);
+        fputc('\n', f);
+    }
+    if (o->cpus_per_task)
+        fprintf(f, "# BLAS threads per rank: the CPUs of its task.\n"
+                   "export OPENBLAS_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+                   "OMP_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\"\n");
+    fprintf(f,
+            "\n"
+            "# Launcher: srun with PMIx when this cluster has it, else mpirun (it takes the hosts\n"
+            "# and slots from the allocation); CPDIT_LAUNCHER=mpirun in the environment of sbatch\n"
+            "# forces mpirun. cpdit takes rank, local rank and node from MPI.\n"
+            "if [ \"${CPDIT_LAUNCHER:-}\" != mpirun ] && srun --mpi=list 2>&1 | grep -qw pmix; then\n"
+            "    LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1)\n"
+            "else\n"
+            "    LAUNCH=(mpirun --bind-to none)\n"
+            "fi\n"
+            "\n"
+            "# cpdit's own record of a stop: a run that a signal ended early writes this marker.\n"
+            "# It is checked as well as the exit code because mpirun returns 1, not the ranks' 3,\n"
+            "# when it was signalled itself (SIGTERM at the time limit).\n"
+            "STOP_MARKER=\"$OUTPUT/%s-${SLURM_JOB_ID}\"\n"
+            "rm -f \"$STOP_MARKER\"\n"
+            "\n"
+            "STEP=\n"
+            "forward() { # SIG: pass a signal to the job step\n"
+            "    echo \"cpdit-job: SIG$1 received, forwarding it to the job step\"\n"
+            "    [ -n \"$STEP\" ] && kill -s \"$1\" \"$STEP\" 2>/dev/null\n"
+            "}\n"
+            "trap 'forward USR1' USR1\n"
+            "trap 'forward TERM' TERM\n"
+            "\n"
+            "echo \"cpdit-job: job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) "
+            "starts: ${LAUNCH[*]} $CPDIT run $MANIFEST ${RUN_ARGS[*]}\"\n"
+            "\"${LAUNCH[@]}\" \"$CPDIT\" run \"$MANIFEST\" \"${RUN_ARGS[@]}\" &\n"
+            "STEP=$!\n"
+            "# wait returns early (status > 128) when a trapped signal arrives: wait again\n"
+            "while :; do\n"
+            "    wait \"$STEP\"\n"
+            "    rc=$?\n"
+            "    if [ $rc -gt 128 ] && kill -0 \"$STEP\" 2>/dev/null; then continue; fi\n"
+            "    break\n"
+            "done\n"
+            "\n"
+            "if [ $rc -eq 3 ] || [ -e \"$STOP_MARKER\" ]; then\n"
+            "    echo \"cpdit-job: stopped early (exit $rc); requeueing job ${SLURM_JOB_ID}\"\n"
+            "    rm -f \"$STOP_MARKER\"\n"
+            "    scontrol requeue \"${SLURM_JOB_ID}\"\n"
+            "    exit 0\n"
+            "fi\n"
+            "echo \"cpdit-job: cpdit exited with $rc (0 all done, 2 bad input or output folder in use,\"\n"
+            "echo \"cpdit-job: 4 some items failed: see $OUTPUT/index*.jsonl)\"\n"
+            "exit $rc\n",
+            JOB_STOP_MARKER_PREFIX);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "submit", "out of memory");
+    }
+    *out = text;
+    return CPDIT_OK;
+}

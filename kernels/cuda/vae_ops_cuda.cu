@@ -1,0 +1,294 @@
+// vae_ops_cuda.cu — the VAE's ops on CUDA (see vae_ops_cuda.h).
+//
+// Convolution: cuDNN's convolution forward on NHWC fp32 tensors. A band of output rows
+// [r0, r1) with a 3x3 kernel reads input rows r0-1 .. r1 (halo rows supplied by the caller), so
+// the input is described as a (r1-r0+2)-row image with no vertical padding and one column of
+// horizontal padding; a 1x1 kernel reads rows r0 .. r1-1. The algorithm is cuDNN's heuristic
+// choice per shape, cached; the workspace comes from the caching allocator.
+#include "kernels/cuda/vae_ops_cuda.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/alloc_cuda.h"
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kCudnnError = 1000;
+
+unsigned blocks_for(size_t n)
+{
+    size_t b = (n + kThreads - 1) / kThreads;
+    return (unsigned)(b > 65535u * 16u ? 65535u * 16u : (b ? b : 1));
+}
+
+cudnnHandle_t handle_for(cudaStream_t s)
+{
+    static thread_local cudnnHandle_t h = nullptr;
+    if (!h && cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+        return nullptr;
+    cudnnSetStream(h, s);
+    return h;
+}
+
+struct conv_plan {
+    int W, Cin, Cout, K, rows_in;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t ws_bytes;
+};
+thread_local std::vector<conv_plan> g_plans;
+
+__global__ void pack_kernel(float *dst, const float *src, int Cout, int Cin, int K)
+{
+    size_t n = (size_t)Cout * Cin * K * K;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        // dst (Cout, K, K, Cin) <- src (Cout, Cin, K, K)
+        size_t ci = t % Cin, kx = (t / Cin) % K, ky = (t / Cin / K) % K, co = t / Cin / K / K;
+        dst[t] = src[((co * Cin + ci) * K + ky) * K + kx];
+    }
+}
+
+__global__ void bias_kernel(float *y, const float *b, size_t n, int C)
+{
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x)
+        y[t] += b[t % C];
+}
+
+// grid (G, blocks per group): each block sums a slice of the group's elements in double.
+__global__ void moments_kernel(double *acc, const float *x, size_t pixels, int C, int G,
+                               const double *mean)
+{
+    __shared__ double red[kThreads];
+    int g = blockIdx.x, cg = C / G;
+    size_t n = pixels * (size_t)cg;
+    double m = mean ? mean[g] : 0.0, s = 0.0;
+    for (size_t t = blockIdx.y * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.y * blockDim.x) {
+        size_t p = t / cg;
+        int c = g * cg + (int)(t % cg);
+        double v = x[p * C + c];
+        s += mean ? (v - m) * (v - m) : v;
+    }
+    red[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if ((int)threadIdx.x < o)
+            red[threadIdx.x] += red[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        atomicAdd(&acc[g], red[0]);
+}
+
+__device__ inline float vae_act(int act, float v)
+{
+    switch (act) {
+    case CPDIT_CUDA_VAE_ACT_SILU: return v / (1.0f + expf(-v));
+    case CPDIT_CUDA_VAE_ACT_GELU: return 0.5f * v * erfcf(-v * 0.7071067811865476f);
+    case CPDIT_CUDA_VAE_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case CPDIT_CUDA_VAE_ACT_MISH: return v * tanhf(log1pf(expf(v)));
+    default: return v;
+    }
+}
+
+__global__ void norm_apply_kernel(float *y, const float *x, size_t pixels, int C, int G,
+                                  const double *mean, const double *rstd, const float *gamma,
+                                  const float *beta, int act)
+{
+    size_t n = pixels * (size_t)C;
+    int cg = C / G;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(t % C), g = c / cg;
+        float v = (float)(((double)x[t] - mean[g]) * rstd[g]);
+        if (gamma)
+            v *= gamma[c];
+        if (beta)
+            v += beta[c];
+        y[t] = vae_act(act, v);
+    }
+}
+
+__global__ void upsample_kernel(float *y, const float *x, int rows, int W, int C)
+{
+    size_t n = (size_t)rows * 2 * W * 2 * C;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        size_t c = t % C, i = (t / C) % (2 * (size_t)W), r = t / C / (2 * (size_t)W);
+        y[t] = x[((r / 2) * W + i / 2) * C + c];
+    }
+}
+
+__global__ void transpose_kernel(float *y, const float *x, size_t rows, size_t cols)
+{
+    __shared__ float tile[32][33];
+    size_t c0 = (size_t)blockIdx.x * 32, r0 = (size_t)blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+        size_t r = r0 + j, c = c0 + threadIdx.x;
+        if (r < rows && c < cols)
+            tile[j][threadIdx.x] = x[r * cols + c];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+        size_t c = c0 + j, r = r0 + threadIdx.x;
+        if (r < rows && c < cols)
+            y[c * rows + r] = tile[threadIdx.x][j];
+    }
+}
+
+} // namespace
+
+extern "C" float *cpdit_cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
+{
+    size_t n = (size_t)Cout * Cin * K * K;
+    float *src = (float *)cpdit_cuda_alloc(n * sizeof(float));
+    float *dst = (float *)cpdit_cuda_alloc(n * sizeof(float));
+    if (!src || !dst || cudaMemcpy(src, w, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+        cpdit_cuda_free(src);
+        cpdit_cuda_free(dst);
+        return nullptr;
+    }
+    pack_kernel<<<blocks_for(n), kThreads>>>(dst, src, Cout, Cin, K);
+    cudaError_t e = cudaDeviceSynchronize();
+    cpdit_cuda_free(src);
+    if (e != cudaSuccess) {
+        cpdit_cuda_free(dst);
+        return nullptr;
+    }
+    return dst;
+}
+
+extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b,
+                                 int W, int Cin, int Cout, int K, int r0, int r1, void *stream)
+{
+    if (r1 <= r0 || W <= 0)
+        return 0;
+    if (K != 1 && K != 3)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudnnHandle_t h = handle_for(s);
+    if (!h)
+        return kCudnnError + (int)CUDNN_STATUS_NOT_INITIALIZED;
+    int rows_out = r1 - r0, rows_in = K == 3 ? rows_out + 2 : rows_out;
+    const float *xin = x + (size_t)(K == 3 ? r0 - 1 : r0) * W * Cin;
+    float *yout = y + (size_t)r0 * W * Cout;
+    cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
+    cudnnFilterDescriptor_t wd = nullptr;
+    cudnnConvolutionDescriptor_t cd = nullptr;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        if (st == CUDNN_STATUS_SUCCESS)                                                            \
+            st = (call);                                                                           \
+    } while (0)
+    CK(cudnnCreateTensorDescriptor(&xd));
+    CK(cudnnCreateTensorDescriptor(&yd));
+    CK(cudnnCreateFilterDescriptor(&wd));
+    CK(cudnnCreateConvolutionDescriptor(&cd));
+    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, Cin, rows_in, W));
+    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, Cout, rows_out, W));
+    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, Cout, Cin, K, K));
+    CK(cudnnSetConvolution2dDescriptor(cd, 0, K == 3 ? 1 : 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
+    // fp32 exactly: no TF32 tensor-core math (the VAE must match the CPU to 1e-5)
+    CK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    conv_plan *plan = nullptr;
+    for (auto &p : g_plans)
+        if (p.W == W && p.Cin == Cin && p.Cout == Cout && p.K == K && p.rows_in == rows_in)
+            plan = &p;
+    if (st == CUDNN_STATUS_SUCCESS && !plan) {
+        cudnnConvolutionFwdAlgoPerf_t perf[8];
+        int found = 0;
+        CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &found, perf));
+        conv_plan p{W, Cin, Cout, K, rows_in, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0};
+        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < found; i++)
+            if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+                p.algo = perf[i].algo;
+                break;
+            }
+        CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, p.algo, &p.ws_bytes));
+        if (st == CUDNN_STATUS_SUCCESS) {
+            g_plans.push_back(p);
+            plan = &g_plans.back();
+        }
+    }
+    void *ws = nullptr;
+    if (st == CUDNN_STATUS_SUCCESS && plan->ws_bytes) {
+        ws = cpdit_cuda_alloc(plan->ws_bytes);
+        if (!ws)
+            st = CUDNN_STATUS_ALLOC_FAILED;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    CK(cudnnConvolutionForward(h, &one, xd, xin, wd, w_packed, cd, plan ? plan->algo
+                                                                       : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                               ws, plan ? plan->ws_bytes : 0, &zero, yd, yout));
+#undef CK
+    cpdit_cuda_free(ws); // stream-ordered reuse: see alloc_cuda.h
+    cudnnDestroyTensorDescriptor(xd);
+    cudnnDestroyTensorDescriptor(yd);
+    cudnnDestroyFilterDescriptor(wd);
+    cudnnDestroyConvolutionDescriptor(cd);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return kCudnnError + (int)st;
+    if (b) {
+        size_t n = (size_t)rows_out * W * Cout;
+        bias_kernel<<<blocks_for(n), kThreads, 0, s>>>(yout, b, n, Cout);
+        return (int)cudaGetLastError();
+    }
+    return 0;
+}
+
+extern "C" int cpdit_cuda_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
+                                        const double *mean, void *stream)
+{
+    if (G <= 0 || C % G)
+        return (int)cudaErrorInvalidValue;
+    if (pixels == 0 || C == 0)
+        return 0;
+    size_t per_group = pixels * (size_t)(C / G);
+    unsigned by = (unsigned)((per_group + kThreads * 16 - 1) / (kThreads * 16));
+    if (by > 1024)
+        by = 1024;
+    moments_kernel<<<dim3((unsigned)G, by ? by : 1), kThreads, 0, (cudaStream_t)stream>>>(
+        acc, x, pixels, C, G, mean);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cpdit_cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
+                                           const double *mean, const double *rstd,
+                                           const float *gamma, const float *beta, int act,
+                                           void *stream)
+{
+    size_t n = pixels * (size_t)C;
+    if (n == 0)
+        return 0;
+    norm_apply_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
+        y, x, pixels, C, G, mean, rstd, gamma, beta, act);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cpdit_cuda_upsample2x(float *y, const float *x, int rows, int W, int C,
+                                     void *stream)
+{
+    size_t n = (size_t)rows * 4 * W * C;
+    if (n == 0)
+        return 0;
+    upsample_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(y, x, rows, W, C);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cpdit_cuda_transpose(float *y, const float *x, size_t rows, size_t cols,
+                                    void *stream)
+{
+    if (rows == 0 || cols == 0)
+        return 0;
+    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32));
+    transpose_kernel<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(y, x, rows, cols);
+    return (int)cudaGetLastError();
+}

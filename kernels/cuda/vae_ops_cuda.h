@@ -1,0 +1,58 @@
+/* vae_ops_cuda.h — the VAE's ops on CUDA (C linkage, --with-cuda): NHWC convolution through
+ * cuDNN, GroupNorm in two steps (moments in double, then normalise + activation), nearest 2x
+ * upsampling and a 2D transpose. Semantics are those of the VAE section of kernels/backend.h:
+ * images are NHWC (rows, W, C), a row band of an image lives on each rank, the caller
+ * exchanges the convolution's halo rows and reduces GroupNorm's moments.
+ * Every function queues its work on `stream` (NULL = default) and returns 0 or a nonzero
+ * error (a cudaError_t value, or 1000 + a cudnnStatus_t value for cuDNN errors).
+ */
+#ifndef CPDIT_VAE_OPS_CUDA_H
+#define CPDIT_VAE_OPS_CUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Activation fused into group_norm_apply (numbered as the VAE section's cpdit_activation). */
+enum {
+    CPDIT_CUDA_VAE_ACT_NONE = 0,
+    CPDIT_CUDA_VAE_ACT_SILU,
+    CPDIT_CUDA_VAE_ACT_GELU, /* erf form */
+    CPDIT_CUDA_VAE_ACT_RELU,
+    CPDIT_CUDA_VAE_ACT_MISH
+};
+
+/* Host weights (Cout, Cin, K, K) (PyTorch) -> device (Cout, K, K, Cin), the NHWC filter layout
+ * cuDNN takes. Returns a device block from cpdit_cuda_alloc (free with cpdit_cuda_free) or NULL. */
+float *cpdit_cuda_conv2d_pack(const float *w, int Cout, int Cin, int K);
+
+/* Output rows [r0, r1) of y (rows, W, Cout) = conv KxK (K = 1 or 3), stride 1, "same" zero
+ * padding, of x (rows, W, Cin) (device, x points at row 0; for K = 3 rows r0-1 and r1 must be
+ * readable: halo rows or zero rows), with packed weights and bias b (Cout) or NULL.
+ * The workspace comes from the caching allocator. */
+int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,
+                      int Cin, int Cout, int K, int r0, int r1, void *stream);
+
+/* acc[g] += sum over the group's elements of x (mean == NULL) or of (x - mean[g])^2.
+ * acc, mean: device doubles (G). x (pixels, C), G groups of C/G consecutive channels. */
+int cpdit_cuda_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
+                             const double *mean, void *stream);
+
+/* y = act((x - mean[g]) rstd[g] gamma[c] + beta[c]); mean, rstd device doubles (G); gamma,
+ * beta (C) or NULL; y may alias x. */
+int cpdit_cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
+                                const double *mean, const double *rstd, const float *gamma,
+                                const float *beta, int act, void *stream);
+
+/* Nearest 2x: y (2 rows, 2W, C)[r][i] = x (rows, W, C)[r/2][i/2]. */
+int cpdit_cuda_upsample2x(float *y, const float *x, int rows, int W, int C, void *stream);
+
+/* y (cols, rows) = x (rows, cols)^T. */
+int cpdit_cuda_transpose(float *y, const float *x, size_t rows, size_t cols, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,476 @@
+/* weight_loader.c — registration and checks, vectors to fp32, matrices through the backend
+ * (resident in one arena, or streamed per group). See weight_loader.h.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/weights/weight_loader.h"
+
+/* Storage blocks inside the arena start on this boundary (the backend's alignment). */
+#define WEIGHT_ARENA_ALIGN 64
+/* Part of the available memory the default budget leaves for activations and the rest. */
+#define WEIGHT_BUDGET_RESERVE_PERCENT 20
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void weight_drop_pages(const void *p, size_t bytes)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page;
+    const uintptr_t hi = ((uintptr_t)p + bytes) / page * page;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+size_t weight_budget_default(int ranks_not_sharing)
+{
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                break;
+        fclose(f);
+    }
+    if (!kb)
+        return (size_t)4 << 30; /* unknown: 4 GiB */
+    if (ranks_not_sharing < 1)
+        ranks_not_sharing = 1;
+    const unsigned long long bytes = kb * 1024ull * (100 - WEIGHT_BUDGET_RESERVE_PERCENT) / 100;
+    return (size_t)(bytes / (unsigned long long)ranks_not_sharing);
+}
+
+/* ------------------------------------------------------------------ open / close */
+
+cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const char *where,
+                                const cpdit_backend *be, cpdit_error *err)
+{
+    memset(wl, 0, sizeof *wl);
+    wl->set = set;
+    wl->be = be ? be : cpdit_backend_cpu();
+    wl->current_group = -1;
+    wl->where = strdup(where ? where : "weights");
+    wl->used = calloc(safetensors_set_count(set) + 1, 1);
+    if (!wl->where || !wl->used) {
+        weight_loader_close(wl);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
+    }
+    return CPDIT_OK;
+}
+
+void weight_loader_close(weight_loader *wl)
+{
+    if (!wl)
+        return;
+    for (size_t i = 0; i < wl->n_params; i++) {
+        if (wl->params[i]->w)
+            wl->be->weight_free(wl->params[i]->w);
+        free(wl->params[i]);
+    }
+    free(wl->params);
+    if (wl->arena && wl->arena_shared)
+        wl->arena_ops.release(wl->arena_ops.ctx, wl->arena, wl->arena_bytes);
+    else
+        free(wl->arena);
+    free(wl->vectors);
+    free(wl->used);
+    free(wl->where);
+    memset(wl, 0, sizeof *wl);
+}
+
+void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops)
+{
+    if (ops) {
+        wl->arena_ops = *ops;
+        wl->have_arena_ops = 1;
+    } else {
+        wl->have_arena_ops = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ registration */
+
+static void shape_text(char *buf, size_t n, const safetensors_tensor *t)
+{
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
+                                 (long long)t->shape[i]);
+    if (used < n)
+        snprintf(buf + used, n - used, "]");
+}
+
+cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
+                               const char *disk_name, int64_t disk_rows, int64_t row_off,
+                               int64_t rows, int64_t cols, int swap, void *dst,
+                               const char *needs, const char *hint, weight_param **out,
+                               cpdit_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!disk_name)
+        disk_name = name;
+    const safetensors_tensor *t = safetensors_set_find(wl->set, disk_name);
+    if (!t) {
+        if (strcmp(disk_name, name))
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                                   "missing tensor '%s' (holds diffusers' '%s')", disk_name,
+                                   name);
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "missing tensor '%s'",
+                               disk_name);
+    }
+    const int want_ndim = cols ? 2 : 1;
+    if (t->ndim != want_ndim || t->shape[0] != disk_rows || (cols && t->shape[1] != cols)) {
+        char got[128], want[64];
+        shape_text(got, sizeof got, t);
+        if (cols)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)disk_rows, (long long)cols);
+        else
+            snprintf(want, sizeof want, "[%lld]", (long long)disk_rows);
+        char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
+        if (strcmp(disk_name, name))
+            snprintf(alias, sizeof alias, " (diffusers' '%s')", name);
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                               "tensor '%s'%s has shape %s but %s %s%s", disk_name, alias, got,
+                               needs ? needs : "the model needs", want, hint ? hint : "");
+    }
+    if (!cpdit_dtype_is_float(t->dtype) || t->dtype == CPDIT_DTYPE_F64)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                               "tensor '%s' has dtype %s; expected a float dtype (F32, F16, "
+                               "BF16, F8)",
+                               disk_name, cpdit_dtype_name(t->dtype));
+    if (rows > INT32_MAX || cols > INT32_MAX)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "tensor '%s' is too large",
+                               disk_name);
+    for (size_t i = 0; i < safetensors_set_count(wl->set); i++)
+        if (safetensors_set_tensor_at(wl->set, i) == t)
+            wl->used[i] = 1;
+    if (wl->n_params == wl->cap_params) {
+        const size_t cap = wl->cap_params ? 2 * wl->cap_params : 64;
+        weight_param **np = realloc(wl->params, cap * sizeof *np);
+        if (!np)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
+        wl->params = np;
+        wl->cap_params = cap;
+    }
+    weight_param *p = calloc(1, sizeof *p);
+    if (!p)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
+    wl->params[wl->n_params++] = p;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    const size_t row_elems = cols ? (size_t)cols : 1;
+    p->t = t;
+    p->elem_offset = (size_t)row_off * row_elems;
+    p->nelem = (size_t)rows * row_elems;
+    p->swap_halves = swap;
+    p->rows = (int)rows;
+    p->cols = (int)cols;
+    p->kind = kind;
+    p->group = group;
+    if (kind == WEIGHT_MATRIX)
+        p->wdst = dst;
+    else if (kind == WEIGHT_VECTOR)
+        p->fdst = dst;
+    if (group + 1 > wl->n_groups)
+        wl->n_groups = group + 1;
+    wl->n_values += p->nelem;
+    if (out)
+        *out = p;
+    return CPDIT_OK;
+}
+
+static int has_prefix(const char *s, const char *prefix)
+{
+    return !strncmp(s, prefix, strlen(prefix));
+}
+
+const char *weight_loader_first_unused(const weight_loader *wl, const char *const *ignore,
+                                       int n_ignore)
+{
+    for (size_t i = 0; i < safetensors_set_count(wl->set); i++) {
+        if (wl->used[i])
+            continue;
+        const char *name = safetensors_set_tensor_at(wl->set, i)->name;
+        int ignored = 0;
+        for (int k = 0; k < n_ignore && !ignored; k++)
+            ignored = has_prefix(name, ignore[k]);
+        if (!ignored)
+            return name;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ creation */
+
+static const char *param_data(const weight_param *p)
+{
+    return (const char *)p->t->data + p->elem_offset * cpdit_dtype_size(p->t->dtype);
+}
+
+static size_t round_up(size_t n)
+{
+    return (n + WEIGHT_ARENA_ALIGN - 1) / WEIGHT_ARENA_ALIGN * WEIGHT_ARENA_ALIGN;
+}
+
+static cpdit_weight_desc desc_of(const weight_loader *wl, const weight_param *p)
+{
+    cpdit_weight_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = p->t->dtype;
+    d.rows = p->rows;
+    d.cols = p->cols;
+    d.data = param_data(p);
+    d.data_persists = !p->swap_halves;
+    d.format = wl->format;
+    return d;
+}
+
+/* Create p's weight into storage (NULL: the backend allocates); fill as weight_cpu's. */
+static cpdit_status create_param(const weight_loader *wl, const weight_param *p, void *storage,
+                                 int fill, cpdit_weight **out, cpdit_error *err)
+{
+    cpdit_weight_desc d = desc_of(wl, p);
+    d.storage = storage;
+    d.fill = fill;
+    void *tmp = NULL;
+    if (p->swap_halves && (!storage || fill)) {
+        /* the two halves in diffusers' order, as stored bytes */
+        const size_t es = cpdit_dtype_size(p->t->dtype), h = p->nelem / 2;
+        tmp = malloc(p->nelem * es);
+        if (!tmp)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
+        memcpy(tmp, param_data(p) + h * es, (p->nelem - h) * es);
+        memcpy((char *)tmp + (p->nelem - h) * es, param_data(p), h * es);
+        d.data = tmp;
+    }
+    cpdit_status st = wl->be->weight_create(out, &d, err);
+    free(tmp);
+    if (st)
+        return cpdit_error_prefix_where(err, p->t->file);
+    d.data = param_data(p);
+    if (wl->be->weight_bytes(&d) && (!storage || fill)) /* not used in place: drop the pages */
+        weight_drop_pages(param_data(p), p->nelem * cpdit_dtype_size(p->t->dtype));
+    return CPDIT_OK;
+}
+
+cpdit_status weight_loader_make(const weight_loader *wl, const weight_param *p,
+                                cpdit_weight **out, cpdit_error *err)
+{
+    return create_param(wl, p, NULL, 1, out, err);
+}
+
+static cpdit_status convert_vector(const weight_param *p, float *dst, cpdit_error *err)
+{
+    const safetensors_tensor *t = p->t;
+    const size_t es = cpdit_dtype_size(t->dtype);
+    const char *base = param_data(p);
+    cpdit_status st;
+    if (p->swap_halves) {
+        const size_t h = p->nelem / 2;
+        st = cpdit_dtype_to_f32(dst, base + h * es, t->dtype, p->nelem - h, err);
+        if (!st)
+            st = cpdit_dtype_to_f32(dst + (p->nelem - h), base, t->dtype, h, err);
+    } else {
+        st = cpdit_dtype_to_f32(dst, base, t->dtype, p->nelem, err);
+    }
+    return st ? cpdit_error_prefix_where(err, t->file) : CPDIT_OK;
+}
+
+static int vector_in_place(const weight_param *p)
+{
+    return p->t->dtype == CPDIT_DTYPE_F32 && !p->swap_halves &&
+           (uintptr_t)param_data(p) % sizeof(float) == 0;
+}
+
+static void publish(weight_param *p)
+{
+    if (p->wdst)
+        *p->wdst = p->w;
+}
+
+static cpdit_status prepare_vectors(weight_loader *wl, cpdit_error *err)
+{
+    size_t floats = 0;
+    for (size_t i = 0; i < wl->n_params; i++) {
+        const weight_param *p = wl->params[i];
+        if (p->kind == WEIGHT_VECTOR && !vector_in_place(p))
+            floats += round_up(p->nelem * sizeof(float)) / sizeof(float);
+    }
+    if (floats) {
+        wl->vectors = aligned_alloc(WEIGHT_ARENA_ALIGN, floats * sizeof(float));
+        if (!wl->vectors)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                                   "out of memory for %zu MiB of fp32 vectors",
+                                   floats * sizeof(float) >> 20);
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < wl->n_params; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_VECTOR)
+            continue;
+        if (vector_in_place(p)) {
+            p->f32 = (const float *)param_data(p);
+        } else {
+            if (convert_vector(p, wl->vectors + at, err))
+                return err ? err->status : CPDIT_ERR_INPUT;
+            p->f32 = wl->vectors + at;
+            at += round_up(p->nelem * sizeof(float)) / sizeof(float);
+        }
+        if (p->fdst)
+            *p->fdst = p->f32;
+    }
+    return CPDIT_OK;
+}
+
+static cpdit_status create_resident(weight_loader *wl, cpdit_error *err)
+{
+    int fill = 1;
+    if (wl->matrix_bytes && wl->have_arena_ops) {
+        wl->arena = wl->arena_ops.alloc(wl->arena_ops.ctx, wl->matrix_bytes, &fill, err);
+        if (!wl->arena)
+            return err ? err->status : CPDIT_ERR_RUNTIME;
+        wl->arena_shared = 1;
+        wl->arena_bytes = wl->matrix_bytes;
+    }
+    cpdit_status st = CPDIT_OK;
+    const double t0 = now_seconds();
+    for (size_t i = 0; i < wl->n_params && !st; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_MATRIX)
+            continue;
+        void *storage = wl->arena ? (char *)wl->arena + p->arena_offset : NULL;
+        st = create_param(wl, p, storage, fill, &p->w, err);
+        if (!st && fill)
+            wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
+        publish(p);
+    }
+    wl->create_seconds += now_seconds() - t0;
+    /* the sharing processes meet even after a failure here, so that none waits forever */
+    if (wl->arena_shared && wl->arena_ops.ready(wl->arena_ops.ctx, st ? NULL : err) && !st)
+        st = err ? err->status : CPDIT_ERR_RUNTIME;
+    return st;
+}
+
+cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weight_format format,
+                                   cpdit_error *err)
+{
+    if (wl->prepared)
+        return CPDIT_OK;
+    wl->format = format;
+    cpdit_status st = prepare_vectors(wl, err);
+    if (st)
+        return st;
+    size_t *group_bytes = calloc((size_t)(wl->n_groups ? wl->n_groups : 1), sizeof *group_bytes);
+    if (!group_bytes)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
+    wl->matrix_bytes = 0;
+    for (size_t i = 0; i < wl->n_params; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_MATRIX)
+            continue;
+        const cpdit_weight_desc d = desc_of(wl, p);
+        const size_t b = round_up(wl->be->weight_bytes(&d));
+        p->arena_offset = wl->matrix_bytes;
+        wl->matrix_bytes += b;
+        group_bytes[p->group] += b;
+    }
+    wl->largest_group_bytes = 0;
+    for (int g = 0; g < wl->n_groups; g++)
+        if (group_bytes[g] > wl->largest_group_bytes)
+            wl->largest_group_bytes = group_bytes[g];
+    free(group_bytes);
+    wl->resident = wl->matrix_bytes <= budget;
+    if (wl->resident && (st = create_resident(wl, err)))
+        return st;
+    wl->prepared = 1;
+    return CPDIT_OK;
+}
+
+cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
+{
+    if (!wl->prepared)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                               "weights used before weight_loader_prepare");
+    if (wl->resident || wl->current_group == g)
+        return CPDIT_OK;
+    for (size_t i = 0; i < wl->n_params; i++) { /* the previous group's go */
+        weight_param *p = wl->params[i];
+        if (p->kind == WEIGHT_MATRIX && p->group == wl->current_group && p->w) {
+            wl->be->weight_free(p->w);
+            p->w = NULL;
+            publish(p);
+        }
+    }
+    wl->current_group = -1;
+    const double t0 = now_seconds();
+    cpdit_status st = CPDIT_OK;
+    for (size_t i = 0; i < wl->n_params && !st; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_MATRIX || p->group != g)
+            continue;
+        st = create_param(wl, p, NULL, 1, &p->w, err);
+        wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
+        publish(p);
+    }
+    wl->create_seconds += now_seconds() - t0;
+    if (!st)
+        wl->current_group = g;
+    return st;
+}
+
+cpdit_status weight_loader_gather_rows(const weight_param *p, const int32_t *ids, size_t n,
+                                       float *dst, cpdit_error *err)
+{
+    const size_t cols = p->cols ? (size_t)p->cols : 1;
+    const size_t es = cpdit_dtype_size(p->t->dtype);
+    for (size_t r = 0; r < n; r++) {
+        const char *src = param_data(p) + (size_t)ids[r] * cols * es;
+        cpdit_status st = cpdit_dtype_to_f32(dst + r * cols, src, p->t->dtype, cols, err);
+        if (st)
+            return cpdit_error_prefix_where(err, p->t->file);
+    }
+    return CPDIT_OK;
+}
+
+size_t weight_loader_bytes(const weight_loader *wl)
+{
+    size_t b = 0;
+    for (size_t i = 0; i < wl->n_params; i++) {
+        const weight_param *p = wl->params[i];
+        if (p->kind == WEIGHT_VECTOR && !vector_in_place(p))
+            b += round_up(p->nelem * sizeof(float));
+        else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared) {
+            const cpdit_weight_desc d = desc_of(wl, p);
+            b += round_up(wl->be->weight_bytes(&d));
+        }
+    }
+    if (wl->arena_shared)
+        b += wl->arena_bytes;
+    return b;
+}
+
+size_t weight_process_pss_bytes(void)
+{
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}

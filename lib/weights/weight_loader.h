@@ -1,0 +1,157 @@
+/* weight_loader.h — the one weight loader of the models (FLUX transformer, CLIP, T5): names,
+ * shapes and dtypes checked against a safetensors set (one file or a sharded index), weights
+ * created once by the backend (kernels/backend.h weight_create) within a memory budget, and
+ * streamed group by group (one transformer block, ...) when they do not fit.
+ *
+ * Use:
+ *   weight_loader_open(&wl, set, where, be)           set and be outlive the loader
+ *   weight_loader_add(&wl, group, kind, ...)          per parameter: the tensor (or a row range
+ *                                                     of one: BFL's fused q|k|v), its shape
+ *   weight_loader_first_unused(&wl, ignore, n)         a checkpoint tensor nobody asked for
+ *   weight_loader_prepare(&wl, budget, format)         vectors to fp32; matrices created now
+ *                                                     when all fit in budget ("resident"),
+ *                                                     else created per group at acquire
+ *   weight_loader_acquire(&wl, g) / release(&wl, g)    around the use of group g
+ * Kinds:
+ *   WEIGHT_VECTOR  norms, biases, small tables: fp32, always in memory (in place from the map
+ *                  when the file holds aligned fp32);
+ *   WEIGHT_MATRIX  the linear layers: backend weights (bf16 packed on the CPU by default);
+ *   WEIGHT_ROWS    embedding tables: never loaded whole, rows gathered at use.
+ * Resident weights live in one block (the "arena"), which may be memory shared by the ranks of
+ * a node (weight_loader_set_arena): one rank fills it, the others use it.
+ */
+#ifndef CPDIT_WEIGHT_LOADER_H
+#define CPDIT_WEIGHT_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "lib/core/cpdit_error.h"
+#include "lib/io/safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum weight_kind { WEIGHT_VECTOR = 0, WEIGHT_MATRIX, WEIGHT_ROWS } weight_kind;
+
+typedef struct weight_param {
+    char name[128];                /* the model's name, for messages */
+    const safetensors_tensor *t;
+    size_t elem_offset, nelem;     /* the range of t holding it */
+    int swap_halves;               /* the range's two halves are stored in the other order */
+    int rows, cols;                /* cols 0: a vector of rows */
+    weight_kind kind;
+    int group;
+    const cpdit_weight **wdst;     /* MATRIX: filled with its weight while usable (or NULL) */
+    const float **fdst;            /* VECTOR: filled with its fp32 values (or NULL) */
+    cpdit_weight *w;               /* MATRIX: the weight while it exists */
+    const float *f32;              /* VECTOR: fp32 values */
+    size_t arena_offset;           /* MATRIX: offset of its storage in the arena */
+} weight_param;
+
+/* Storage of the resident weights, given by a caller that shares it (lib/cp/node_shared.h):
+ * alloc returns bytes of memory and whether this process writes it (*fill = 1) or another
+ * does (*fill = 0); ready is called after this process created its weights and before any
+ * is used (a barrier of the sharing processes, after which the fillers' writes are visible);
+ * release frees it. Each returns 0 on success (alloc NULL = failure, err filled). */
+typedef struct weight_arena_ops {
+    void *(*alloc)(void *ctx, size_t bytes, int *fill, cpdit_error *err);
+    int (*ready)(void *ctx, cpdit_error *err);
+    void (*release)(void *ctx, void *mem, size_t bytes);
+    void *ctx;
+} weight_arena_ops;
+
+typedef struct weight_loader {
+    safetensors_set *set;
+    char *where;                   /* for messages */
+    const cpdit_backend *be;
+    weight_param **params;         /* stable pointers */
+    size_t n_params, cap_params;
+    unsigned char *used;           /* [safetensors_set_count] */
+    int n_groups;                  /* 1 + largest group index */
+    size_t n_values;               /* parameters registered */
+    /* after prepare */
+    int prepared;
+    int resident;                  /* 1: all matrices exist; 0: streamed per group */
+    cpdit_weight_format format;
+    float *vectors;                /* converted vectors */
+    void *arena;                   /* resident matrices, or the streamed group's */
+    size_t arena_bytes;
+    int arena_shared;              /* arena from arena_ops */
+    weight_arena_ops arena_ops;
+    int have_arena_ops;
+    int current_group;             /* streaming: the group whose matrices exist, or -1 */
+    size_t matrix_bytes;           /* all matrices in the backend's form */
+    size_t largest_group_bytes;
+    /* statistics */
+    double create_seconds;         /* time spent reading and converting matrices */
+    unsigned long long bytes_read; /* bytes of matrices read from the map (counted per read) */
+} weight_loader;
+
+/* Errors: out of memory (RUNTIME). */
+cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const char *where,
+                                const cpdit_backend *be, cpdit_error *err);
+void weight_loader_close(weight_loader *wl);
+
+/* Register parameter `name` (the model's name) of shape (rows, cols) (cols 0: (rows)) found as
+ * rows [row_off, row_off + rows) of tensor disk_name, which must have shape (disk_rows, cols);
+ * swap: the two halves of that range are stored in the opposite order. dst: where the loader
+ * publishes it (const cpdit_weight ** for MATRIX, const float ** for VECTOR, NULL for ROWS).
+ * needs: how the message names the expectation ("this config needs", "config.json implies");
+ * hint: appended to a shape error (or ""). *out (may be NULL) receives the parameter.
+ * Errors (INPUT, where = the loader's where): missing tensor (with " (holds '<name>')" when
+ * the names differ), other shape (both in the message), not a float dtype. */
+cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
+                               const char *disk_name, int64_t disk_rows, int64_t row_off,
+                               int64_t rows, int64_t cols, int swap, void *dst,
+                               const char *needs, const char *hint, weight_param **out,
+                               cpdit_error *err);
+
+/* The name of the first tensor of the set not registered and not starting with one of
+ * ignore[0..n_ignore), or NULL. */
+const char *weight_loader_first_unused(const weight_loader *wl, const char *const *ignore,
+                                       int n_ignore);
+
+/* Share the resident arena (call before prepare). */
+void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops);
+
+/* Convert the vectors; when all matrices fit in budget bytes (in the backend's form for
+ * format), create them all now (resident), else plan streaming. Idempotent after success.
+ * Errors: conversion failures (INPUT, naming the file), out of memory (RUNTIME). */
+cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weight_format format,
+                                   cpdit_error *err);
+
+/* Make group g's matrices usable (streaming: create them, freeing the previous group's). */
+cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err);
+
+/* A weight of p made now for the caller, freed with be->weight_free (streaming users that run
+ * forwards concurrently). */
+cpdit_status weight_loader_make(const weight_loader *wl, const weight_param *p,
+                                cpdit_weight **out, cpdit_error *err);
+
+/* dst[r, :] = p[ids[r], :] for r < n, fp32 (p a ROWS (rows, cols) table; ids in [0, rows)). */
+cpdit_status weight_loader_gather_rows(const weight_param *p, const int32_t *ids, size_t n,
+                                       float *dst, cpdit_error *err);
+
+/* Bytes the loader holds now for weights (vectors, arena). */
+size_t weight_loader_bytes(const weight_loader *wl);
+
+/* Drop the map pages of [p, p + bytes) (whole pages inside): file-backed, read-only, they come
+ * back from the page cache (or the disk) when read again. */
+void weight_drop_pages(const void *p, size_t bytes);
+
+/* The default weight budget: the machine's available memory (MemAvailable) less a reserve for
+ * activations, divided among the processes that do not share (ranks_sharing = 1 when the
+ * node's ranks share one copy, else the ranks on this node). */
+size_t weight_budget_default(int ranks_not_sharing);
+
+/* This process's proportional set size (Linux smaps_rollup "Pss": pages shared by n processes
+ * count 1/n), bytes; 0 when unknown. */
+size_t weight_process_pss_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

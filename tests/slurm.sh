@@ -1,0 +1,320 @@
+#!/bin/bash
+# slurm.sh — cpdit on a real Slurm: this test starts munged, slurmctld and slurmd (Debian's
+# slurm-wlm and munge packages) for this one machine in a temporary folder (localhost,
+# proctrack/linuxproc, task/none, select/cons_tres, no accounting, unprivileged ports),
+# waits for the node to be idle, runs the cases and shuts everything down, also on failure.
+# Cases (built-in tiny model, small images):
+#  1. `cpdit submit` → the job COMPLETES with exactly the manifest's PNGs and index lines,
+#     each line recording the job id.
+#  2. `--array 2` → both tasks complete, their shares are disjoint and together complete.
+#  3. a second submit on an output folder that a running job holds → that job exits 2 naming
+#     the holder, nothing duplicated; then `scancel --signal=USR1 --batch` mid-run → the job
+#     stops within a step, requeues itself, and finishes with exactly the right images (no
+#     duplicates, no temporary files), the index lines of the second run saying restart 1.
+#  4. the mpirun launcher (CPDIT_LAUNCHER=mpirun) and SIGTERM: mpirun exits 1 although the
+#     ranks stopped cleanly (3); the script requeues on the runner's stop marker; the set
+#     completes.
+#  5. a bad manifest → refused by submit with FILE:LINE:COL (exit 2), nothing queued.
+# Exit 77 (skip) only when the Slurm or munge programs are missing or will not start here.
+: "${CPDIT:?CPDIT is set by make check}"
+for p in munged slurmctld slurmd sbatch squeue scontrol scancel srun; do
+    command -v "$p" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
+    command -v "$p" >/dev/null 2>&1 || {
+        echo "slurm.sh: $p not found (build-aux/install-deps.sh --tests installs slurm-wlm and munge); skipping"
+        exit 77
+    }
+done
+if [ "$(id -u)" -ne 0 ]; then
+    echo "slurm.sh: slurmd must run as root to start jobs; skipping"
+    exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-slurm-XXXXXX") || exit 1
+chmod 755 "$work"
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+stop_daemons() {
+    for f in "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid"; do
+        [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+    done
+    for f in "$work/slurmd.pid" "$work/slurmctld.pid" "$work/munge/munged.pid"; do
+        i=0
+        while [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && [ $i -lt 50 ]; do
+            sleep 0.1; i=$((i + 1))
+        done
+        [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
+    done
+}
+cleanup() {
+    [ -n "${SLURM_CONF:-}" ] && scancel --full --signal=KILL -u root >/dev/null 2>&1
+    stop_daemons
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+skip_start() {
+    echo "slurm.sh: $1; skipping"
+    for f in "$work"/*.log "$work"/munge/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
+    exit 77
+}
+
+# ---------------------------------------------------------------- start Slurm
+port_free() { ! grep -qi ":$(printf '%04X' "$1") " /proc/net/tcp /proc/net/tcp6 2>/dev/null; }
+base=$((20000 + ($$ * 7 + $(date +%N | sed 's/^0*//;s/^$/0/')) % 40000))
+while ! port_free $base || ! port_free $((base + 1)); do base=$((base + 2)); done
+mkdir -p "$work/munge" "$work/state" "$work/spool" && chmod 700 "$work/munge"
+dd if=/dev/urandom of="$work/munge/munge.key" bs=1024 count=1 2>/dev/null
+chmod 400 "$work/munge/munge.key"
+munged --force --key-file="$work/munge/munge.key" --socket="$work/munge/munge.sock" \
+    --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" \
+    --seed-file="$work/munge/munged.seed" || skip_start "munged does not start"
+host=$(hostname -s)
+cat > "$work/slurm.conf" <<EOF
+ClusterName=cpditest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$work/munge/munge.sock
+CredType=cred/munge
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+MinJobAge=600
+KillWait=5
+SlurmdParameters=config_overrides
+NodeName=$host NodeAddr=127.0.0.1 CPUs=8 RealMemory=8000 State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$work/slurm.conf"
+slurmctld -i || skip_start "slurmctld does not start"
+slurmd || skip_start "slurmd does not start"
+i=0
+until [ "$(sinfo -h -o %T 2>/dev/null)" = idle ]; do
+    i=$((i + 1))
+    [ $i -gt 150 ] && skip_start "the node did not become idle in 30 s ($(sinfo -h -o %T 2>&1))"
+    sleep 0.2
+done
+echo "slurm.sh: Slurm up on ports $base/$((base + 1)) in $(( i / 5 )) s"
+
+# what the jobs inherit (sbatch exports the environment): MPI as root in a container
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
+
+# ---------------------------------------------------------------- helpers
+job_states() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 | sort | tr '\n' ' '; }
+# wait_job ID SECONDS: until no task of the job is pending or running; a task that a requeue
+# left waiting for its begin time (Slurm holds requeued jobs ~2 min) is released at once.
+wait_job() {
+    t=0
+    while [ $t -lt $(($2 * 5)) ]; do
+        s=$(job_states "$1")
+        case "$s" in *PENDING*|*RUNNING*|*REQUEUE*|*COMPLETING*|*CONFIGURING*) ;; *) return 0 ;; esac
+        if scontrol show job "$1" 2>/dev/null | grep -q 'Reason=BeginTime'; then
+            scontrol update jobid="$1" StartTime=now >/dev/null 2>&1
+        fi
+        sleep 0.2; t=$((t + 1))
+    done
+    fail "job $1 still '$s' after $2 s"
+    scontrol show job "$1"
+    return 1
+}
+pngs() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
+# check_set DIR N: exactly N complete PNGs, N ok index lines over all index files, one per
+# file, no failed lines, no temporary files
+check_set() {
+    "$CPDIT" status "$1" > "$work/status.out" 2>&1 || { fail "cpdit status $1"; cat "$work/status.out"; }
+    grep -q "^total: $2 items, $2 done, 0 failed, 0 left" "$work/status.out" ||
+        { fail "$1: not all $2 items done"; cat "$work/status.out"; }
+    grep -q "^index: $2 ok lines, 0 failed lines, 0 duplicates" "$work/status.out" ||
+        { fail "$1: index lines"; cat "$work/status.out"; }
+    [ "$(pngs "$1")" -eq "$2" ] || fail "$1: $(pngs "$1") PNGs, expected $2"
+    n=$(cat "$1"/index*.jsonl | wc -l)
+    [ "$n" -eq "$2" ] || fail "$1: $n index lines, expected $2"
+    u=$(cat "$1"/index*.jsonl | sed 's/.*"file":"\([^"]*\)".*/\1/' | sort -u | wc -l)
+    [ "$u" -eq "$2" ] || fail "$1: $u distinct files in the index, expected $2"
+    ls -a "$1" | grep -q '\.tmp\.' && fail "$1: temporary files left: $(ls -a "$1" | grep '\.tmp\.')"
+    ls -a "$1" | grep -q '^\.cpdit-lock' && fail "$1: a lock was left: $(ls -a "$1" | grep lock)"
+}
+
+cd "$work" || exit 1
+cat > small.yaml <<'EOF'
+model: builtin:tiny
+output: {dir: small}
+defaults: {steps: 2, width: 32, height: 32}
+seeds: [1, 2]
+prompts: [a red fox, a blue bird]
+EOF
+cat > array.yaml <<'EOF'
+model: builtin:tiny
+output: {dir: array}
+defaults: {steps: 2, width: 32, height: 32}
+seeds: [1, 2, 3]
+prompts: [a red fox, a blue bird]
+EOF
+# long enough to be signalled mid-run: an item of 60 steps at 96x96 takes seconds, a step
+# a fraction of one
+cat > long.yaml <<'EOF'
+model: builtin:tiny
+output: {dir: long}
+defaults: {steps: 60, width: 96, height: 96}
+seeds: [1, 2, 3]
+prompts: [a red fox, a blue bird]
+EOF
+sed 's/dir: long/dir: term/; s/seeds: \[1, 2, 3\]/seeds: [1, 2]/' long.yaml > term.yaml
+t0=$(date +%s)
+
+# ---------------------------------------------------------------- 1. submit → COMPLETED
+j1=$("$CPDIT" submit small.yaml --ntasks-per-node 2 2> submit1.err)
+if [ $? -ne 0 ] || [ -z "$j1" ]; then
+    fail "submit small.yaml"; cat submit1.err
+else
+    wait_job "$j1" 90
+    s=$(job_states "$j1")
+    [ "$s" = "COMPLETED " ] || { fail "job $j1: state '$s'"; cat small/slurm-*.out; }
+    [ -f small/cpdit-job.sbatch ] || fail "no small/cpdit-job.sbatch"
+    check_set small 4
+    n=$(grep -c "\"slurm\":{\"job_id\":\"$j1\"" small/index.jsonl)
+    [ "$n" -eq 4 ] || fail "$n of 4 index lines record job $j1"
+    echo "case 1: job $j1 $s in $(( $(date +%s) - t0 )) s"
+fi
+
+# ---------------------------------------------------------------- 2. array of 2
+t1=$(date +%s)
+j2=$("$CPDIT" submit array.yaml --array 2 2> submit2.err)
+if [ $? -ne 0 ] || [ -z "$j2" ]; then
+    fail "submit --array 2"; cat submit2.err
+else
+    wait_job "$j2" 90
+    s=$(job_states "$j2")
+    [ "$s" = "COMPLETED COMPLETED " ] || { fail "array $j2: states '$s'"; cat array/slurm-*.out; }
+    check_set array 6
+    for k in 0 1; do
+        f=array/index.task-$k-of-2.jsonl
+        [ -f $f ] || { fail "no $f"; continue; }
+        n=$(wc -l < $f)
+        [ "$n" -eq 3 ] || fail "$f: $n lines, expected 3"
+        # task k renders the items k, k+2, k+4
+        bad=$(sed 's/^{"index":\([0-9]*\),.*/\1/' $f | awk -v k=$k '$1 % 2 != k' | wc -l)
+        [ "$bad" -eq 0 ] || fail "$f: $bad items of the other task's share"
+        grep -q "\"array_job_id\":\"$j2\",\"array_task_id\":$k,\"array_task_count\":2" $f ||
+            fail "$f: the array ids are not recorded"
+    done
+    "$CPDIT" status array | grep -q '^task 1: 3 items, 3 done, 0 failed, 0 left' ||
+        fail "cpdit status array: per-task line"
+    echo "case 2: array $j2 $s in $(( $(date +%s) - t1 )) s"
+fi
+
+# ---------------------------------------------------------------- 3. busy folder, USR1, requeue
+lines() { cat "$1"/index*.jsonl 2>/dev/null | wc -l; }
+# wait_lines DIR N SECONDS: until DIR's index has at least N lines
+wait_lines() {
+    i=0
+    until [ "$(lines "$1")" -ge "$2" ] || [ $i -gt $(($3 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+    [ "$(lines "$1")" -ge "$2" ]
+}
+t1=$(date +%s)
+j3=$("$CPDIT" submit long.yaml --ntasks-per-node 1 2> submit3.err)
+if [ $? -ne 0 ] || [ -z "$j3" ]; then
+    fail "submit long.yaml"; cat submit3.err
+else
+    wait_lines long 1 90 || fail "job $j3: no image after 90 s"
+    # a second job on the same folder is refused, naming the job that holds it
+    j4=$("$CPDIT" submit long.yaml --ntasks-per-node 1 2> submit4.err) || { fail "second submit"; cat submit4.err; }
+    [ -n "$j4" ] && wait_job "$j4" 60
+    s4=$(job_states "$j4")
+    [ "$s4" = "FAILED " ] || fail "second job $j4 on a busy folder: state '$s4', expected FAILED"
+    scontrol show job "$j4" | grep -q 'ExitCode=2:0' || fail "second job $j4: exit code is not 2"
+    grep -q "in use by Slurm job $j3" "long/slurm-$j4.out" ||
+        { fail "second job: no message naming job $j3"; cat "long/slurm-$j4.out"; }
+    # signal right after an image was written: the next one has just begun
+    before=$(lines long)
+    wait_lines long $((before + 1)) 60
+    before=$(lines long)
+    [ "$(job_states "$j3")" = "RUNNING " ] || fail "job $j3 is not running any more: the signal case needs a longer run"
+    # Slurm's warning signal, to the batch shell only (the script forwards it to the step)
+    scancel --signal=USR1 --batch "$j3" || fail "scancel --signal=USR1 --batch $j3"
+    ts=$(date +%s)
+    i=0
+    until scontrol show job "$j3" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    stop_s=$(( $(date +%s) - ts ))
+    scontrol show job "$j3" | grep -q 'Restarts=1' || fail "job $j3 did not requeue within 30 s of USR1"
+    stopped_at=$(lines long)
+    # stopped after a step of the item in progress, long before that item could end
+    [ "$stopped_at" -eq "$before" ] || fail "$((stopped_at - before)) images finished after USR1"
+    grep -q 'stopped by SIGUSR1' "long/slurm-$j3.out" || fail "job $j3's log: no 'stopped by SIGUSR1'"
+    grep -q 'stopped early (exit 3); requeueing job' "long/slurm-$j3.out" ||
+        { fail "job $j3's log does not say it requeues on exit 3"; cat "long/slurm-$j3.out"; }
+    wait_job "$j3" 120
+    s=$(job_states "$j3")
+    [ "$s" = "COMPLETED " ] || { fail "job $j3 after the requeue: '$s'"; cat "long/slurm-$j3.out"; }
+    check_set long 6
+    grep -q '"restart_count":1' long/index.jsonl || fail "no index line from the requeued run (restart 1)"
+    grep -q '"restart_count":0' long/index.jsonl || fail "no index line from the first run (restart 0)"
+    ls -a long | grep -q '^\.cpdit-stopped' && fail "a stop marker was left: $(ls -a long | grep stopped)"
+    echo "case 3: second job $j4 refused; job $j3: USR1 with $before images done, requeued" \
+         "${stop_s} s later with $stopped_at, then $s in $(( $(date +%s) - t1 )) s"
+fi
+
+# ---------------------------------------------------------------- 4. mpirun, SIGTERM, stop marker
+# mpirun returns 1 when it is signalled itself, although the ranks stop cleanly and exit 3:
+# the script requeues on the runner's stop marker.
+t1=$(date +%s)
+j5=$(CPDIT_LAUNCHER=mpirun "$CPDIT" submit term.yaml --ntasks-per-node 2 2> submit5.err)
+if [ $? -ne 0 ] || [ -z "$j5" ]; then
+    fail "submit term.yaml"; cat submit5.err
+else
+    wait_lines term 1 90 || fail "job $j5: no image after 90 s"
+    grep -q 'starts: mpirun' "term/slurm-$j5.out" || fail "job $j5 did not use mpirun"
+    scancel --signal=TERM --batch "$j5" || fail "scancel --signal=TERM --batch $j5"
+    i=0
+    until scontrol show job "$j5" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    scontrol show job "$j5" | grep -q 'Restarts=1' ||
+        { fail "job $j5 did not requeue within 30 s of SIGTERM"; cat "term/slurm-$j5.out"; }
+    rc5=$(sed -n 's/.*stopped early (exit \([0-9]*\)); requeueing.*/\1/p' "term/slurm-$j5.out" | head -n 1)
+    wait_job "$j5" 120
+    s=$(job_states "$j5")
+    [ "$s" = "COMPLETED " ] || { fail "job $j5 after the requeue: '$s'"; cat "term/slurm-$j5.out"; }
+    check_set term 4
+    echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued on the stop marker, then $s" \
+         "in $(( $(date +%s) - t1 )) s"
+fi
+
+# ---------------------------------------------------------------- 5. bad manifest
+cat > bad.yaml <<'EOF'
+model: builtin:tiny
+output: {dir: bad}
+defaults: {width: 100}
+prompts: [a red fox]
+EOF
+before=$(squeue -h | wc -l)
+last=$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')
+"$CPDIT" submit bad.yaml > bad.out 2> bad.err
+rc=$?
+[ $rc -eq 2 ] || fail "bad manifest: submit exit $rc, expected 2"
+grep -q '^cpdit: bad.yaml:3:[0-9]*: ' bad.err || { fail "bad manifest: no FILE:LINE:COL"; cat bad.err; }
+[ -s bad.out ] && fail "bad manifest: printed a job id: $(cat bad.out)"
+[ -e bad ] && fail "bad manifest: the output folder was created"
+[ "$(squeue -h | wc -l)" -eq "$before" ] || fail "bad manifest: something was queued"
+[ "$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')" = "$last" ] || fail "bad manifest: a job id was used"
+echo "case 5: bad manifest refused: $(cat bad.err)"
+
+echo "slurm.sh: all cases in $(( $(date +%s) - t0 )) s"
+[ $status -ne 0 ] && { echo "--- slurmctld.log"; tail -n 30 "$work/slurmctld.log"; }
+exit $status
