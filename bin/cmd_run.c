@@ -108,6 +108,7 @@ int cmd_run(int argc, char **argv)
         {"weight-memory", required_argument, 0, 'M'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
+        {"topology", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -124,6 +125,7 @@ int cmd_run(int argc, char **argv)
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
         case 'Z': status = 1; break;
+        case 'T': o.topology = optarg; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
@@ -181,7 +183,7 @@ int cmd_run(int argc, char **argv)
             return CLI_EXIT_OK;
         }
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.topology);
         MPI_Finalize();
         return code;
     }

@@ -163,8 +163,9 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
     fprintf(f,
             "\n"
             "# Launcher: srun with PMIx when this cluster has it, else mpirun (it takes the hosts\n"
-            "# and slots from the allocation). cpdit takes rank, local rank and node from MPI.\n"
-            "if srun --mpi=list 2>&1 | grep -qw pmix; then\n"
+            "# and slots from the allocation); CPDIT_LAUNCHER=mpirun in the environment of sbatch\n"
+            "# forces mpirun. cpdit takes rank, local rank and node from MPI.\n"
+            "if [ \"${CPDIT_LAUNCHER:-}\" != mpirun ] && srun --mpi=list 2>&1 | grep -qw pmix; then\n"
             "    LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1)\n"
             "else\n"
             "    LAUNCH=(mpirun --bind-to none)\n"

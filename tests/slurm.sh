@@ -11,7 +11,10 @@
 #     the holder, nothing duplicated; then `scancel --signal=USR1 --batch` mid-run → the job
 #     stops within a step, requeues itself, and finishes with exactly the right images (no
 #     duplicates, no temporary files), the index lines of the second run saying restart 1.
-#  4. a bad manifest → refused by submit with FILE:LINE:COL (exit 2), nothing queued.
+#  4. the mpirun launcher (CPDIT_LAUNCHER=mpirun) and SIGTERM: mpirun exits 1 although the
+#     ranks stopped cleanly (3); the script requeues on the runner's stop marker; the set
+#     completes.
+#  5. a bad manifest → refused by submit with FILE:LINE:COL (exit 2), nothing queued.
 # Exit 77 (skip) only when the Slurm or munge programs are missing or will not start here.
 : "${CPDIT:?CPDIT is set by make check}"
 for p in munged slurmctld slurmd sbatch squeue scontrol scancel srun; do
@@ -165,14 +168,16 @@ defaults: {steps: 2, width: 32, height: 32}
 seeds: [1, 2, 3]
 prompts: [a red fox, a blue bird]
 EOF
-# long enough to be signalled mid-run: 8 items of 60 steps at 96x96
+# long enough to be signalled mid-run: an item of 60 steps at 96x96 takes seconds, a step
+# a fraction of one
 cat > long.yaml <<'EOF'
 model: builtin:tiny
 output: {dir: long}
 defaults: {steps: 60, width: 96, height: 96}
-seeds: [1, 2, 3, 4]
+seeds: [1, 2, 3]
 prompts: [a red fox, a blue bird]
 EOF
+sed 's/dir: long/dir: term/; s/seeds: \[1, 2, 3\]/seeds: [1, 2]/' long.yaml > term.yaml
 t0=$(date +%s)
 
 # ---------------------------------------------------------------- 1. submit → COMPLETED
@@ -217,15 +222,19 @@ else
 fi
 
 # ---------------------------------------------------------------- 3. busy folder, USR1, requeue
+lines() { cat "$1"/index*.jsonl 2>/dev/null | wc -l; }
+# wait_lines DIR N SECONDS: until DIR's index has at least N lines
+wait_lines() {
+    i=0
+    until [ "$(lines "$1")" -ge "$2" ] || [ $i -gt $(($3 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+    [ "$(lines "$1")" -ge "$2" ]
+}
 t1=$(date +%s)
-j3=$("$CPDIT" submit long.yaml --ntasks-per-node 2 2> submit3.err)
+j3=$("$CPDIT" submit long.yaml --ntasks-per-node 1 2> submit3.err)
 if [ $? -ne 0 ] || [ -z "$j3" ]; then
     fail "submit long.yaml"; cat submit3.err
 else
-    # wait for the first image: the job is rendering
-    i=0
-    until [ -s long/index.jsonl ] || [ $i -gt 600 ]; do sleep 0.1; i=$((i + 1)); done
-    [ -s long/index.jsonl ] || fail "job $j3: no image after 60 s"
+    wait_lines long 1 90 || fail "job $j3: no image after 90 s"
     # a second job on the same folder is refused, naming the job that holds it
     j4=$("$CPDIT" submit long.yaml --ntasks-per-node 1 2> submit4.err) || { fail "second submit"; cat submit4.err; }
     [ -n "$j4" ] && wait_job "$j4" 60
@@ -234,7 +243,10 @@ else
     scontrol show job "$j4" | grep -q 'ExitCode=2:0' || fail "second job $j4: exit code is not 2"
     grep -q "in use by Slurm job $j3" "long/slurm-$j4.out" ||
         { fail "second job: no message naming job $j3"; cat "long/slurm-$j4.out"; }
-    before=$(wc -l < long/index.jsonl)
+    # signal right after an image was written: the next one has just begun
+    before=$(lines long)
+    wait_lines long $((before + 1)) 60
+    before=$(lines long)
     [ "$(job_states "$j3")" = "RUNNING " ] || fail "job $j3 is not running any more: the signal case needs a longer run"
     # Slurm's warning signal, to the batch shell only (the script forwards it to the step)
     scancel --signal=USR1 --batch "$j3" || fail "scancel --signal=USR1 --batch $j3"
@@ -243,23 +255,48 @@ else
     until scontrol show job "$j3" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
     stop_s=$(( $(date +%s) - ts ))
     scontrol show job "$j3" | grep -q 'Restarts=1' || fail "job $j3 did not requeue within 30 s of USR1"
-    stopped_at=$(cat long/index.jsonl | wc -l)
-    # a 96x96 step takes well under a second: the stop comes long before the next item ends
-    [ $((stopped_at - before)) -le 2 ] || fail "$((stopped_at - before)) images finished after USR1"
-    grep -q 'requeueing job' "long/slurm-$j3.out" || fail "job $j3's log does not say it requeues"
+    stopped_at=$(lines long)
+    # stopped after a step of the item in progress, long before that item could end
+    [ "$stopped_at" -eq "$before" ] || fail "$((stopped_at - before)) images finished after USR1"
+    grep -q 'stopped by SIGUSR1' "long/slurm-$j3.out" || fail "job $j3's log: no 'stopped by SIGUSR1'"
+    grep -q 'stopped early (exit 3); requeueing job' "long/slurm-$j3.out" ||
+        { fail "job $j3's log does not say it requeues on exit 3"; cat "long/slurm-$j3.out"; }
     wait_job "$j3" 120
     s=$(job_states "$j3")
     [ "$s" = "COMPLETED " ] || { fail "job $j3 after the requeue: '$s'"; cat "long/slurm-$j3.out"; }
-    check_set long 8
+    check_set long 6
     grep -q '"restart_count":1' long/index.jsonl || fail "no index line from the requeued run (restart 1)"
     grep -q '"restart_count":0' long/index.jsonl || fail "no index line from the first run (restart 0)"
     ls -a long | grep -q '^\.cpdit-stopped' && fail "a stop marker was left: $(ls -a long | grep stopped)"
-    grep '^cpdit-job:' "long/slurm-$j3.out"
-    echo "case 3: second job $j4 refused; job $j3: $before images at USR1, $stopped_at when stopped" \
-         "(requeued after ${stop_s} s), then $s in $(( $(date +%s) - t1 )) s"
+    echo "case 3: second job $j4 refused; job $j3: USR1 with $before images done, requeued" \
+         "${stop_s} s later with $stopped_at, then $s in $(( $(date +%s) - t1 )) s"
 fi
 
-# ---------------------------------------------------------------- 4. bad manifest
+# ---------------------------------------------------------------- 4. mpirun, SIGTERM, stop marker
+# mpirun returns 1 when it is signalled itself, although the ranks stop cleanly and exit 3:
+# the script requeues on the runner's stop marker.
+t1=$(date +%s)
+j5=$(CPDIT_LAUNCHER=mpirun "$CPDIT" submit term.yaml --ntasks-per-node 2 2> submit5.err)
+if [ $? -ne 0 ] || [ -z "$j5" ]; then
+    fail "submit term.yaml"; cat submit5.err
+else
+    wait_lines term 1 90 || fail "job $j5: no image after 90 s"
+    grep -q 'starts: mpirun' "term/slurm-$j5.out" || fail "job $j5 did not use mpirun"
+    scancel --signal=TERM --batch "$j5" || fail "scancel --signal=TERM --batch $j5"
+    i=0
+    until scontrol show job "$j5" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    scontrol show job "$j5" | grep -q 'Restarts=1' ||
+        { fail "job $j5 did not requeue within 30 s of SIGTERM"; cat "term/slurm-$j5.out"; }
+    rc5=$(sed -n 's/.*stopped early (exit \([0-9]*\)); requeueing.*/\1/p' "term/slurm-$j5.out" | head -n 1)
+    wait_job "$j5" 120
+    s=$(job_states "$j5")
+    [ "$s" = "COMPLETED " ] || { fail "job $j5 after the requeue: '$s'"; cat "term/slurm-$j5.out"; }
+    check_set term 4
+    echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued on the stop marker, then $s" \
+         "in $(( $(date +%s) - t1 )) s"
+fi
+
+# ---------------------------------------------------------------- 5. bad manifest
 cat > bad.yaml <<'EOF'
 model: builtin:tiny
 output: {dir: bad}
@@ -276,7 +313,7 @@ grep -q '^cpdit: bad.yaml:3:[0-9]*: ' bad.err || { fail "bad manifest: no FILE:L
 [ -e bad ] && fail "bad manifest: the output folder was created"
 [ "$(squeue -h | wc -l)" -eq "$before" ] || fail "bad manifest: something was queued"
 [ "$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')" = "$last" ] || fail "bad manifest: a job id was used"
-echo "case 4: bad manifest refused: $(cat bad.err)"
+echo "case 5: bad manifest refused: $(cat bad.err)"
 
 echo "slurm.sh: all cases in $(( $(date +%s) - t0 )) s"
 [ $status -ne 0 ] && { echo "--- slurmctld.log"; tail -n 30 "$work/slurmctld.log"; }
