@@ -14,7 +14,7 @@
 #include "jobs/job_run.h"
 #include "lib/builtin/builtin_model.h"
 #include "topology/cost_model.h"
-#include "topology/quick_topology.h"
+#include "topology/probe.h"
 #include "topology/tune_report.h"
 #include "topology/tune_run.h"
 
@@ -185,17 +185,22 @@ static int tune_main(const tune_args *a)
                           &err);
     if (st)
         goto out;
-    /* 2. no file: a quick probe now, saved with the result */
+    /* 2. no file: the probe's quick mode now (collective), saved with the result */
     if (!path || !path[0]) {
-        char *text = NULL;
-        if ((st = quick_topology_json(MPI_COMM_WORLD, &text, &err)))
+        cpdit_probe_options po;
+        cpdit_probe_options_default(&po, 1);
+        json_t *doc = NULL;
+        if ((st = cpdit_probe_run(MPI_COMM_WORLD, &po, &doc, &err)))
             goto out;
         if (rank == 0) {
-            st = topo_file_parse(&t, text, TUNE_DEFAULT_TOPOLOGY, &err);
-            snprintf(source, sizeof source, "a quick probe at tune start (compute rates and one "
-                     "ping-pong; no topology file given), saved to %s", TUNE_DEFAULT_TOPOLOGY);
+            char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+            st = text ? topo_file_parse(&t, text, TUNE_DEFAULT_TOPOLOGY, &err)
+                      : cpdit_error_set(&err, CPDIT_ERR_RUNTIME, SUB, "out of memory");
+            snprintf(source, sizeof source, "`cpdit probe --quick` run at tune start (no "
+                     "topology file given), saved to %s", TUNE_DEFAULT_TOPOLOGY);
+            free(text);
         }
-        free(text);
+        json_decref(doc);
         if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err)))
             goto out;
     }

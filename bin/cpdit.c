@@ -26,6 +26,7 @@ static const cli_command commands[] = {
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
+     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -51,7 +52,11 @@ static const cli_command commands[] = {
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
-     "of the available memory), else streamed block by block at every step.\n",
+     "of the available memory), else streamed block by block at every step.\n"
+     "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
+     "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
+     "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
+     "default. The run ends with the decode time.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -114,8 +119,8 @@ static const cli_command commands[] = {
      "every grid alike, and picks the fastest by measurement (median step, every group busy).\n"
      "The winner and every measured time go into FILE's \"tuned\" section (atomic rewrite);\n"
      "`parallel: auto` and `cpdit run` without grid flags use them. FILE: --topology, else\n"
-     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists a quick probe runs first\n"
-     "and its result is saved as ./cpdit-topology.json.\n"
+     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists `cpdit probe --quick` runs\n"
+     "first and its result is saved as ./cpdit-topology.json.\n"
      "The report folder (default cpdit-report/) gets report.md (findings, tables, the choice\n"
      "and its reasons), report.json ({\"candidates\": [{\"dp\", \"ring\", \"ulysses\",\n"
      "\"variant\", \"predicted_s\", \"measured_s\"}], \"chosen\": {...}}) and, when built with\n"
@@ -126,7 +131,8 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--weight-format native|fp32] [--verbose]\n"
+     "                     [--attention-backend B] [--weight-format native|fp32]\n"
+     "                     [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -135,7 +141,9 @@ static const cli_command commands[] = {
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
-     "the exact reference).\n",
+     "the exact reference).\n"
+     "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
