@@ -19,6 +19,8 @@ typedef struct run_item_options {
     int ring, ulysses, anything;
     const char *variant;         /* cm_variant_parse spelling (cp names, +anything) */
     const char *topology;        /* NULL: $CPDIT_TOPOLOGY (grid choice without grid flags) */
+    int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
+    int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
@@ -27,6 +29,7 @@ void run_item_defaults(run_item_options *o);
 typedef struct run_weight_options {
     const char *format;   /* NULL, "native" or "fp32" */
     size_t memory;        /* bytes; 0 = default from the free memory */
+    int no_share;         /* --no-weight-sharing: each rank holds its own copy */
 } run_weight_options;
 extern run_weight_options run_weights;
 struct pipeline;
@@ -38,7 +41,7 @@ int run_item(const run_item_options *o);
 struct manifest_overrides;
 /* `cpdit run MANIFEST`: runs under MPI; returns the exit code (jobs/job_run.h EXIT CODES). */
 int run_batch(const char *path, const struct manifest_overrides *ov, const char *variant,
-              const char *dump, const char *topology);
+              const char *dump, const char *topology, int vae_single_rank);
 /* `cpdit run MANIFEST --check`: no MPI needed. */
 int check_batch(const char *path, const struct manifest_overrides *ov);
 #endif

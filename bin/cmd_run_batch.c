@@ -19,6 +19,7 @@
 typedef struct batch_ctx {
     pipeline *p;
     cp_attention_config attn;
+    int vae_single_rank, vae_tiling;
     const char *dump;
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
 } batch_ctx;
@@ -53,6 +54,8 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.attn = c->attn;
+    run.vae_single_rank = c->vae_single_rank;
+    run.vae_tiling = c->vae_tiling;
     run.progress = progress_tty;
     run.should_stop = stop_poll;
     run.ctx = c;
@@ -64,6 +67,21 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     *w = it->width;
     *h = it->height;
     return pipeline_generate(c->p, &prm, &run, rgb, err);
+}
+
+/* After the run's summary: the VAE decode time, summed over the groups (collective). */
+static void print_decode_time(const batch_ctx *c, int rank)
+{
+    long n = 0;
+    double t[2] = {c->p ? pipeline_decode_seconds(c->p, &n) : 0.0, 0.0}, sum[2];
+    t[1] = (double)n;
+    MPI_Reduce(t, sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0 && sum[1] > 0)
+        fprintf(stderr, "vae decode: %.0f images, %.3f s total, %.3f s per image (%s)\n",
+                sum[1], sum[0], sum[0] / sum[1],
+                c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
+                                                          ? "CP rank 0 alone"
+                                                          : "split over each CP group");
 }
 
 /* `parallel: auto`: rank 0 asks the planner (topology/grid_choice.h) for the grid of a job of
@@ -107,7 +125,7 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
 }
 
 int run_batch(const char *path, const manifest_overrides *ov, const char *variant,
-              const char *dump, const char *topo_path)
+              const char *dump, const char *topo_path, int vae_single_rank)
 {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -117,6 +135,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     batch_ctx c;
     memset(&c, 0, sizeof c);
     c.dump = dump;
+    c.vae_single_rank = vae_single_rank;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
     /* Slurm's warning signal may come while the model loads: stop cleanly from here on */
@@ -131,6 +150,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
         st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
+        c.vae_tiling = m->vae_tiling;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         st = run_open_pipeline(&c.p, m->model, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
@@ -143,6 +163,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
         hooks.ctx = &c;
         hooks.grid_reason = gc.reason;
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
+        print_decode_time(&c, rank);
     }
     int code = job_exit_code(st, &sum);
     if (st && rank == 0)

@@ -117,6 +117,8 @@ int run_item(const run_item_options *o)
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.progress = progress_line;
+    run.vae_single_rank = o->vae_single_rank;
+    run.vae_tiling = o->vae_tiling;
     if (!st)
         st = cm_variant_parse(variant, &run.attn, &err);
     run.attn.anything |= anything;
@@ -164,6 +166,13 @@ int run_item(const run_item_options *o)
                                           (int)(sizeof text / sizeof text[0]), &err);
             if (!st)
                 printf("%s\n", out_path);
+            long n_dec = 0;
+            const double t_dec = pipeline_decode_seconds(p, &n_dec);
+            if (!st && n_dec)
+                fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
+                        o->vae_tiling ? "tiled, CP rank 0"
+                        : g->cp_size > 1 && !o->vae_single_rank ? "split over the CP group"
+                                                                 : "CP rank 0");
         }
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;

@@ -26,6 +26,8 @@ static const cli_command commands[] = {
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
+     "                 [--no-weight-sharing]\n"
+     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -51,7 +53,12 @@ static const cli_command commands[] = {
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
-     "of the available memory), else streamed block by block at every step.\n",
+     "of the available memory), else streamed block by block at every step. The ranks of a\n"
+     "node share one copy of them (MPI shared memory) unless --no-weight-sharing.\n"
+     "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
+     "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
+     "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
+     "default. The run ends with the decode time.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -126,7 +133,8 @@ static const cli_command commands[] = {
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--weight-format native|fp32] [--verbose]\n"
+     "                     [--attention-backend B] [--weight-format native|fp32]\n"
+     "                     [--no-weight-sharing] [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -135,7 +143,10 @@ static const cli_command commands[] = {
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
-     "the exact reference).\n",
+     "the exact reference). The ranks of a node share one copy of the weights (MPI shared\n"
+     "memory) unless --no-weight-sharing.\n"
+     "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
