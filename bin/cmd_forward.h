@@ -3,7 +3,8 @@
  *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
  *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
  *                 [--attention VARIANT] [--attention-backend KERNEL] [--backend NAME]
- *                 [--weight-format native|fp32] [--vae-parallel on|off] [--verbose]
+ *                 [--weight-format native|fp32] [--no-weight-sharing] [--vae-parallel on|off]
+ *                 [--verbose]
  *
  * cmd_forward parses the options, initialises MPI, and runs the component on every rank of
  * the job; rank 0 writes the output. The transformer part lives in cmd_forward.c; the VAE
@@ -25,6 +26,7 @@ typedef struct forward_options {
                                       kernel (NULL: its default) */
     const char *backend;           /* --backend NAME (NULL: the best available) */
     const char *weight_format;     /* --weight-format: native (bf16 as stored) or fp32 */
+    int no_weight_sharing;         /* --no-weight-sharing: a copy of the weights per rank */
     int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
     int anything;                  /* --anything: uneven lengths / head shares allowed */
     int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */

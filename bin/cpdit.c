@@ -28,6 +28,7 @@ static const cli_command commands[] = {
      "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                 [--backend NAME] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
+     "                 [--no-weight-sharing]\n"
      "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
@@ -57,7 +58,8 @@ static const cli_command commands[] = {
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
-     "of the available memory), else streamed block by block at every step.\n"
+     "of the available memory), else streamed block by block at every step. The ranks of a\n"
+     "node share one copy of them (MPI shared memory) unless --no-weight-sharing.\n"
      "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
      "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
      "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
@@ -138,7 +140,7 @@ static const cli_command commands[] = {
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                     [--backend NAME] [--weight-format native|fp32]\n"
-     "                     [--vae-parallel on|off] [--verbose]\n"
+     "                     [--no-weight-sharing] [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -150,7 +152,8 @@ static const cli_command commands[] = {
      "cpu-flash, cpu-reference); --backend NAME the backend (default: the best available).\n"
      "--verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
-     "the exact reference).\n"
+     "the exact reference). The ranks of a node share one copy of the weights (MPI shared\n"
+     "memory) unless --no-weight-sharing.\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
      "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
@@ -183,14 +186,21 @@ static const cli_command commands[] = {
      cmd_bench},
     {"builtin", "list the built-in models or write one out as a diffusers folder",
      "usage: cpdit builtin list\n"
-     "       cpdit builtin write DIR [--name tiny]\n"
+     "       cpdit builtin write DIR [--name tiny|shapes] [--text-only]\n"
+     "       cpdit builtin sheet OUTPUT_DIR [--cols N]\n"
      "\n"
-     "The built-in models have FLUX.1's architecture at tiny sizes and random weights\n"
-     "generated from a fixed seed: smoke-test models that run anywhere without a download\n"
-     "(`--model builtin:tiny`, `model: builtin:tiny` in a manifest). `write` stores one as a\n"
+     "The built-in models have FLUX.1's architecture at tiny sizes and run anywhere without a\n"
+     "download: builtin:shapes was trained on procedural shapes and draws prompts of its\n"
+     "grammar (\"a large red circle in the center on a blue background\"; see README.md),\n"
+     "builtin:tiny has random weights generated from a fixed seed (a smoke-test model)\n"
+     "(`--model builtin:shapes`, `model: builtin:shapes` in a manifest). `write` stores one as a\n"
      "normal diffusers-layout folder (model_index.json, transformer/, vae/, text_encoder/,\n"
      "text_encoder_2/, tokenizer/, tokenizer_2/, scheduler/); `run` caches it under\n"
-     "$CPDIT_CACHE (default ~/.cache/cpdit) on first use.\n",
+     "$CPDIT_CACHE (default ~/.cache/cpdit) on first use; --text-only leaves out the\n"
+     "transformer's and the VAE's weights (for tools/train-builtin/).\n"
+     "`sheet` puts the images of a `cpdit run` output folder in one grid,\n"
+     "OUTPUT_DIR/contact-sheet.png, with the prompts in OUTPUT_DIR/contact-sheet.txt, and\n"
+     "checks the colours of builtin:shapes images whose prompt names a full scene.\n",
      cmd_builtin},
     {"version", "print the version and what this build contains",
      "usage: cpdit version   (same as cpdit --version)\n"
