@@ -37,6 +37,8 @@ int cmd_submit(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 extern const char cmd_probe_help[]; /* man-page style text of `cpdit probe --help` */
+int cmd_plan(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 /* The subcommand table, defined in cpdit.c. */
 const cli_command *cli_find_command(const char *name);

@@ -5,6 +5,9 @@
  *                           unified, unified-allgather; time, GFLOP/s, bytes per rank, ratio
  *                           to the ideal 1/N of the single-rank time.
  *   cpdit bench kernel      the local CPU attention kernel next to the BLAS SGEMM rate.
+ *   cpdit bench vae         FLUX.1's VAE decoder (random weights) split by rows over all
+ *                           ranks of the job: time, GFLOP/s, % of the SGEMM rate of one rank
+ *                           measured in the same run (per rank), peak RSS per rank.
  * Every table starts with the build line (BLAS core in use, MPI, CUDA).
  */
 #include "config.h"
@@ -14,10 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "bin/cli.h"
 #include "lib/cp/cp_attention_bench.h"
 #include "kernels/cpu/attention_bench.h"
+#include "kernels/cpu/blas_runtime.h"
+#include "lib/cp/grid.h"
+#include "lib/vae/vae_decoder.h"
 
 #define SUB "bench"
 #define MAX_LIST 16
@@ -138,13 +146,124 @@ static int bench_attention(int argc, char **argv)
     return code;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define VAE_BENCH_SEED 7
+#define VAE_BENCH_SGEMM_N 1024
+#define KIB_PER_MIB 1024.0
+
+/* `cpdit bench vae [--sizes 256,512] [--iters N]`: one row per image size (multiples of 8). */
+static int bench_vae(int argc, char **argv)
+{
+    static const struct option opts[] = {{"sizes", required_argument, 0, 's'},
+                                         {"iters", required_argument, 0, 'n'},
+                                         {0, 0, 0, 0}};
+    int sizes[MAX_LIST] = {256, 512}, n_sizes = 2, c;
+    long iters = 1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': if ((n_sizes = parse_int_list("--sizes", optarg, sizes, MAX_LIST)) < 0) return CLI_EXIT_USAGE; break;
+        case 'n': if (cli_parse_int(SUB, "--iters", optarg, 1, 100, &iters)) return CLI_EXIT_USAGE; break;
+        default:
+            return cli_usage_error(SUB, "vae: unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    for (int i = 0; i < n_sizes; i++)
+        if (sizes[i] % 8)
+            return cli_usage_error(SUB, "vae: --sizes: %d is not a multiple of 8", sizes[i]);
+    MPI_Init(NULL, NULL);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    autoencoder_kl_config cfg;
+    vae_config_flux(&cfg);
+    vae_decoder *d = NULL;
+    cp_grid *g = NULL;
+    cpdit_status st = vae_decoder_create(&d, &cfg, &err);
+    if (st == CPDIT_OK)
+        vae_decoder_fill_random(d, VAE_BENCH_SEED);
+    if (st == CPDIT_OK)
+        st = cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, &err);
+    /* the SGEMM rate of one rank while the others wait */
+    double sgemm = 0.0;
+    if (rank == 0)
+        sgemm = blas_sgemm_gflops(VAE_BENCH_SGEMM_N, 3);
+    MPI_Bcast(&sgemm, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("# FLUX.1 VAE decode (128/256/512/512, 2 layers, 32 groups), %d rank(s), "
+               "%d BLAS thread(s) per rank; SGEMM n=%d on one rank: %.1f GFLOP/s\n", size,
+               blas_runtime_get_num_threads(), VAE_BENCH_SGEMM_N, sgemm);
+        printf("%-9s %5s %10s %9s %8s %13s\n", "size", "ranks", "time_s", "GFLOP/s",
+               "%SGEMM", "peak_RSS_MiB");
+    }
+    /* warm-up: packs the weights */
+    const int lc = cfg.latent_channels;
+    float z1[16 * 1 * 1] = {0};
+    if (st == CPDIT_OK && lc <= 16)
+        st = vae_decode_group(d, g, z1, 1, 1, 1, NULL, &err);
+    float *img = NULL;
+    for (int i = 0; i < n_sizes && st == CPDIT_OK; i++) {
+        const int h = sizes[i] / 8, w = sizes[i] / 8;
+        float *z = malloc((size_t)lc * h * w * sizeof *z);
+        free(img);
+        img = rank == 0 ? malloc((size_t)3 * sizes[i] * sizes[i] * sizeof *img) : NULL;
+        if (!z || (rank == 0 && !img)) {
+            free(z);
+            st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, "bench", "out of memory");
+            break;
+        }
+        for (size_t k = 0; k < (size_t)lc * h * w; k++)
+            z[k] = (float)((k * 2654435761u) % 2001) / 1000.0f - 1.0f;
+        double best = 1e300;
+        for (int it = 0; it < iters && st == CPDIT_OK; it++) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = now_s();
+            st = vae_decode_group(d, g, z, 1, h, w, img, &err);
+            double t = now_s() - t0;
+            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            best = t < best ? t : best;
+        }
+        free(z);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double rss = (double)ru.ru_maxrss / KIB_PER_MIB;
+        MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        const double gf = vae_decode_flops(d, h, w) / best * 1e-9;
+        char label[32];
+        snprintf(label, sizeof label, "%dx%d", sizes[i], sizes[i]);
+        if (rank == 0 && st == CPDIT_OK)
+            printf("%-9s %5d %10.3f %9.1f %7.1f%% %13.0f\n", label, size, best, gf,
+                   sgemm > 0 ? 100.0 * gf / size / sgemm : 0.0, rss);
+        fflush(stdout);
+    }
+    free(img);
+    int code = CLI_EXIT_OK;
+    if (st != CPDIT_OK)
+        code = rank == 0 ? cli_report(&err) : CLI_EXIT_RUNTIME;
+    cp_grid_destroy(g);
+    vae_decoder_free(d);
+    MPI_Finalize();
+    return code;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage_error(SUB, "which benchmark? 'attention' or 'kernel'");
+        return cli_usage_error(SUB, "which benchmark? 'attention', 'kernel' or 'vae'");
+    if (strcmp(argv[1], "vae") == 0)
+        return bench_vae(argc - 1, argv + 1);
     if (strcmp(argv[1], "attention") == 0)
         return bench_attention(argc - 1, argv + 1);
     if (strcmp(argv[1], "kernel") == 0)
         return bench_kernel(argc - 1, argv + 1);
-    return cli_usage_error(SUB, "unknown benchmark '%s' (expected 'attention' or 'kernel')", argv[1]);
+    return cli_usage_error(SUB, "unknown benchmark '%s' (expected 'attention', 'kernel' or 'vae')", argv[1]);
 }

@@ -45,7 +45,9 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
 {
     memset(o, 0, sizeof *o);
     o->ulysses = o->ring = 1;
+    o->vae_parallel = 1;
     o->attention_backend = "auto";
+    const char *vae_parallel = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **str = NULL;
@@ -60,6 +62,8 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
             str = &o->output;
         else if (!strcmp(a, "--attention-backend"))
             str = &o->attention_backend;
+        else if (!strcmp(a, "--vae-parallel"))
+            str = &vae_parallel;
         else if (!strcmp(a, "--weight-format"))
             str = &o->weight_format;
         else if (!strcmp(a, "--ulysses"))
@@ -97,6 +101,14 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
             }
             *num = (int)n;
         }
+    }
+    if (vae_parallel) {
+        if (strcmp(vae_parallel, "on") && strcmp(vae_parallel, "off")) {
+            if (!quiet)
+                cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", vae_parallel);
+            return -1;
+        }
+        o->vae_parallel = !strcmp(vae_parallel, "on");
     }
     const char *missing = !o->model       ? "--model DIR"
                           : !o->component ? "--component transformer|vae"

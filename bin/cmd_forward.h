@@ -2,7 +2,8 @@
  *
  *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
  *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
- *                 [--attention-backend B] [--weight-format native|fp32] [--verbose]
+ *                 [--attention-backend B] [--weight-format native|fp32]
+ *                 [--vae-parallel on|off] [--verbose]
  *
  * cmd_forward parses the options, initialises MPI, and runs the component on every rank of
  * the job; rank 0 writes the output. The transformer part lives in cmd_forward.c; the VAE
@@ -24,6 +25,7 @@ typedef struct forward_options {
     int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
     int anything;                  /* --anything: uneven lengths / head shares allowed */
     int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */
+    int vae_parallel;              /* --vae-parallel on|off (default on): split the decode */
     int world_rank, world_size;    /* of MPI_COMM_WORLD, filled after MPI_Init */
 } forward_options;
 

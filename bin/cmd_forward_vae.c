@@ -1,18 +1,29 @@
 /* cmd_forward_vae.c — `cpdit forward --component vae`: the VAE part of cmd_forward (see
- * cmd_forward.h), vae.decode(latent_sample) -> sample through vae_forward_file.
+ * cmd_forward.h): read tensor "latent_sample" (B, latent_channels, h, w, any float dtype),
+ * vae.decode it, write tensor "sample" (B, out_channels, h·f, w·f) float32 from rank 0.
  *
- * The decoder is not split over ranks: rank 0 decodes and writes the output, the other ranks
- * (whatever --ulysses / --ring say) wait for its status without spinning on a core, so that
- * rank 0's BLAS threads have the machine. Every rank returns rank 0's status.
+ * With more than one rank (and --vae-parallel on, the default) every rank loads the decoder
+ * and the input and the decode is split by rows over all ranks of the job (one ring group,
+ * vae_decode_group); the RGB rows are gathered on rank 0, which writes. --vae-parallel off:
+ * rank 0 decodes alone while the other ranks wait for its status without spinning on a core.
+ * Every rank returns the same status; rank 0's err holds the first failing rank's message.
  */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "bin/cmd_forward.h"
+#include "lib/cp/grid.h"
+#include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
 
 #define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
+#define VAE_INPUT_NAME "latent_sample"
+#define VAE_OUTPUT_NAME "sample"
+/* Largest latent side accepted: keeps h·f and every product in range. */
+#define VAE_MAX_LATENT_SIDE 16384
 
 static double now_s(void)
 {
@@ -21,15 +32,144 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static void shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
+{
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+                                 (long long)shape[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, ")");
+}
+
+/* The decoder and the latent of the input file: *z (B, C, h, w) malloc'd. */
+static cpdit_status load_inputs(const char *model_dir, const char *inputs_path, vae_decoder **d,
+                                float **z, int *B, int *h, int *w, cpdit_error *err)
+{
+    safetensors_file *in = NULL;
+    const safetensors_tensor *t = NULL;
+    *z = NULL;
+    cpdit_status st = vae_decoder_load(d, model_dir, err);
+    if (st == CPDIT_OK)
+        st = safetensors_open(&in, inputs_path, err);
+    if (st == CPDIT_OK && !(t = safetensors_find(in, VAE_INPUT_NAME)))
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path,
+                             "no tensor \"%s\" (the VAE decoder's input, (B, C, h, w))",
+                             VAE_INPUT_NAME);
+    if (st == CPDIT_OK) {
+        const int C = vae_decoder_config(*d)->latent_channels;
+        if (t->ndim != 4 || t->shape[1] != C || t->shape[0] < 1 || t->shape[2] < 1 ||
+            t->shape[3] < 1 || t->shape[0] > INT32_MAX || t->shape[2] > VAE_MAX_LATENT_SIDE ||
+            t->shape[3] > VAE_MAX_LATENT_SIDE) {
+            char got[96];
+            shape_text(got, sizeof got, t->shape, t->ndim);
+            st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path,
+                                 "tensor \"%s\" has shape %s; expected (B, %d, h, w) with "
+                                 "1 <= h, w <= %d", VAE_INPUT_NAME, got, C, VAE_MAX_LATENT_SIDE);
+        } else {
+            *B = (int)t->shape[0];
+            *h = (int)t->shape[2];
+            *w = (int)t->shape[3];
+        }
+    }
+    if (st == CPDIT_OK && !(*z = malloc(t->nelem * sizeof **z)))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the latent");
+    if (st == CPDIT_OK)
+        st = safetensors_tensor_read_f32(t, *z, t->nelem, err);
+    safetensors_close(in);
+    return st;
+}
+
+/* Collective: the worst status of all ranks; the first failing rank's message lands in err on
+ * every rank. */
+static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
+{
+    int mine[2] = {st ? rank : size, (int)st}, first = 0, worst = 0;
+    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (first < size)
+        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
+    return (cpdit_status)worst;
+}
+
+static cpdit_status write_output(const char *path, const vae_decoder *d, const float *img,
+                                 int B, int h, int w, cpdit_error *err)
+{
+    const int f = vae_decoder_upscale(d);
+    const int64_t shape[4] = {B, vae_decoder_config(d)->out_channels, (int64_t)h * f,
+                              (int64_t)w * f};
+    safetensors_write_tensor wt = {VAE_OUTPUT_NAME, CPDIT_DTYPE_F32, 4, shape, img,
+                                   CPDIT_DTYPE_F32};
+    return safetensors_write(path, &wt, 1, NULL, 0, err);
+}
+
+static float *alloc_image(const vae_decoder *d, int B, int h, int w)
+{
+    const size_t f = (size_t)vae_decoder_upscale(d);
+    return malloc((size_t)B * vae_decoder_config(d)->out_channels * h * f * w * f *
+                  sizeof(float));
+}
+
+/* All ranks decode together; rank 0 writes. */
+static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *err)
+{
+    vae_decoder *d = NULL;
+    float *z = NULL, *img = NULL;
+    cp_grid *g = NULL;
+    int B = 0, h = 0, w = 0;
+    const int rank = opt->world_rank, size = opt->world_size;
+    cpdit_status st = load_inputs(opt->model, opt->inputs, &d, &z, &B, &h, &w, err);
+    if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
+    st = agree(st, err, rank, size);
+    if (st == CPDIT_OK)
+        st = agree(cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, err), err, rank, size);
+    const double t0 = now_s();
+    if (st == CPDIT_OK)
+        st = agree(vae_decode_group(d, g, z, B, h, w, img, err), err, rank, size);
+    if (st == CPDIT_OK && opt->verbose && rank == 0)
+        fprintf(stderr, "cpdit: forward: vae decode over %d ranks: %.3f s\n", size,
+                now_s() - t0);
+    if (st == CPDIT_OK)
+        st = agree(rank == 0 ? write_output(opt->output, d, img, B, h, w, err) : CPDIT_OK, err,
+                   rank, size);
+    cp_grid_destroy(g);
+    free(z);
+    free(img);
+    vae_decoder_free(d);
+    return st;
+}
+
+/* Rank 0 decodes alone. */
+static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
+{
+    vae_decoder *d = NULL;
+    float *z = NULL, *img = NULL;
+    int B = 0, h = 0, w = 0;
+    const double t0 = now_s();
+    cpdit_status st = load_inputs(opt->model, opt->inputs, &d, &z, &B, &h, &w, err);
+    if (st == CPDIT_OK && !(img = alloc_image(d, B, h, w)))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
+    if (st == CPDIT_OK)
+        st = vae_decode(d, z, B, h, w, img, err);
+    if (st == CPDIT_OK)
+        st = write_output(opt->output, d, img, B, h, w, err);
+    if (opt->verbose && st == CPDIT_OK)
+        fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
+    free(z);
+    free(img);
+    vae_decoder_free(d);
+    return st;
+}
+
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err)
 {
+    if (opt->world_size > 1 && opt->vae_parallel)
+        return forward_parallel(opt, err);
     int status = CPDIT_OK;
     MPI_Request req;
     if (opt->world_rank == 0) {
-        const double t0 = now_s();
-        status = (int)vae_forward_file(opt->model, opt->inputs, opt->output, err);
-        if (opt->verbose && status == CPDIT_OK)
-            fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
+        status = (int)forward_rank0(opt, err);
         MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         return (cpdit_status)status;

@@ -108,6 +108,8 @@ int cmd_run(int argc, char **argv)
         {"weight-memory", required_argument, 0, 'M'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
+        {"topology", required_argument, 0, 'T'},
+        {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -124,6 +126,7 @@ int cmd_run(int argc, char **argv)
         case 'o': o.output = optarg; output_given = 1; break;
         case 'C': check = 1; break;
         case 'Z': status = 1; break;
+        case 'T': o.topology = optarg; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
@@ -139,6 +142,12 @@ int cmd_run(int argc, char **argv)
                                             "512M or 1073741824, got '%s'", optarg);
             break;
         case 'a': o.anything = 1; break;
+        case 'X': o.vae_tiling = 1; break;
+        case 'V':
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);
+            o.vae_single_rank = !strcmp(optarg, "off");
+            break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -171,6 +180,7 @@ int cmd_run(int argc, char **argv)
         ov.ulysses = o.ulysses;
         if (o.anything)
             ov.anything = 1;
+        ov.vae_tiling = o.vae_tiling;
         if (check)
             return check_batch(argv[optind], &ov);
         if (status) {
@@ -181,7 +191,8 @@ int cmd_run(int argc, char **argv)
             return CLI_EXIT_OK;
         }
         MPI_Init(NULL, NULL);
-        int code = run_batch(argv[optind], &ov, o.variant, o.dump);
+        int code = run_batch(argv[optind], &ov, o.variant, o.dump, o.topology,
+                             o.vae_single_rank);
         MPI_Finalize();
         return code;
     }

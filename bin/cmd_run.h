@@ -17,7 +17,10 @@ typedef struct run_item_options {
     const char *output;          /* folder */
     const char *dump;            /* NULL or folder */
     int ring, ulysses, anything;
-    const char *variant;         /* cp_attention_config_parse spelling */
+    const char *variant;         /* cm_variant_parse spelling (cp names, +anything) */
+    const char *topology;        /* NULL: $CPDIT_TOPOLOGY (grid choice without grid flags) */
+    int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
+    int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
@@ -37,7 +40,7 @@ int run_item(const run_item_options *o);
 struct manifest_overrides;
 /* `cpdit run MANIFEST`: runs under MPI; returns the exit code (jobs/job_run.h EXIT CODES). */
 int run_batch(const char *path, const struct manifest_overrides *ov, const char *variant,
-              const char *dump);
+              const char *dump, const char *topology, int vae_single_rank);
 /* `cpdit run MANIFEST --check`: no MPI needed. */
 int check_batch(const char *path, const struct manifest_overrides *ov);
 #endif

@@ -13,10 +13,13 @@
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
+#include "topology/cost_model.h"
+#include "topology/grid_choice.h"
 
 typedef struct batch_ctx {
     pipeline *p;
     cp_attention_config attn;
+    int vae_single_rank, vae_tiling;
     const char *dump;
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
 } batch_ctx;
@@ -51,6 +54,8 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.attn = c->attn;
+    run.vae_single_rank = c->vae_single_rank;
+    run.vae_tiling = c->vae_tiling;
     run.progress = progress_tty;
     run.should_stop = stop_poll;
     run.ctx = c;
@@ -64,8 +69,63 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     return pipeline_generate(c->p, &prm, &run, rgb, err);
 }
 
+/* After the run's summary: the VAE decode time, summed over the groups (collective). */
+static void print_decode_time(const batch_ctx *c, int rank)
+{
+    long n = 0;
+    double t[2] = {c->p ? pipeline_decode_seconds(c->p, &n) : 0.0, 0.0}, sum[2];
+    t[1] = (double)n;
+    MPI_Reduce(t, sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0 && sum[1] > 0)
+        fprintf(stderr, "vae decode: %.0f images, %.3f s total, %.3f s per image (%s)\n",
+                sum[1], sum[0], sum[0] / sum[1],
+                c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
+                                                          ? "CP rank 0 alone"
+                                                          : "split over each CP group");
+}
+
+/* `parallel: auto`: rank 0 asks the planner (topology/grid_choice.h) for the grid of a job of
+ * this many items and broadcasts it; every rank then runs with explicit degrees and, unless
+ * --attention named a variant, the variant the planner chose. Collective. */
+static cpdit_status choose_grid(manifest *m, const char *topo_path, const char **variant,
+                                grid_choice *gc, cpdit_error *err)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    memset(gc, 0, sizeof *gc);
+    if (!m->parallel.is_auto) {
+        snprintf(gc->reason, sizeof gc->reason, "given (manifest parallel settings or "
+                                                "--dp/--ring/--ulysses)");
+        return CPDIT_OK;
+    }
+    cpdit_status st = CPDIT_OK;
+    if (rank == 0) {
+        uint64_t items = 0;
+        st = job_items_count(m, NULL, &items, NULL, err);
+        grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
+                                  m->base.max_sequence_length, m->base.steps, items, size};
+        if (m->base.n_sizes > 0)
+            rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
+        if (!st)
+            st = grid_choice_auto(&rq, gc, err);
+    }
+    if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, err)))
+        return st;
+    MPI_Bcast(gc, (int)sizeof *gc, MPI_BYTE, 0, MPI_COMM_WORLD);
+    m->parallel.is_auto = 0;
+    m->parallel.dp = gc->dp;
+    m->parallel.ring = gc->ring;
+    m->parallel.ulysses = gc->ulysses;
+    if (strstr(gc->variant, "+anything"))
+        m->parallel.anything = 1;
+    if (!*variant || strcmp(*variant, "auto") == 0)
+        *variant = gc->variant;
+    return CPDIT_OK;
+}
+
 int run_batch(const char *path, const manifest_overrides *ov, const char *variant,
-              const char *dump)
+              const char *dump, const char *topo_path, int vae_single_rank)
 {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -75,6 +135,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     batch_ctx c;
     memset(&c, 0, sizeof c);
     c.dump = dump;
+    c.vae_single_rank = vae_single_rank;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
     /* Slurm's warning signal may come while the model loads: stop cleanly from here on */
@@ -82,10 +143,14 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
     const int installed = st == CPDIT_OK;
     if (!st)
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
+    grid_choice gc;
     if (!st)
-        st = cp_attention_config_parse(variant, &c.attn, &err);
+        st = choose_grid(m, topo_path, &variant, &gc, &err);
+    if (!st)
+        st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
+        c.vae_tiling = m->vae_tiling;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         st = run_open_pipeline(&c.p, m->model, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
@@ -96,7 +161,9 @@ int run_batch(const char *path, const manifest_overrides *ov, const char *varian
         memset(&hooks, 0, sizeof hooks);
         hooks.render_item = render_item;
         hooks.ctx = &c;
+        hooks.grid_reason = gc.reason;
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
+        print_decode_time(&c, rank);
     }
     int code = job_exit_code(st, &sum);
     if (st && rank == 0)

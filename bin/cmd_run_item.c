@@ -26,6 +26,8 @@
 #include "jobs/job_items.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
+#include "topology/cost_model.h"
+#include "topology/grid_choice.h"
 
 #define SUB "run"
 
@@ -64,11 +66,39 @@ int run_item(const run_item_options *o)
     pipeline *p = NULL;
     uint8_t *rgb = NULL;
     int ring = o->ring ? o->ring : 1, ulysses = o->ulysses ? o->ulysses : 1;
-    if (!o->ring && !o->ulysses) { /* no grid given: every rank in one Ulysses/Ring group */
+    const char *variant = o->variant;
+    int anything = o->anything;
+    cpdit_status st = CPDIT_OK;
+    if (!o->ring && !o->ulysses) {
+        /* no grid given: the planner's choice for one image from the topology file (or
+         * $CPDIT_TOPOLOGY); without one, every rank in one Ulysses group */
+        grid_choice gc;
+        memset(&gc, 0, sizeof gc);
+        if (rank == 0) {
+            const int builtin = strncmp(o->model, "builtin:", 8) == 0;
+            grid_choice_request rq = {o->topology, o->model,
+                                      o->width ? o->width : (builtin ? 256 : 1024),
+                                      o->height ? o->height : (builtin ? 256 : 1024),
+                                      o->max_sequence_length, o->steps, 1, size};
+            st = grid_choice_auto(&rq, &gc, &err);
+        }
+        st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err);
+        MPI_Bcast(&gc, (int)sizeof gc, MPI_BYTE, 0, MPI_COMM_WORLD);
         ring = 1;
         ulysses = size;
+        if (!st && gc.planned) {
+            ring = gc.ring;
+            ulysses = gc.ulysses;
+            if (strcmp(variant, "auto") == 0)
+                variant = gc.variant;
+            anything |= strstr(gc.variant, "+anything") != NULL;
+        }
+        if (!st && rank == 0)
+            fprintf(stderr, "grid: dp %d x ring %d x ulysses %d: %s\n", size / (ring * ulysses),
+                    ring, ulysses, gc.reason);
     }
-    cpdit_status st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
+    if (!st)
+        st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
     if (!st)
         st = run_open_pipeline(&p, o->model, &err);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
@@ -87,9 +117,11 @@ int run_item(const run_item_options *o)
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.progress = progress_line;
+    run.vae_single_rank = o->vae_single_rank;
+    run.vae_tiling = o->vae_tiling;
     if (!st)
-        st = cp_attention_config_parse(o->variant, &run.attn, &err);
-    run.attn.anything = o->anything;
+        st = cm_variant_parse(variant, &run.attn, &err);
+    run.attn.anything |= anything;
     char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
     job_slug(o->prompt ? o->prompt : "", slug);
     snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
@@ -134,6 +166,13 @@ int run_item(const run_item_options *o)
                                           (int)(sizeof text / sizeof text[0]), &err);
             if (!st)
                 printf("%s\n", out_path);
+            long n_dec = 0;
+            const double t_dec = pipeline_decode_seconds(p, &n_dec);
+            if (!st && n_dec)
+                fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
+                        o->vae_tiling ? "tiled, CP rank 0"
+                        : g->cp_size > 1 && !o->vae_single_rank ? "split over the CP group"
+                                                                 : "CP rank 0");
         }
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;

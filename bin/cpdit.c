@@ -16,25 +16,17 @@
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-static int cmd_not_in_build(int argc, char **argv);
-
-/* Which issue of the project tracker brings each subcommand that is not built yet. */
-static const struct {
-    const char *name;
-    const char *what;
-} pending[] = {
-    {"plan", "the topology probe and cost model"},
-    {"tune", "the autotuner"},
-};
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
      "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U] [--anything]\n"
+     "                 [--topology FILE]\n"
      "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
+     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -44,7 +36,11 @@ static const cli_command commands[] = {
      "Without a manifest: one image, OUTPUT/00000-SEED-SLUG.png (default output: out/).\n"
      "Defaults: seed 0; 1024x1024 for a folder, 256x256 for builtin:tiny; 28 steps for\n"
      "guidance-distilled models (FLUX.1-dev), 4 otherwise (schnell); guidance 3.5.\n"
-     "Without --ring/--ulysses all ranks form one Ulysses group. Sizes whose token count\n"
+     "Without grid flags (and with `parallel: auto` in a manifest) the grid is the one\n"
+     "`cpdit plan` chooses from --topology FILE or $CPDIT_TOPOLOGY (for the manifest's item\n"
+     "count; one image: latency); without a topology file a manifest runs every rank\n"
+     "data-parallel and one item runs all ranks as one Ulysses group. The summary (and each\n"
+     "index line) says which grid and why. Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
      "--attention: auto, ring, ring-allgather, ulysses, unified, unified-allgather.\n"
      "True CFG (--negative-prompt N --true-cfg C, C > 1) runs CFG-parallel when the job has\n"
@@ -56,7 +52,11 @@ static const cli_command commands[] = {
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
-     "of the available memory), else streamed block by block at every step.\n",
+     "of the available memory), else streamed block by block at every step.\n"
+     "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
+     "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
+     "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
+     "default. The run ends with the decode time.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -89,15 +89,50 @@ static const cli_command commands[] = {
      cmd_status},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
-    {"plan", "show the parallel grid cpdit would choose",
-     "usage: cpdit plan [--probe FILE.json] [--model DIR] [--width W --height H]\n",
-     cmd_not_in_build},
-    {"tune", "time candidate grids and record the fastest",
-     "usage: cpdit tune [--model DIR] [--width W --height H]\n", cmd_not_in_build},
+    {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
+     "usage: cpdit plan --topology FILE --model DIR|builtin:NAME --width W --height H\n"
+     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L] [--json]\n"
+     "\n"
+     "Predicts, for every way to split N ranks (default: the ranks the topology file was\n"
+     "measured with) into data-parallel groups of ring x ulysses context-parallel ranks, the\n"
+     "time of one transformer step, its compute / communication split, the ring transfer that\n"
+     "hides behind compute, memory per rank and images per hour, from the model's config,\n"
+     "the image size and the link and compute rates in FILE (written by `cpdit probe`;\n"
+     "default $CPDIT_TOPOLOGY). The variant each grid needs is named: local, ulysses, ring,\n"
+     "ring-allgather, unified, unified-allgather, with +anything when the tokens do not divide\n"
+     "ring x ulysses or the heads do not divide ulysses. Grids are ranked by the time to\n"
+     "render K images (default 1: the latency of one image; a large K ranks by throughput);\n"
+     "grids measured by `cpdit tune` for this model, size and rank count rank by measurement.\n"
+     "The last line is `chosen: dp D ring R ulysses U VARIANT`; --json prints the same as one\n"
+     "JSON document. Steps (default 28) scale latency and images/hour only.\n"
+     "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
+     "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
+     cmd_plan},
+    {"tune", "time candidate grids with real steps, record the fastest, write a report",
+     "usage: cpdit tune --model DIR|builtin:NAME --width W --height H [--topology FILE]\n"
+     "                  [--top K] [--steps S] [--report DIR] [--max-sequence-length L]\n"
+     "       (under mpirun -np N or srun)\n"
+     "\n"
+     "Runs the K best grids `cpdit plan` predicts (default 4) plus two baselines (all\n"
+     "data-parallel, pure Ulysses over every rank) for S timed transformer steps each\n"
+     "(default 3, after one warm-up), interleaved round by round so a noisy machine slows\n"
+     "every grid alike, and picks the fastest by measurement (median step, every group busy).\n"
+     "The winner and every measured time go into FILE's \"tuned\" section (atomic rewrite);\n"
+     "`parallel: auto` and `cpdit run` without grid flags use them. FILE: --topology, else\n"
+     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists `cpdit probe --quick` runs\n"
+     "first and its result is saved as ./cpdit-topology.json.\n"
+     "The report folder (default cpdit-report/) gets report.md (findings, tables, the choice\n"
+     "and its reasons), report.json ({\"candidates\": [{\"dp\", \"ring\", \"ulysses\",\n"
+     "\"variant\", \"predicted_s\", \"measured_s\"}], \"chosen\": {...}}) and, when built with\n"
+     "PLplot, bandwidth.png and predicted_vs_measured.png.\n"
+     "A grid that fails on any rank is marked failed on all of them; the others go on.\n"
+     "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
+     cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
-     "                     [--attention-backend B] [--weight-format native|fp32] [--verbose]\n"
+     "                     [--attention-backend B] [--weight-format native|fp32]\n"
+     "                     [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -106,7 +141,9 @@ static const cli_command commands[] = {
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
      "unified-allgather. --verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
-     "the exact reference).\n",
+     "the exact reference).\n"
+     "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
@@ -202,18 +239,6 @@ static int cmd_help(int argc, char **argv)
     }
     fputs(c->help, stdout);
     return CLI_EXIT_OK;
-}
-
-static int cmd_not_in_build(int argc, char **argv)
-{
-    (void)argc;
-    const char *what = "a later part of cpdit";
-    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
-        if (strcmp(pending[i].name, argv[0]) == 0)
-            what = pending[i].what;
-    fprintf(stderr, "cpdit: %s: this build of cpdit %s does not include %s yet\n", argv[0],
-            cpdit_version_string(), what);
-    return CLI_EXIT_RUNTIME;
 }
 
 static int wants_help(int argc, char **argv)

@@ -6,7 +6,8 @@
 # Needs root or sudo.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
-      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev"
+      libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev
+      libplplot-dev"
 case "${1:-}" in
     --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang iproute2
                    slurm-wlm slurmctld slurmd slurm-client munge" ;;

@@ -48,6 +48,8 @@ char *job_index_line(const job_item *item, const job_grid_info *grid, double sec
     json_t *g = grid ? json_pack("{s:i,s:i,s:i}", "dp", grid->dp, "ring", grid->ring,
                                  "ulysses", grid->ulysses)
                      : json_null();
+    if (g && grid && grid->why)
+        json_object_set_new(g, "why", json_string(grid->why));
     if (!o || !g) {
         json_decref(o);
         json_decref(g);

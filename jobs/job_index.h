@@ -48,6 +48,7 @@ typedef struct job_grid_info {
     int dp, ring, ulysses;
     const struct job_slurm_info *slurm; /* NULL or no job id: no "slurm" key */
     const char *node;                   /* the leader's MPI processor name (in "slurm") */
+    const char *why; /* NULL, or one line: how the grid was chosen ("grid": {..., "why"}) */
 } job_grid_info;
 
 /* One index line for item, '\n'-terminated, as a new string (*len its length, may be NULL).

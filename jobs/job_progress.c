@@ -167,10 +167,13 @@ void job_progress_poll(job_progress *p, int force)
 }
 
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
-                       int cp_size, const job_summary *s, const char *index_path)
+                       int cp_size, const job_summary *s, const char *index_path,
+                       const char *grid_reason)
 {
     fprintf(log, "\ncpdit run summary: %s, grid dp %d x ring %d x ulysses %d (%d rank%s)\n",
             m->path, s->dp, s->ring, s->ulysses, dp * cp_size, dp * cp_size == 1 ? "" : "s");
+    if (grid_reason)
+        fprintf(log, "grid: %s\n", grid_reason);
     fprintf(log, "%6s  %-13s %8s %8s %8s %8s %10s\n", "group", "ranks", "items", "done",
             "failed", "left", "s/item");
     for (int g = 0; g < dp; g++) {

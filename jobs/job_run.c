@@ -461,7 +461,7 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
                       const job_slurm_info *sl, const char *node, const job_plan *plan,
                       const char *index_path, job_progress *progress, job_group_stats *gs)
 {
-    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node};
+    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason};
     cpdit_status fatal = CPDIT_OK;
     for (size_t k = 0; k < plan->n_mine; k++) {
         const job_item *x = &plan->mine[k];
@@ -530,7 +530,7 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
 static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                            const job_plan *plan, job_group_stats *gs, job_progress *progress,
                            FILE *log, const char *index_path, double t_start, job_summary *sum,
-                           cpdit_error *err)
+                           const char *grid_reason, cpdit_error *err)
 {
     int rank = g->world_rank, size = g->world_size;
     job_group_stats *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
@@ -581,7 +581,8 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
             job_progress_free(progress);
         }
         if (groups)
-            job_print_summary(log, m, groups, g->dp, g->cp_size, sum, index_path);
+            job_print_summary(log, m, groups, g->dp, g->cp_size, sum, index_path,
+                              grid_reason);
         free(groups);
         free(all);
     }
@@ -682,7 +683,8 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     run_group(m, hooks, g, &sl, node, &plan, leader_index, pp, &gs);
     if (leader_index != index_path)
         free(leader_index);
-    st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum, err);
+    st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum,
+                hooks->grid_reason, err);
     if (g->world_rank == 0 && !st && sum->stopped) {
         /* the runner's own record of the stop: the sbatch script requeues on it even when
          * the launcher's exit code does not say 3 (mpirun returns 1 when signalled) */

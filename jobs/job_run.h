@@ -78,6 +78,7 @@ typedef struct job_runner_hooks {
     void *ctx;                      /* passed to both */
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
+    const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
 } job_runner_hooks;
 
 typedef struct job_summary {

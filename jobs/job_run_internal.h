@@ -44,6 +44,7 @@ void job_progress_free(job_progress *p);
 
 /* The summary table (rank 0): one row per group, a total row, and what happened. */
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
-                       int cp_size, const job_summary *s, const char *index_path);
+                       int cp_size, const job_summary *s, const char *index_path,
+                       const char *grid_reason);
 
 #endif

@@ -28,6 +28,16 @@
 extern "C" {
 #endif
 
+/* Activations an op can fuse (diffusers' get_activation names: silu/swish, gelu (erf form),
+ * relu, mish). */
+typedef enum cpdit_activation {
+    CPDIT_ACT_NONE = 0,
+    CPDIT_ACT_SILU,
+    CPDIT_ACT_GELU,
+    CPDIT_ACT_RELU,
+    CPDIT_ACT_MISH
+} cpdit_activation;
+
 /* A weight matrix in the backend's memory and layout, made from the stored data once (at
  * load) by weight_create; `linear` computes from it. Opaque; free with weight_free. */
 typedef struct cpdit_weight cpdit_weight;
@@ -128,6 +138,40 @@ typedef struct cpdit_backend {
 
     /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r]. */
     void (*copy_rows)(float *dst, int ldd, const float *src, int lds, size_t rows, int dim);
+
+    /* ---------------------------------------------------------------- VAE section (issue 14)
+     * Images are NHWC: (rows, W, C), each pixel's C channels contiguous. A row split over
+     * ranks keeps every op local except the convolution's halo rows and GroupNorm's moments,
+     * which the caller exchanges / reduces (lib/vae). */
+
+    /* Convolution weights (Cout, Cin, K, K) host fp32 (PyTorch's layout) -> the backend's
+     * packed form for conv2d, in backend memory (release with free); NULL when out of memory. */
+    float *(*conv2d_pack)(const float *w, int Cout, int Cin, int K);
+    /* Bytes of workspace conv2d needs for this width, Cin and K (0 for K = 1). */
+    size_t (*conv2d_workspace_bytes)(int W, int Cin, int K);
+    /* Output rows [r0, r1) of y (rows, W, Cout) = conv KxK, stride 1, zero "same" padding, of
+     * x (rows, W, Cin) with packed weights and bias b (Cout) or NULL. K is 1 or 3. x points at
+     * row 0; for K = 3 rows -1 and `rows` must be readable (halo rows: the neighbouring rank's
+     * rows, or zeros at the image's top and bottom edges); columns outside 0..W-1 count as
+     * zero. y must not alias x. ws: conv2d_workspace_bytes bytes of backend memory. */
+    cpdit_status (*conv2d)(float *y, const float *x, const float *w_packed, const float *b,
+                           int W, int Cin, int Cout, int K, int r0, int r1, void *ws,
+                           cpdit_error *err);
+    /* GroupNorm's moments over x (pixels, C), G groups of C/G consecutive channels:
+     * acc[g] += sum of x over the group (mean = NULL), or of (x - mean[g])^2 (mean: G values).
+     * Accumulated in double, so that a caller can add the partial moments of several ranks and
+     * get the single-rank result to rounding. */
+    void (*group_moments)(double *acc, const float *x, size_t pixels, int C, int G,
+                          const double *mean);
+    /* y = act((x - mean[g]) · rstd[g] · gamma[c] + beta[c]) over x, y (pixels, C); mean, rstd
+     * (G) from group_moments; y may alias x. */
+    void (*group_norm_apply)(float *y, const float *x, size_t pixels, int C, int G,
+                             const double *mean, const double *rstd, const float *gamma,
+                             const float *beta, cpdit_activation act);
+    /* Nearest 2x: y (2 rows, 2W, C)[r][i] = x (rows, W, C)[r / 2][i / 2]. y must not alias x. */
+    void (*upsample2x)(float *y, const float *x, int rows, int W, int C);
+    /* y (cols, rows) = transpose of x (rows, cols) (NCHW <-> NHWC per image). No aliasing. */
+    void (*transpose)(float *y, const float *x, size_t rows, size_t cols);
 } cpdit_backend;
 
 /* The CPU backend (kernels/cpu/backend_cpu.c): OpenBLAS SGEMM and loop kernels. */

@@ -4,6 +4,7 @@
 # all-gather ring, and with data-parallel ranks — gives PNGs whose pixels differ by at most
 # 1/255 from the 1-rank PNG. The size, 208x208, gives 13x13 = 169 image tokens (+ 64 text =
 # 233, prime): no grid divides it, so the uneven ("anything") modes switch on by themselves.
+# The VAE decode split over the CP group (default) vs --vae-parallel off, and --vae-tiling.
 # Then true CFG on 1 rank vs CFG-parallel over two data-parallel groups.
 CPDIT=${CPDIT:-./cpdit}
 MPI_RUN=${MPI_RUN:-tests/mpi-run.sh}
@@ -46,6 +47,21 @@ for spec in "u2:2:--ulysses 2 --ring 1" "r2:2:--ring 2 --ulysses 1" \
         echo "FAIL: $name ($np ranks, $gargs): $(cat "$work/cmp")"; fail=1
     fi
 done
+# the VAE: split over the CP group by default (the runs above), on CP rank 0 alone with
+# --vae-parallel off (same image), tiled with --vae-tiling (approximate: only that it runs);
+# each run reports its decode time
+grep -q "vae decode: .*split over the CP group" "$work/u2.log" ||
+    { echo "FAIL: u2 does not report a split decode"; cat "$work/u2.log"; fail=1; }
+if run vpoff 2 --ulysses 2 --ring 1 --vae-parallel off; then
+    grep -q "vae decode: .*(CP rank 0)" "$work/vpoff.log" || { echo "FAIL: vpoff log"; fail=1; }
+    "$CMP" "$ref" "$work"/vpoff/*.png 1 >"$work/cmp" 2>&1 &&
+        echo "ok: --vae-parallel off: $(cat "$work/cmp")" ||
+        { echo "FAIL: --vae-parallel off: $(cat "$work/cmp")"; fail=1; }
+fi
+if run tiled 2 --ulysses 2 --ring 1 --vae-tiling; then
+    grep -q "vae decode: .*tiled" "$work/tiled.log" && [ -f "$(ls "$work"/tiled/*.png)" ] &&
+        echo "ok: --vae-tiling" || { echo "FAIL: --vae-tiling"; cat "$work/tiled.log"; fail=1; }
+fi
 # true CFG: 1 rank runs both branches; 2 ranks as dp 2 run them CFG-parallel (group 1 the
 # negative prompt); 4 ranks as dp 2 x ulysses 2 likewise; all within 1/255 of the 1-rank image,
 # and different from the image without CFG (the negative branch has an effect)

@@ -2,6 +2,10 @@
  * whole decoder against tests/reference/vae_reference.py.
  *
  * Without arguments (no Python needed):
+ *   - the backend table's VAE ops (NHWC): conv2d 3x3 / 1x1 (packed weights, partial row ranges,
+ *     halo rows, several im2col blocks) vs conv2d_cpu_reference: <= 1e-5 · max|ref|;
+ *     group_moments + group_norm_apply (+ SiLU) vs group_norm_cpu: <= 1e-5 absolute;
+ *     upsample2x vs upsample_nearest2x_cpu and transpose: exact;
  *   - conv2d_cpu (3x3 and 1x1, with and without bias, several row bands) vs the direct loops:
  *     max |diff| <= 1e-5 · max|ref| (fp32 GEMM vs double accumulation);
  *   - group_norm_cpu (+ SiLU) vs a plain float64 computation: <= 1e-5 absolute;
@@ -9,8 +13,10 @@
  *   - vae_latents_denormalize: z / 0.3611 + 0.1159 rounded twice, bit-exact;
  *   - the parameter table: names, shapes, count for a FLUX-sized config; load errors.
  * With --reference DIR (DIR/cases.txt, DIR/<case>/{model/, inputs.safetensors,
- * expected.safetensors}): vae_forward_file on each case; relative error
+ * expected.safetensors}): vae_decode on each case; relative error
  * max |out - ref| / max |ref| <= 1e-4 (reference computed in float64).
+ * With --compare OUT EXPECTED: the same check on two files' "sample" tensors (the reference
+ * script runs `cpdit forward` split over ranks and checks its output this way).
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +25,7 @@
 
 #include "kernels/cpu/conv2d_cpu.h"
 #include "kernels/cpu/group_norm_cpu.h"
+#include "kernels/backend.h"
 #include "lib/io/safetensors.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
@@ -60,6 +67,46 @@ static double max_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+/* vae.decode of tensor "latent_sample" in inputs_path with the VAE of model_dir, written as
+ * "sample" (float32) to output_path: what `cpdit forward --component vae` does on one rank. */
+static cpdit_status decode_file(const char *model_dir, const char *inputs_path,
+                                const char *output_path, int tiled, cpdit_error *err)
+{
+    vae_decoder *d = NULL;
+    safetensors_file *in = NULL;
+    const safetensors_tensor *t = NULL;
+    float *z = NULL, *img = NULL;
+    cpdit_status st = vae_decoder_load(&d, model_dir, err);
+    if (st == CPDIT_OK)
+        st = safetensors_open(&in, inputs_path, err);
+    if (st == CPDIT_OK && (!(t = safetensors_find(in, "latent_sample")) || t->ndim != 4))
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path, "no 4-d latent_sample");
+    int64_t shape[4] = {0};
+    if (st == CPDIT_OK) {
+        const int f = vae_decoder_upscale(d);
+        shape[0] = t->shape[0];
+        shape[1] = vae_decoder_config(d)->out_channels;
+        shape[2] = t->shape[2] * f;
+        shape[3] = t->shape[3] * f;
+        z = malloc(t->nelem * sizeof *z);
+        img = malloc((size_t)(shape[0] * shape[1] * shape[2] * shape[3]) * sizeof *img);
+        st = z && img ? safetensors_tensor_read_f32(t, z, t->nelem, err) : CPDIT_ERR_RUNTIME;
+    }
+    if (st == CPDIT_OK)
+        st = (tiled ? vae_decode_tiled : vae_decode)(d, z, (int)t->shape[0], (int)t->shape[2],
+                                                     (int)t->shape[3], img, err);
+    if (st == CPDIT_OK) {
+        safetensors_write_tensor wt = {"sample", CPDIT_DTYPE_F32, 4, shape, img,
+                                       CPDIT_DTYPE_F32};
+        st = safetensors_write(output_path, &wt, 1, NULL, 0, err);
+    }
+    free(z);
+    free(img);
+    safetensors_close(in);
+    vae_decoder_free(d);
+    return st;
+}
+
 static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int with_bias,
                            size_t col_bytes)
 {
@@ -79,6 +126,91 @@ static void test_conv_case(int B, int Cin, int Cout, int H, int W, int K, int wi
                   "max diff %.3g (max %.3g)", B, Cin, Cout, H, W, K, with_bias, col_bytes, d, m);
     }
     free(in), free(wt), free(bias), free(out), free(ref);
+}
+
+/* The table's conv2d (NHWC, halo rows zero, rows computed in two ranges) vs the NCHW
+ * reference. */
+static void test_nhwc_conv_case(int Cin, int Cout, int H, int W, int K, int with_bias)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    const size_t row_in = (size_t)W * Cin, nin = (size_t)H * row_in, nout = (size_t)Cout * H * W;
+    float *in = rand_buf(nin), *wt = rand_buf((size_t)Cout * Cin * K * K),
+          *bias = rand_buf((size_t)Cout), *ref = malloc(nout * sizeof *ref),
+          *xh = calloc(nin + 2 * row_in, sizeof *xh), *y = malloc(nout * sizeof *y),
+          *yt = malloc(nout * sizeof *yt);
+    float *wp = wt ? be->conv2d_pack(wt, Cout, Cin, K) : NULL;
+    const size_t wsb = be->conv2d_workspace_bytes(W, Cin, K);
+    void *ws = wsb ? be->alloc(wsb) : NULL;
+    cpdit_error err;
+    CHECK(in && wt && bias && ref && xh && y && yt && wp && (!wsb || ws));
+    if (in && wt && bias && ref && xh && y && yt && wp && (!wsb || ws)) {
+        const float *b = with_bias ? bias : NULL;
+        CHECK(conv2d_cpu_reference(ref, in, wt, b, 1, Cin, Cout, H, W, K, &err) == CPDIT_OK);
+        be->transpose(xh + row_in, in, (size_t)Cin, (size_t)H * W); /* NHWC, halos zero */
+        const int split = H / 3;
+        CHECK(be->conv2d(y, xh + row_in, wp, b, W, Cin, Cout, K, split, H, ws, &err) == CPDIT_OK);
+        CHECK(be->conv2d(y, xh + row_in, wp, b, W, Cin, Cout, K, 0, split, ws, &err) == CPDIT_OK);
+        be->transpose(yt, y, (size_t)H * W, (size_t)Cout);
+        const double d = max_diff(yt, ref, nout), m = max_abs(ref, nout);
+        CHECK_MSG(d <= CONV_REL_TOL * m, "nhwc conv %d->%d %dx%d k%d bias%d: max diff %.3g "
+                  "(max %.3g)", Cin, Cout, H, W, K, with_bias, d, m);
+    }
+    be->free(wp);
+    be->free(ws);
+    free(in), free(wt), free(bias), free(ref), free(xh), free(y), free(yt);
+}
+
+static void test_nhwc_ops(void)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    test_nhwc_conv_case(3, 5, 7, 9, 3, 1);
+    test_nhwc_conv_case(4, 3, 1, 1, 3, 0);    /* one pixel: padding only */
+    test_nhwc_conv_case(6, 4, 5, 7, 1, 1);    /* 1x1 */
+    test_nhwc_conv_case(300, 8, 30, 40, 3, 1); /* 1200 pixels: two im2col blocks */
+    cpdit_error err;
+    float x[4] = {0};
+    CHECK(be->conv2d(x, x, x, NULL, 1, 1, 1, 2, 0, 1, NULL, &err) == CPDIT_ERR_INPUT);
+    /* GroupNorm in pieces + SiLU vs group_norm_cpu; NHWC */
+    const int C = 12, G = 3, S = 37;
+    float *xn = rand_buf((size_t)C * S), *g = rand_buf(C), *bt = rand_buf(C),
+          *ref = malloc((size_t)C * S * sizeof *ref), *xh = malloc((size_t)C * S * sizeof *xh),
+          *yh = malloc((size_t)C * S * sizeof *yh), *yt = malloc((size_t)C * S * sizeof *yt);
+    CHECK(xn && g && bt && ref && xh && yh && yt);
+    if (xn && g && bt && ref && xh && yh && yt) {
+        for (int i = 0; i < C * S; i++)
+            xn[i] = xn[i] * 2.0f - 0.7f;
+        group_norm_cpu(ref, xn, g, bt, 1, C, (size_t)S, G, 1e-6f, CPU_ACT_SILU);
+        be->transpose(xh, xn, (size_t)C, (size_t)S);
+        double mean[3] = {0}, dev[3] = {0}, rstd[3];
+        be->group_moments(mean, xh, (size_t)S, C, G, NULL);
+        for (int k = 0; k < G; k++)
+            mean[k] /= (double)S * (C / G);
+        be->group_moments(dev, xh, (size_t)S, C, G, mean);
+        for (int k = 0; k < G; k++)
+            rstd[k] = 1.0 / sqrt(dev[k] / ((double)S * (C / G)) + 1e-6);
+        be->group_norm_apply(yh, xh, (size_t)S, C, G, mean, rstd, g, bt, CPDIT_ACT_SILU);
+        be->transpose(yt, yh, (size_t)S, (size_t)C);
+        CHECK_MSG(max_diff(yt, ref, (size_t)C * S) <= NORM_ABS_TOL, "nhwc group norm: %.3g",
+                  max_diff(yt, ref, (size_t)C * S));
+        /* upsample: (2 rows, 3 cols, C) NHWC vs the NCHW kernel */
+        float *u = malloc((size_t)C * 24 * sizeof *u), *un = malloc((size_t)C * 24 * sizeof *un),
+              *ut = malloc((size_t)C * 24 * sizeof *ut);
+        CHECK(u && un && ut);
+        if (u && un && ut) {
+            be->transpose(xh, xn, (size_t)C, 6); /* the first 6 pixels of each channel... */
+            float *xc = malloc((size_t)C * 6 * sizeof *xc); /* ...as a (C, 2, 3) image */
+            for (int c = 0; xc && c < C; c++)
+                memcpy(xc + c * 6, xn + (size_t)c * S, 6 * sizeof *xc);
+            be->transpose(xh, xc ? xc : xn, (size_t)C, 6);
+            be->upsample2x(u, xh, 2, 3, C);
+            upsample_nearest2x_cpu(un, xc ? xc : xn, (size_t)C, 2, 3);
+            be->transpose(ut, u, 24, (size_t)C);
+            CHECK(xc && memcmp(ut, un, (size_t)C * 24 * sizeof *ut) == 0);
+            free(xc);
+        }
+        free(u), free(un), free(ut);
+    }
+    free(xn), free(g), free(bt), free(ref), free(xh), free(yh), free(yt);
 }
 
 static void test_conv(void)
@@ -269,25 +401,17 @@ static void test_load_errors(void)
     const int64_t zs[4] = {1, 4, 2, 2};
     safetensors_write_tensor zt = {"latents", CPDIT_DTYPE_F32, 4, zs, w, CPDIT_DTYPE_F32};
     CHECK(safetensors_write(in, &zt, 1, NULL, 0, &err) == CPDIT_OK);
-    CHECK(vae_forward_file(dir, in, out, &err) == CPDIT_ERR_INPUT); /* weights fail first */
+    CHECK(decode_file(dir, in, out, 0, &err) == CPDIT_ERR_INPUT); /* weights fail first */
     tmpdir_remove(dir);
     free(dir);
 }
 
 /* ---------------------------------------------------------------- against PyTorch */
 
-static int compare_case(const char *root, const char *name)
+/* Compare tensor "sample" of two files: max |out - ref| <= VAE_REL_TOL · max |ref|. */
+static void compare_files(const char *name, const char *out, const char *expected)
 {
-    char model[4096], in[4096], expected[4096], out[4096];
-    snprintf(model, sizeof model, "%s/%s/model", root, name);
-    snprintf(in, sizeof in, "%s/%s/inputs.safetensors", root, name);
-    snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
-    snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
     cpdit_error err;
-    cpdit_status st = vae_forward_file(model, in, out, &err);
-    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
-    if (st != CPDIT_OK)
-        return 0;
     safetensors_file *fo = NULL, *fe = NULL;
     CHECK(safetensors_open(&fo, out, &err) == CPDIT_OK);
     CHECK(safetensors_open(&fe, expected, &err) == CPDIT_OK);
@@ -315,6 +439,22 @@ static int compare_case(const char *root, const char *name)
     }
     safetensors_close(fo);
     safetensors_close(fe);
+}
+
+static int compare_case(const char *root, const char *name)
+{
+    char model[4096], in[4096], expected[4096], out[4096];
+    snprintf(model, sizeof model, "%s/%s/model", root, name);
+    snprintf(in, sizeof in, "%s/%s/inputs.safetensors", root, name);
+    snprintf(expected, sizeof expected, "%s/%s/expected.safetensors", root, name);
+    snprintf(out, sizeof out, "%s/%s/out.safetensors", root, name);
+    cpdit_error err;
+    /* case "tiled": the reference is diffusers' tiled_decode */
+    cpdit_status st = decode_file(model, in, out, strncmp(name, "tiled", 5) == 0, &err);
+    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", name, err.where, err.what);
+    if (st != CPDIT_OK)
+        return 0;
+    compare_files(name, out, expected);
     return 1;
 }
 
@@ -339,7 +479,12 @@ int main(int argc, char **argv)
         test_reference(argv[2]);
         TEST_MAIN_END();
     }
+    if (argc == 4 && strcmp(argv[1], "--compare") == 0) { /* OUT EXPECTED */
+        compare_files(argv[2], argv[2], argv[3]);
+        TEST_MAIN_END();
+    }
     test_conv();
+    test_nhwc_ops();
     test_group_norm();
     test_upsample();
     test_denormalize();

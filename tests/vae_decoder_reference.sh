@@ -11,3 +11,14 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-vae-ref-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 "$PY" "$top_srcdir/tests/reference/vae_reference.py" "$tmp" || exit 1
 "$top_builddir/tests/test_vae_decoder" --reference "$tmp"
+rc=$?
+[ $rc -eq 0 ] || exit $rc
+# the same decode split by rows over 3 ranks (cpdit forward), against the same reference
+MPI_RUN=${MPI_RUN:-tests/mpi-run.sh}
+CPDIT=${CPDIT:-$top_builddir/cpdit}
+for c in flux_like three_level; do
+    $MPI_RUN -np 3 "$CPDIT" forward --model "$tmp/$c/model" --component vae \
+        --inputs "$tmp/$c/inputs.safetensors" --output "$tmp/$c/par.safetensors" || exit 1
+    "$top_builddir/tests/test_vae_decoder" --compare "$tmp/$c/par.safetensors" \
+        "$tmp/$c/expected.safetensors" || exit 1
+done

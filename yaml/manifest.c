@@ -177,6 +177,8 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
     }
     if (ov->anything >= 0)
         m->parallel.anything = ov->anything ? 1 : 0;
+    if (ov->vae_tiling)
+        m->vae_tiling = 1;
     return CPDIT_OK;
 }
 

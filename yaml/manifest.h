@@ -149,6 +149,8 @@ typedef struct manifest {
     manifest_mark prompts_file_mark;
 
     manifest_parallel parallel;
+    int vae_tiling; /* `vae_tiling: true`: decode in overlapping tiles on one rank (approximate,
+                     * diffusers' enable_tiling; less memory); default false */
 } manifest;
 
 /* Command-line overrides for what changes between runs of the same manifest. Zero / NULL
@@ -157,8 +159,9 @@ typedef struct manifest_overrides {
     const char *output_dir;
     int dp, ring, ulysses;
     int anything;
+    int vae_tiling; /* 1: --vae-tiling (on whatever the manifest says) */
 } manifest_overrides;
-#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1}
+#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1, 0}
 
 /* Flags of manifest_parse_bytes / manifest_load. */
 enum {

@@ -26,9 +26,10 @@
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const TOP_KEYS[] = {"model",   "output",  "defaults",     "seeds",   "sizes",
-                                       "repeats", "prompts", "prompts_file", "parallel"};
+                                       "repeats", "prompts", "prompts_file", "parallel",
+                                       "vae_tiling"};
 enum { K_MODEL, K_OUTPUT, K_DEFAULTS, K_SEEDS, K_SIZES, K_REPEATS, K_PROMPTS, K_PROMPTS_FILE,
-       K_PARALLEL };
+       K_PARALLEL, K_VAE_TILING };
 static const char *const OUTPUT_KEYS[] = {"dir", "name"};
 static const char *const DEFAULT_KEYS[] = {"steps",           "guidance", "width",
                                            "height",          "seed",     "negative_prompt",
@@ -538,6 +539,7 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
         case K_PROMPTS: st = parse_prompts(c, v, m); break;
         case K_PROMPTS_FILE: st = parse_prompts_file(c, v, m, flags); break;
         case K_PARALLEL: st = parse_parallel(c, v, &m->parallel); break;
+        case K_VAE_TILING: st = mf_get_bool(c, v, "vae_tiling", &m->vae_tiling); break;
         }
     }
     free(order);

@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/vae_ops_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
 
@@ -98,6 +99,14 @@ static const cpdit_backend cpu_backend = {
     .modulate = cpu_modulate,
     .gated_residual = cpu_gated_residual,
     .copy_rows = cpu_copy_rows,
+    /* VAE section (kernels/cpu/vae_ops_cpu.c) */
+    .conv2d_pack = cpu_conv2d_pack,
+    .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
+    .conv2d = cpu_conv2d,
+    .group_moments = cpu_group_moments,
+    .group_norm_apply = cpu_group_norm_apply,
+    .upsample2x = cpu_upsample2x,
+    .transpose = cpu_transpose,
 };
 
 const cpdit_backend *cpdit_backend_cpu(void)

@@ -285,3 +285,11 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, floa
                                "group");
     return CPDIT_OK;
 }
+
+cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
+                                const float *q, const float *k, const float *v, int B, int S,
+                                int H, int D, float scale, cpdit_error *err)
+{
+    cp_local_attention_fn fn = cfg && cfg->local ? cfg->local : attention_cpu_forward;
+    return fn(out, lse, q, k, v, B, S, S, H, D, scale, err);
+}

@@ -89,6 +89,12 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, floa
                           const cp_seq_layout *layout, int B, int H, int D, float scale,
                           cpdit_error *err);
 
+/* No grid: the whole sequence is on this rank (q, k, v, out (B, S, H, D), lse (B, S, H),
+ * required); runs cfg's local kernel (cfg NULL or cfg->local NULL: attention_cpu_forward). */
+cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
+                                const float *q, const float *k, const float *v, int B, int S,
+                                int H, int D, float scale, cpdit_error *err);
+
 /* Attention FLOPs of the whole (unsplit) problem: 4 * B * S^2 * H * D (two matrix products,
  * multiply + add each), for rate reports. */
 double cp_attention_flops(int B, long long S, int H, int D);

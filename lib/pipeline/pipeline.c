@@ -45,6 +45,8 @@ struct pipeline {
     text_encoders *text;
     flow_schedule_config sched;
     int latent_channels;       /* transformer in_channels / 4 */
+    double decode_seconds;     /* VAE decodes on this rank as CP rank 0: wall time, count */
+    long decodes;
 };
 
 static double now_seconds(void)
@@ -149,6 +151,13 @@ void pipeline_close(pipeline *p)
     text_encoders_free(p->text);
     free(p->model_dir);
     free(p);
+}
+
+double pipeline_decode_seconds(const pipeline *p, long *count)
+{
+    if (count)
+        *count = p->decodes;
+    return p->decode_seconds;
 }
 
 const char *pipeline_model_dir(const pipeline *p)
@@ -487,27 +496,61 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     } else {
         memcpy(b.packed, b.x, (size_t)S * W64 * sizeof(float));
     }
-    if (cp_rank != 0 || cfg_rank != 0)
+    if (cfg_rank != 0)
+        goto done;
+    /* 6. VAE decode: split by rows over the CP group (every rank holds the latents now), or on
+     * CP rank 0 alone (run->vae_single_rank, --vae-parallel off; or tiled) */
+    const int vae_par = g && g->cp_size > 1 && !run->vae_single_rank && !run->vae_tiling;
+    if (!vae_par && cp_rank != 0)
         goto done;
     if ((st = check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
-    if (!p->vae && (st = vae_decoder_load(&p->vae, p->model_dir, err)))
+    if (!p->vae)
+        st = vae_decoder_load(&p->vae, p->model_dir, err);
+    if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
+        long long bad = st != CPDIT_OK;
+        cpdit_error aerr;
+        if (cpdit_comm_allreduce(g->cp, &bad, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &aerr))
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        if (bad && st == CPDIT_OK)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
+                                 "the VAE could not be loaded on another rank of the CP group");
+    }
+    if (st)
         goto done;
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
     vae_latents_denormalize(vc, b.noise, n_noise);
     const int f = vae_decoder_upscale(p->vae);
     const int H = lh * f, W = lw * f;
-    b.image = alloc_floats((size_t)vc->out_channels * H * W);
-    uint8_t *pix = malloc((size_t)H * W * 3);
-    if (!b.image || !pix) {
-        free(pix);
-        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
-        goto done;
+    uint8_t *pix = NULL;
+    if (cp_rank == 0) {
+        b.image = alloc_floats((size_t)vc->out_channels * H * W);
+        pix = malloc((size_t)H * W * 3);
+        if (!b.image || !pix) /* before the collective decode: abort rather than hang */
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     }
-    if ((st = vae_decode(p->vae, b.noise, 1, lh, lw, b.image, err)) ||
-        (st = check_finite(b.image, (size_t)vc->out_channels * H * W, "decoded image", err)) ||
-        (st = image_chw_to_rgb8(b.image, vc->out_channels, H, W, pix, err))) {
+    const double t_dec = now_seconds();
+    if (!st) {
+        if (run->vae_tiling)
+            st = vae_decode_tiled(p->vae, b.noise, 1, lh, lw, b.image, err);
+        else
+            st = vae_decode_group(p->vae, vae_par ? g : NULL, b.noise, 1, lh, lw, b.image, err);
+    }
+    if (st == CPDIT_ERR_RUNTIME && vae_par) {
+        char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
+        fprintf(stderr, "%s (rank %d of the CP group, VAE decode; aborting the job)\n",
+                cpdit_error_format(err, msg, sizeof msg), cp_rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (cp_rank == 0) {
+        p->decode_seconds += now_seconds() - t_dec;
+        p->decodes++;
+    }
+    if (!st && cp_rank == 0 &&
+        !(st = check_finite(b.image, (size_t)vc->out_channels * H * W, "decoded image", err)))
+        st = image_chw_to_rgb8(b.image, vc->out_channels, H, W, pix, err);
+    if (st || cp_rank != 0) {
         free(pix);
         goto done;
     }

@@ -6,7 +6,8 @@
  *   for each sigma of FLUX's schedule: transformer forward (attention through cp_attention)
  *       [true CFG: a second forward on the negative prompt, v = v_neg + c (v - v_neg)]
  *       Euler step on this rank's own image tokens (no communication)
- *   gather image tokens → unpack → z / scaling + shift → VAE decode → RGB8   (CP rank 0)
+ *   gather image tokens → unpack → z / scaling + shift → VAE decode split by rows over the
+ *   CP group (vae_decode_group; or CP rank 0 alone / tiled, see pipeline_run) → RGB8 (CP rank 0)
  *
  * Every rank of the CP group calls pipeline_generate with the same parameters; only CP rank 0
  * receives the image. Batch size is 1 per item (data-parallel groups run other items).
@@ -59,6 +60,12 @@ typedef struct pipeline_run {
      * v = v_neg + c (v - v_neg), so both groups hold the same latents. NULL: one group runs
      * both forwards. Only rank 0's group gets the image. */
     struct cpdit_comm *cfg_comm;
+    /* VAE decode: 0 = split by rows over the CP group when it has more than one rank (the
+     * default); vae_single_rank = 1: CP rank 0 decodes alone (--vae-parallel off);
+     * vae_tiling = 1: CP rank 0 decodes alone in overlapping tiles (approximate, less memory;
+     * --vae-tiling / manifest vae_tiling: true). */
+    int vae_single_rank;
+    int vae_tiling;
 } pipeline_run;
 
 /* Open a model: a diffusers FLUX.1 folder, or "builtin:tiny" (written to a cache folder on
@@ -77,6 +84,10 @@ typedef struct pipeline_weight_options {
 cpdit_status pipeline_open_with(pipeline **out, const char *model,
                                 const pipeline_weight_options *wo, cpdit_error *err);
 void pipeline_close(pipeline *p);
+
+/* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
+ * its images), and how many (*count, may be NULL). */
+double pipeline_decode_seconds(const pipeline *p, long *count);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
 const char *pipeline_model_dir(const pipeline *p);

@@ -1,6 +1,6 @@
 /* vae_decoder.c — the AutoencoderKL decoder's parameters: the table of diffusers' tensor names
  * and shapes laid out in one allocation, loading them from safetensors, the model-folder entry
- * point and `cpdit forward --component vae` (see vae_decoder.h; the math is in vae_decode.c). */
+ * point (see vae_decoder.h; the math is in vae_decode.c). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -9,6 +9,7 @@
 
 #include "lib/vae/vae_decoder.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,7 @@
 #define CONV3 3 /* the decoder's 3x3 convolutions */
 #define CONV1 1
 #define INITIAL_TABLE_CAP 64
-/* Largest latent side accepted by vae_forward_file: keeps h·f and every product in range. */
-#define VAE_MAX_LATENT_SIDE 16384
+#define RANDOM_BIAS_SCALE 0.1f /* vae_decoder_fill_random: biases and norm offsets */
 
 /* ---------------------------------------------------------------- building the table */
 
@@ -79,7 +79,7 @@ static vae_norm_p add_norm(table_builder *tb, int c, const char *prefix)
 static vae_conv_p add_conv(table_builder *tb, int cin, int cout, int k, const char *prefix)
 {
     const int64_t wshape[4] = {cout, cin, k, k}, bshape[1] = {cout};
-    vae_conv_p cv = {0, 0, cin, cout, k};
+    vae_conv_p cv = {0, 0, cin, cout, k, NULL};
     cv.w = add_param(tb, wshape, 4, "%s.weight", prefix);
     cv.b = add_param(tb, bshape, 1, "%s.bias", prefix);
     return cv;
@@ -127,6 +127,7 @@ static vae_attn_p add_attention(table_builder *tb, int c, const char *prefix)
 {
     char name[VAE_PARAM_NAME_MAX];
     vae_attn_p a;
+    memset(&a, 0, sizeof a);
     a.c = c;
     snprintf(name, sizeof name, "%s.group_norm", prefix);
     a.norm = add_norm(tb, c, name);
@@ -180,10 +181,82 @@ static void build_table(table_builder *tb)
                            "decoder.conv_out");
 }
 
+int vae_decoder_convs(vae_decoder *d, vae_conv_p **list)
+{
+    int n = 0;
+#define PUSH(cv)             \
+    do {                     \
+        if (list)            \
+            list[n] = (cv);  \
+        n++;                 \
+    } while (0)
+    if (d->has_post_quant)
+        PUSH(&d->post_quant);
+    PUSH(&d->conv_in);
+    for (int m = 0; m < 2; m++) {
+        PUSH(&d->mid_res[m].conv1);
+        PUSH(&d->mid_res[m].conv2);
+        if (d->mid_res[m].has_shortcut)
+            PUSH(&d->mid_res[m].shortcut);
+    }
+    for (int i = 0; i < d->n_up; i++) {
+        vae_up_p *u = &d->up[i];
+        for (int j = 0; u->resnets && j < u->n_resnets; j++) {
+            PUSH(&u->resnets[j].conv1);
+            PUSH(&u->resnets[j].conv2);
+            if (u->resnets[j].has_shortcut)
+                PUSH(&u->resnets[j].shortcut);
+        }
+        if (u->has_upsample)
+            PUSH(&u->upsample);
+    }
+    PUSH(&d->conv_out);
+#undef PUSH
+    return n;
+}
+
+void vae_decoder_unpack(vae_decoder *d)
+{
+    if (!d->packed_be)
+        return;
+    cpdit_weight **aw[4] = {&d->mid_attn.wq, &d->mid_attn.wk, &d->mid_attn.wv, &d->mid_attn.wo};
+    for (int i = 0; i < 4; i++) {
+        if (*aw[i])
+            d->packed_be->weight_free(*aw[i]);
+        *aw[i] = NULL;
+    }
+    const int n = vae_decoder_convs(d, NULL);
+    vae_conv_p **list = malloc((size_t)n * sizeof *list);
+    if (list) {
+        vae_decoder_convs(d, list);
+        for (int i = 0; i < n; i++) {
+            d->packed_be->free(list[i]->packed);
+            list[i]->packed = NULL;
+        }
+    }
+    free(list);
+    d->packed_be = NULL;
+}
+
+/* diffusers' get_activation names -> cpdit_activation, or -1. */
+static int activation_from_name(const char *name)
+{
+    if (strcmp(name, "silu") == 0 || strcmp(name, "swish") == 0)
+        return CPDIT_ACT_SILU;
+    if (strcmp(name, "gelu") == 0)
+        return CPDIT_ACT_GELU;
+    if (strcmp(name, "relu") == 0)
+        return CPDIT_ACT_RELU;
+    if (strcmp(name, "mish") == 0)
+        return CPDIT_ACT_MISH;
+    return -1;
+}
+
 void vae_decoder_free(vae_decoder *d)
 {
     if (!d)
         return;
+    vae_decoder_unpack(d);
     for (int i = 0; i < VAE_MAX_BLOCKS; i++)
         free(d->up[i].resnets);
     free(d->table);
@@ -198,7 +271,7 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     cpdit_status st = autoencoder_kl_config_validate(c, "vae config", err);
     if (st != CPDIT_OK)
         return st;
-    int act = cpu_activation_from_name(c->act_fn);
+    int act = activation_from_name(c->act_fn);
     if (act < 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "vae config",
                                "key \"act_fn\": \"%s\" is not supported (silu, swish, gelu, relu, mish)", c->act_fn);
@@ -206,7 +279,7 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     if (!d)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
     d->config = *c;
-    d->act = (cpu_activation)act;
+    d->act = (cpdit_activation)act;
     table_builder tb = {d, CPDIT_OK, err};
     build_table(&tb);
     if (tb.status == CPDIT_OK) {
@@ -242,6 +315,7 @@ int vae_decoder_param_at(vae_decoder *d, size_t i, vae_param_info *info)
 {
     if (i >= d->n_params)
         return -1;
+    vae_decoder_unpack(d); /* the caller may write the weights: pack again on the next decode */
     const vae_param_entry *e = &d->table[i];
     info->name = e->name;
     info->ndim = e->ndim;
@@ -298,6 +372,7 @@ cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, 
                                    "tensor \"%s\" has shape %s, expected %s for this config",
                                    t->name, got, want);
         }
+        vae_decoder_unpack(d);
         cpdit_status st = safetensors_tensor_read_f32(t, d->params + e->offset, e->count, err);
         if (st != CPDIT_OK)
             return st;
@@ -361,64 +436,41 @@ void vae_latents_denormalize(const autoencoder_kl_config *c, float *z, size_t n)
     }
 }
 
-/* ---------------------------------------------------------------- cpdit forward --component vae */
+/* ---------------------------------------------------------------- test and benchmark helpers */
 
-#define VAE_INPUT_NAME "latent_sample"
-#define VAE_OUTPUT_NAME "sample"
-
-cpdit_status vae_forward_file(const char *model_dir, const char *inputs_path,
-                              const char *output_path, cpdit_error *err)
+void vae_config_flux(autoencoder_kl_config *c)
 {
-    vae_decoder *d = NULL;
-    safetensors_file *in = NULL;
-    float *z = NULL, *img = NULL;
-    cpdit_status st = vae_decoder_load(&d, model_dir, err);
-    if (st == CPDIT_OK)
-        st = safetensors_open(&in, inputs_path, err);
-    const safetensors_tensor *t = NULL;
-    if (st == CPDIT_OK && !(t = safetensors_find(in, VAE_INPUT_NAME)))
-        st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path,
-                             "no tensor \"%s\" (the VAE decoder's input, (B, C, h, w))",
-                             VAE_INPUT_NAME);
-    int B = 0, h = 0, w = 0;
-    if (st == CPDIT_OK) {
-        const int C = d->config.latent_channels;
-        if (t->ndim != 4 || t->shape[1] != C || t->shape[0] < 1 || t->shape[2] < 1 ||
-            t->shape[3] < 1 || t->shape[0] > INT32_MAX || t->shape[2] > VAE_MAX_LATENT_SIDE ||
-            t->shape[3] > VAE_MAX_LATENT_SIDE) {
-            char got[96];
-            shape_text(got, sizeof got, t->shape, t->ndim);
-            st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path,
-                                 "tensor \"%s\" has shape %s; expected (B, %d, h, w) with "
-                                 "1 <= h, w <= %d", VAE_INPUT_NAME, got, C, VAE_MAX_LATENT_SIDE);
-        } else {
-            B = (int)t->shape[0];
-            h = (int)t->shape[2];
-            w = (int)t->shape[3];
+    static const int ch[4] = {128, 256, 512, 512};
+    autoencoder_kl_config_defaults(c);
+    c->latent_channels = 16;
+    c->n_blocks = 4;
+    memcpy(c->block_out_channels, ch, sizeof ch);
+    c->layers_per_block = 2;
+    c->norm_num_groups = 32;
+    c->sample_size = 1024;
+    c->scaling_factor = 0.3611;
+    c->has_shift_factor = true;
+    c->shift_factor = 0.1159;
+    c->use_quant_conv = c->use_post_quant_conv = false;
+}
+
+void vae_decoder_fill_random(vae_decoder *d, uint64_t seed)
+{
+    uint64_t s = seed;
+    vae_decoder_unpack(d);
+    for (size_t i = 0; i < d->n_params; i++) {
+        const vae_param_entry *e = &d->table[i];
+        const int is_norm_weight = strstr(e->name, "norm") && e->ndim == 1 &&
+                                   strstr(e->name, ".weight");
+        double fan_in = 1;
+        for (int k = 1; k < e->ndim; k++)
+            fan_in *= (double)e->shape[k];
+        const float scale = e->ndim > 1 ? (float)sqrt(3.0 / fan_in) : RANDOM_BIAS_SCALE;
+        float *p = d->params + e->offset;
+        for (size_t k = 0; k < e->count; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const float u = (float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f; /* [-1, 1) */
+            p[k] = (is_norm_weight ? 1.0f : 0.0f) + scale * u;
         }
     }
-    const int f = d ? vae_decoder_upscale(d) : 1;
-    const size_t n_out = (size_t)B * (d ? (size_t)d->config.out_channels : 0) * (size_t)h * f *
-                         (size_t)w * f;
-    if (st == CPDIT_OK) {
-        z = malloc(t->nelem * sizeof *z);
-        img = malloc(n_out * sizeof *img);
-        if (!z || !img)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
-    }
-    if (st == CPDIT_OK)
-        st = safetensors_tensor_read_f32(t, z, t->nelem, err);
-    if (st == CPDIT_OK)
-        st = vae_decode(d, z, B, h, w, img, err);
-    if (st == CPDIT_OK) {
-        const int64_t shape[4] = {B, d->config.out_channels, (int64_t)h * f, (int64_t)w * f};
-        safetensors_write_tensor wt = {VAE_OUTPUT_NAME, CPDIT_DTYPE_F32, 4, shape, img,
-                                       CPDIT_DTYPE_F32};
-        st = safetensors_write(output_path, &wt, 1, NULL, 0, err);
-    }
-    free(z);
-    free(img);
-    safetensors_close(in);
-    vae_decoder_free(d);
-    return st;
 }

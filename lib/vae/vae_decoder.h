@@ -1,4 +1,5 @@
-/* vae_decoder.h — the decoder half of diffusers' AutoencoderKL (FLUX's VAE), fp32 on the CPU.
+/* vae_decoder.h — the decoder half of diffusers' AutoencoderKL (FLUX's VAE), fp32, through the
+ * backend table, one rank or split by rows over a CP group (vae_decode.c).
  *
  *   vae.decode(z):  [post_quant_conv 1x1 when use_post_quant_conv]  then Decoder:
  *     conv_in 3x3 (latent_channels → ch[-1])
@@ -15,7 +16,7 @@
  * Output size: (B, out_channels, h·f, w·f) with f = 2^(len(block_out_channels) - 1) (8 for
  * FLUX). The pipeline maps latents to the decoder's input first with vae_latents_denormalize
  * (z / scaling_factor + shift_factor, FluxPipeline does it before vae.decode); vae_decode and
- * `cpdit forward --component vae` (vae_forward_file) are the raw vae.decode.
+ * `cpdit forward --component vae` (bin/cmd_forward_vae.c) are the raw vae.decode.
  *
  * Weights use diffusers' state-dict names: post_quant_conv.weight, decoder.conv_in.weight,
  * decoder.mid_block.resnets.0.norm1.weight, decoder.mid_block.attentions.0.to_q.weight (or the
@@ -30,8 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/io/component_config.h"
 #include "lib/core/cpdit_error.h"
+#include "lib/cp/grid.h"
+#include "lib/io/component_config.h"
 #include "lib/io/safetensors.h"
 
 #ifdef __cplusplus
@@ -89,11 +91,37 @@ void vae_latents_denormalize(const autoencoder_kl_config *c, float *z, size_t n)
 cpdit_status vae_decode(const vae_decoder *d, const float *z, int B, int h, int w, float *out,
                         cpdit_error *err);
 
-/* `cpdit forward --component vae`: read tensor "latent_sample" (B, latent_channels, h, w, any
- * float dtype) from inputs_path, decode with the VAE of model_dir, write tensor "sample"
- * (B, out_channels, h·f, w·f) float32 to output_path. */
-cpdit_status vae_forward_file(const char *model_dir, const char *inputs_path,
-                              const char *output_path, cpdit_error *err);
+/* vae_decode split by rows over the CP group of g (collective over g->cp; g NULL or a
+ * 1-rank group: this rank alone). Every rank passes the same z (B, latent_channels, h, w) and
+ * sizes; out (B, out_channels, h·f, w·f) is written on CP rank 0 only (NULL elsewhere; NULL
+ * on rank 0 too: decode and drop the image, e.g. a warm-up).
+ * The result equals the one-rank decode to rounding (≤ 1e-5 relative): halo rows are
+ * exchanged for every 3x3 convolution, GroupNorm moments reduced in double, the mid-block
+ * attention runs through cp_attention (ring). Any h works on any group size (with h below
+ * the group size the last ranks hold no rows). Errors: as vae_decode; a runtime failure on one
+ * rank may leave the others waiting (callers abort the job, as after a failed forward). */
+cpdit_status vae_decode_group(const vae_decoder *d, const cp_grid *g, const float *z, int B,
+                              int h, int w, float *out, cpdit_error *err);
+
+/* Tiled decode on this rank, as diffusers' AutoencoderKL.enable_tiling(): APPROXIMATE (each
+ * tile's GroupNorm and attention see only the tile; overlaps blended linearly), for a rank
+ * short of memory: activations of one tile (config sample_size pixels, 1024 for FLUX) instead
+ * of the whole image. Tiles of sample_size / f latent rows and columns start every 3/4 tile;
+ * blended over sample_size / 4 pixels. A latent no larger than one tile is decoded whole
+ * (exactly vae_decode). Sizes and errors as vae_decode. Never the default. */
+cpdit_status vae_decode_tiled(const vae_decoder *d, const float *z, int B, int h, int w,
+                              float *out, cpdit_error *err);
+
+/* FLUX.1's VAE config (block_out_channels 128/256/512/512, 2 layers per block, 32 groups, 16
+ * latent channels, no (post-)quant conv, sample_size 1024, scaling 0.3611, shift 0.1159). */
+void vae_config_flux(autoencoder_kl_config *c);
+/* Fill every parameter with deterministic pseudo-random values (the same for the same seed on
+ * every rank): weights uniform with unit variance through each layer (± sqrt(3 / fan_in)),
+ * biases ± 0.1, norm weights 1 ± 0.1. For tests and benchmarks. */
+void vae_decoder_fill_random(vae_decoder *d, uint64_t seed);
+
+/* Floating-point operations of one decode of an h x w latent (convolutions and attention). */
+double vae_decode_flops(const vae_decoder *d, int h, int w);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
 #ifndef CPDIT_VAE_DECODER_INTERNAL_H
 #define CPDIT_VAE_DECODER_INTERNAL_H
 
-#include "kernels/cpu/group_norm_cpu.h"
+#include "kernels/backend.h"
 #include "lib/vae/vae_decoder.h"
 
 typedef struct vae_param_entry {
@@ -21,6 +21,7 @@ typedef struct vae_norm_p {
 typedef struct vae_conv_p {
     size_t w, b;
     int cin, cout, k;
+    float *packed; /* the backend's packed weights (vae_decoder_prepare), or NULL */
 } vae_conv_p;
 
 typedef struct vae_resnet_p {
@@ -35,6 +36,7 @@ typedef struct vae_attn_p {
     int c;
     vae_norm_p norm;
     size_t q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b;
+    struct cpdit_weight *wq, *wk, *wv, *wo; /* the backend's weights (vae_decoder_prepare) */
 } vae_attn_p;
 
 typedef struct vae_up_p {
@@ -46,7 +48,8 @@ typedef struct vae_up_p {
 
 struct vae_decoder {
     autoencoder_kl_config config;
-    cpu_activation act;
+    cpdit_activation act;
+    const cpdit_backend *packed_be; /* backend that packed the conv weights; NULL: not packed */
     float *params;
     size_t n_floats;
     vae_param_entry *table;
@@ -62,5 +65,11 @@ struct vae_decoder {
     vae_norm_p norm_out;
     vae_conv_p conv_out;
 };
+
+/* Pointers to every convolution of d (post_quant, conv_in, resnets, upsamplers, conv_out) into
+ * list (NULL: only count), in forward order; returns how many. */
+int vae_decoder_convs(vae_decoder *d, vae_conv_p **list);
+/* Release the packed weights (the next decode packs again). */
+void vae_decoder_unpack(vae_decoder *d);
 
 #endif

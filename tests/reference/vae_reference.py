@@ -43,6 +43,12 @@ CASES = {
                          latent_channels=8, use_post_quant_conv=True, batch=1, h=3, w=5,
                          dtype=torch.bfloat16, legacy_attention=False, scaling_factor=1.0,
                          shift_factor=0.0, mid_block_add_attention=False),
+    # Tiled decode (diffusers' enable_tiling / tiled_decode): sample_size 16 gives latent tiles
+    # of 8 every 6 rows, blended over 4 pixels; a 3 x 2 grid of tiles, the last ones partial.
+    "tiled": dict(block_out_channels=[8, 16], layers_per_block=1, norm_num_groups=4,
+                  latent_channels=4, use_post_quant_conv=True, batch=1, h=14, w=11,
+                  dtype=torch.float32, legacy_attention=False, scaling_factor=1.0,
+                  shift_factor=None, sample_size=16, tiled=True),
 }
 
 
@@ -170,6 +176,44 @@ def decode(cfg, p, z):
     return conv(x, "decoder.conv_out", 1)
 
 
+def tiled_decode(cfg, p, z):
+    """diffusers' AutoencoderKL.tiled_decode with decode() per tile (float64)."""
+    f = 2 ** (len(cfg["block_out_channels"]) - 1)
+    ts = cfg["sample_size"]
+    tl = ts // f
+    overlap = int(tl * 0.75)
+    blend = int(ts * 0.25)
+    limit = ts - blend
+    rows = []
+    for i in range(0, z.shape[2], overlap):
+        rows.append([decode(cfg, p, z[:, :, i:i + tl, j:j + tl])
+                     for j in range(0, z.shape[3], overlap)])
+
+    def blend_v(a, b, e):
+        e = min(a.shape[2], b.shape[2], e)
+        for y in range(e):
+            b[:, :, y, :] = a[:, :, -e + y, :] * (1 - y / e) + b[:, :, y, :] * (y / e)
+        return b
+
+    def blend_h(a, b, e):
+        e = min(a.shape[3], b.shape[3], e)
+        for x in range(e):
+            b[:, :, :, x] = a[:, :, :, -e + x] * (1 - x / e) + b[:, :, :, x] * (x / e)
+        return b
+
+    out_rows = []
+    for i, row in enumerate(rows):
+        out_row = []
+        for j, t in enumerate(row):
+            if i > 0:
+                t = blend_v(rows[i - 1][j], t, blend)
+            if j > 0:
+                t = blend_h(row[j - 1], t, blend)
+            out_row.append(t[:, :, :limit, :limit])
+        out_rows.append(torch.cat(out_row, dim=3))
+    return torch.cat(out_rows, dim=2)
+
+
 def config_json(cfg):
     n = len(cfg["block_out_channels"])
     c = {"_class_name": "AutoencoderKL", "_diffusers_version": "0.30.0",
@@ -179,7 +223,7 @@ def config_json(cfg):
          "latents_mean": None, "latents_std": None,
          "layers_per_block": cfg["layers_per_block"],
          "mid_block_add_attention": cfg.get("mid_block_add_attention", True),
-         "norm_num_groups": cfg["norm_num_groups"], "out_channels": 3, "sample_size": 64,
+         "norm_num_groups": cfg["norm_num_groups"], "out_channels": 3, "sample_size": cfg.get("sample_size", 64),
          "scaling_factor": cfg["scaling_factor"], "shift_factor": cfg["shift_factor"],
          "up_block_types": ["UpDecoderBlock2D"] * n, "use_post_quant_conv":
          cfg["use_post_quant_conv"], "use_quant_conv": cfg["use_post_quant_conv"]}
@@ -202,7 +246,7 @@ def main():
         z = torch.randn(cfg["batch"], cfg["latent_channels"], cfg["h"], cfg["w"], generator=gen)
         write_safetensors(os.path.join(d, "inputs.safetensors"), [("latent_sample", z)])
         with torch.no_grad():
-            y = decode(cfg, p, z)
+            y = tiled_decode(cfg, p, z) if cfg.get("tiled") else decode(cfg, p, z)
         write_safetensors(os.path.join(d, "expected.safetensors"), [("sample", y.float())])
         names.append(name)
     with open(os.path.join(out, "cases.txt"), "w") as f:

@@ -1,0 +1,226 @@
+/* vae_ops_cpu.c — the VAE section of the CPU kernel table (see vae_ops_cpu.h, backend.h).
+ *
+ * Convolution, NHWC: for each block of output pixels, the column matrix col (pixels, K·K·Cin)
+ * takes, for every tap (ky, kx), the Cin contiguous channels of the input pixel the tap reads
+ * (one memcpy each, zeros left and right of the image; rows above and below come from the
+ * caller's halo rows), then one SGEMM col · Wp with the weights packed once as
+ * Wp (K·K·Cin, Cout) writes the block's output pixels (pixels, Cout) in place: the output is
+ * NHWC already, no scatter. 1x1 convolutions are one SGEMM on the input itself.
+ */
+#include "config.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/vae_ops_cpu.h"
+
+#define SOFTPLUS_THRESHOLD 20.0f /* torch's softplus: above it softplus(x) = x */
+#define TRANSPOSE_TILE 32
+
+/* ------------------------------------------------------------------ convolution */
+
+/* Wp[(ky·K + kx)·Cin + ci][co] = w[co][ci][ky][kx]. */
+float *cpu_conv2d_pack(const float *w, int Cout, int Cin, int K)
+{
+    const size_t depth = (size_t)K * K * Cin;
+    float *p = cpu_alloc(depth * (size_t)Cout * sizeof *p);
+    if (!p)
+        return NULL;
+    for (int co = 0; co < Cout; co++)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int t = 0; t < K * K; t++)
+                p[((size_t)t * Cin + ci) * Cout + co] = w[(((size_t)co * Cin + ci) * K * K) + t];
+    return p;
+}
+
+static size_t block_pixels(int Cin, int K)
+{
+    const size_t depth = (size_t)K * K * Cin;
+    const size_t pb = CONV_COL_BLOCK_FLOATS / depth;
+    return pb < CONV_MIN_BLOCK_PIXELS ? CONV_MIN_BLOCK_PIXELS : pb;
+}
+
+size_t cpu_conv2d_workspace_bytes(int W, int Cin, int K)
+{
+    (void)W;
+    if (K == 1)
+        return 0;
+    return block_pixels(Cin, K) * (size_t)K * K * Cin * sizeof(float);
+}
+
+/* y rows: fill each pixel's Cout outputs with the bias (or zero). */
+static void fill_bias(float *y, const float *b, size_t pixels, int Cout)
+{
+    for (size_t p = 0; p < pixels; p++) {
+        float *yp = y + p * (size_t)Cout;
+        if (b)
+            memcpy(yp, b, (size_t)Cout * sizeof *yp);
+        else
+            memset(yp, 0, (size_t)Cout * sizeof *yp);
+    }
+}
+
+/* col (n, K·K·Cin) for the n output pixels starting at flat pixel q0 (= row·W + column) of x. */
+static void im2col_nhwc(float *col, const float *x, int W, int Cin, int K, size_t q0, size_t n)
+{
+    const int pad = K / 2;
+    const size_t depth = (size_t)K * K * Cin, cbytes = (size_t)Cin * sizeof(float);
+    for (size_t i = 0; i < n; i++) {
+        const long q = (long)(q0 + i);
+        const long yy = q / W, xx = q % W;
+        float *dst = col + i * depth;
+        for (int ky = 0; ky < K; ky++) {
+            const float *row = x + (yy + ky - pad) * (long)W * Cin; /* halo rows readable */
+            for (int kx = 0; kx < K; kx++, dst += Cin) {
+                const long xs = xx + kx - pad;
+                if (xs < 0 || xs >= W)
+                    memset(dst, 0, cbytes);
+                else
+                    memcpy(dst, row + xs * Cin, cbytes);
+            }
+        }
+    }
+}
+
+cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,
+                        int Cin, int Cout, int K, int r0, int r1, void *ws, cpdit_error *err)
+{
+    if (W < 1 || Cin < 1 || Cout < 1 || (K != 1 && K != 3) || r0 < 0 || r1 < r0)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "kernels/cpu",
+                               "conv2d: bad sizes W %d Cin %d Cout %d K %d rows [%d, %d)", W,
+                               Cin, Cout, K, r0, r1);
+    if (r1 == r0)
+        return CPDIT_OK;
+    const size_t q0 = (size_t)r0 * W, P = (size_t)(r1 - r0) * W;
+    if (K == 1) {
+        fill_bias(y + q0 * Cout, b, P, Cout);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, Cout, Cin, 1.0f,
+                    x + q0 * Cin, Cin, w_packed, Cout, 1.0f, y + q0 * Cout, Cout);
+        return CPDIT_OK;
+    }
+    if (!ws)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "kernels/cpu", "conv2d: no workspace");
+    const size_t depth = (size_t)K * K * Cin, pb = block_pixels(Cin, K);
+    float *col = ws;
+    for (size_t q = q0; q < q0 + P; q += pb) {
+        const size_t n = q0 + P - q < pb ? q0 + P - q : pb;
+        im2col_nhwc(col, x, W, Cin, K, q, n);
+        fill_bias(y + q * Cout, b, n, Cout);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, Cout, (int)depth, 1.0f,
+                    col, (int)depth, w_packed, Cout, 1.0f, y + q * Cout, Cout);
+    }
+    return CPDIT_OK;
+}
+
+/* ------------------------------------------------------------------ GroupNorm */
+
+/* acc[g] += sum over pixels and the group's channels of x (mean NULL) or of (x - mean[g])^2.
+ * Per-channel sums in double, folded into groups at the end. */
+CPU_KERNEL_CLONES
+void cpu_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
+                       const double *mean)
+{
+    double ch[C], mc[C];
+    const int cpg = C / G;
+    for (int c = 0; c < C; c++) {
+        ch[c] = 0.0;
+        mc[c] = mean ? mean[c / cpg] : 0.0;
+    }
+    if (!mean) {
+        for (size_t p = 0; p < pixels; p++) {
+            const float *xp = x + p * (size_t)C;
+            for (int c = 0; c < C; c++)
+                ch[c] += (double)xp[c];
+        }
+    } else {
+        for (size_t p = 0; p < pixels; p++) {
+            const float *xp = x + p * (size_t)C;
+            for (int c = 0; c < C; c++) {
+                const double d = (double)xp[c] - mc[c];
+                ch[c] += d * d;
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        acc[c / cpg] += ch[c];
+}
+
+static float act_scalar(float v, cpdit_activation act)
+{
+    switch (act) {
+    case CPDIT_ACT_SILU:
+        return v / (1.0f + expf(-v));
+    case CPDIT_ACT_GELU:
+        return 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+    case CPDIT_ACT_RELU:
+        return v > 0.0f ? v : 0.0f;
+    case CPDIT_ACT_MISH: {
+        const float sp = v > SOFTPLUS_THRESHOLD ? v : log1pf(expf(v));
+        return v * tanhf(sp);
+    }
+    case CPDIT_ACT_NONE:
+    default:
+        return v;
+    }
+}
+
+/* y = act(x · scale[c] + shift[c]), scale = rstd·gamma, shift = beta - mean·rstd·gamma. SiLU
+ * and none are vectorised (the SiLU through cpu_silu's vector exp); the others are scalar. */
+CPU_KERNEL_CLONES
+void cpu_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
+                          const double *mean, const double *rstd, const float *gamma,
+                          const float *beta, cpdit_activation act)
+{
+    float scale[C], shift[C];
+    const int cpg = C / G;
+    for (int c = 0; c < C; c++) {
+        const double m = mean[c / cpg], r = rstd[c / cpg];
+        scale[c] = (float)(r * gamma[c]);
+        shift[c] = (float)(beta[c] - m * r * gamma[c]);
+    }
+    for (size_t p = 0; p < pixels; p++) {
+        const float *xp = x + p * (size_t)C;
+        float *yp = y + p * (size_t)C;
+        if (act == CPDIT_ACT_SILU || act == CPDIT_ACT_NONE) {
+            for (int c = 0; c < C; c++)
+                yp[c] = xp[c] * scale[c] + shift[c];
+            if (act == CPDIT_ACT_SILU) /* the row is in L1: a second vector pass */
+                cpu_silu(yp, yp, (size_t)C);
+        } else {
+            for (int c = 0; c < C; c++)
+                yp[c] = act_scalar(xp[c] * scale[c] + shift[c], act);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ layout */
+
+void cpu_upsample2x(float *y, const float *x, int rows, int W, int C)
+{
+    const size_t cb = (size_t)C * sizeof(float), row2 = (size_t)2 * W * C;
+    for (int r = 0; r < rows; r++) {
+        const float *s = x + (size_t)r * W * C;
+        float *d = y + (size_t)2 * r * row2;
+        for (int i = 0; i < W; i++) {
+            memcpy(d + (size_t)2 * i * C, s + (size_t)i * C, cb);
+            memcpy(d + (size_t)(2 * i + 1) * C, s + (size_t)i * C, cb);
+        }
+        memcpy(d + row2, d, row2 * sizeof(float)); /* the odd row repeats the even one */
+    }
+}
+
+void cpu_transpose(float *y, const float *x, size_t rows, size_t cols)
+{
+    for (size_t r0 = 0; r0 < rows; r0 += TRANSPOSE_TILE)
+        for (size_t c0 = 0; c0 < cols; c0 += TRANSPOSE_TILE) {
+            const size_t r1 = r0 + TRANSPOSE_TILE < rows ? r0 + TRANSPOSE_TILE : rows;
+            const size_t c1 = c0 + TRANSPOSE_TILE < cols ? c0 + TRANSPOSE_TILE : cols;
+            for (size_t r = r0; r < r1; r++)
+                for (size_t c = c0; c < c1; c++)
+                    y[c * rows + r] = x[r * cols + c];
+        }
+}

@@ -1,0 +1,82 @@
+#!/bin/sh
+# tune.sh — `cpdit tune` on builtin:tiny under 2 ranks (small image, 1 timed round): the
+# quick probe writes the topology file, report.json has the candidates with predicted and
+# measured times and chosen = the measured fastest, the topology file records it ("tuned",
+# replaced on a rerun, not appended), `cpdit plan` then chooses the measured winner, and bad
+# input fails on every rank with exit 2 instead of hanging.
+: "${CPDIT:?CPDIT is set by make check}"
+: "${MPI_RUN:?MPI_RUN is set by make check}"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+cd "$tmp" || exit 1
+args="--model builtin:tiny --width 128 --height 128 --max-sequence-length 64 --steps 1 --top 2"
+
+"$MPI_RUN" -np 2 "$CPDIT" tune $args > out1 2> err1
+rc=$?
+[ $rc -eq 77 ] && exit 77
+[ $rc -eq 0 ] || { cat err1; bad "tune exit $rc"; exit 1; }
+[ -f cpdit-topology.json ] || bad "no cpdit-topology.json written"
+[ -f cpdit-report/report.md ] && [ -f cpdit-report/report.json ] || bad "no report"
+chosen=$(grep '^chosen: ' out1)
+[ -n "$chosen" ] || bad "no chosen line"
+if grep -q "No charts" cpdit-report/report.md; then
+    echo "built without PLplot: no charts expected"
+else
+    for f in bandwidth.png predicted_vs_measured.png; do
+        [ -s "cpdit-report/$f" ] || bad "chart $f missing"
+    done
+fi
+
+check_json() { # the report's structure, chosen = measured best, the topology file's entry
+    "$PYTHON3" - "$@" <<'PY'
+import json, sys
+r = json.load(open("cpdit-report/report.json"))
+t = json.load(open(sys.argv[1]))
+c = r["candidates"]
+assert len(c) >= 2, c
+for x in c:
+    for k in ("dp", "ring", "ulysses", "variant", "predicted_s", "measured_s"):
+        assert k in x, (k, x)
+    assert x["dp"] * x["ring"] * x["ulysses"] == 2, x
+    assert x["predicted_s"] > 0
+ok = [x for x in c if x["measured_s"] is not None]
+best = min(ok, key=lambda x: x["measured_s"])
+ch = r["chosen"]
+assert all(ch[k] == best[k] for k in ("dp", "ring", "ulysses", "variant")), (ch, best)
+assert any(x["dp"] == 2 for x in c), "all-data-parallel baseline missing"
+assert any(x["dp"] == 1 and x["ring"] == 1 and x["ulysses"] == 2 for x in c), "pure Ulysses baseline missing"
+tu = [e for e in t.get("tuned", []) if e["model"] == "builtin:tiny" and e["width"] == 128 and e["ranks"] == 2]
+assert len(tu) == 1, t.get("tuned")
+assert all(tu[0]["chosen"][k] == ch[k] for k in ("dp", "ring", "ulysses", "variant"))
+assert t["format"] == 1 and "links" in t and "compute" in t
+print("report ok: chosen", ch, "measured", best["measured_s"])
+PY
+}
+if [ -n "${PYTHON3:-}" ]; then
+    check_json cpdit-topology.json || bad "report.json / topology check"
+fi
+
+# again with the file given: the entry is replaced, plan picks the measured winner
+cp cpdit-topology.json topo.json
+"$MPI_RUN" -np 2 "$CPDIT" tune $args --topology topo.json --report rep2 > out2 2> err2 ||
+    { cat err2; bad "second tune exit $?"; }
+[ "$(grep -c '"model": "builtin:tiny"' topo.json)" -eq 1 ] || bad "tuned entry duplicated"
+chosen2=$(grep '^chosen: ' out2)
+plan=$("$CPDIT" plan --topology topo.json --model builtin:tiny --width 128 --height 128 \
+    --max-sequence-length 64 2> /dev/null | tail -n 1)
+[ "$plan" = "$chosen2" ] || bad "plan chose '$plan', tune measured '$chosen2'"
+
+# bad input: every rank stops with exit 2 (the test harness's time limit catches a hang)
+CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune --model "$tmp/nothing" --width 128 \
+    --height 128 > /dev/null 2> err3
+rc=$?
+[ $rc -eq 2 ] || bad "missing model: exit $rc (want 2)"
+CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune --model builtin:tiny --width 100 \
+    --height 128 > /dev/null 2> err4
+rc=$?
+[ $rc -eq 2 ] || bad "width 100: exit $rc (want 2)"
+grep -q "multiple of 16" err4 || bad "width message: $(cat err4)"
+"$CPDIT" tune --help | grep -q -- "--top K" || bad "tune --help"
+exit $fail

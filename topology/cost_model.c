@@ -1,0 +1,389 @@
+/* cost_model.c — per-step time and memory of each dp x ring x ulysses grid (cost_model.h;
+ * the formulas and their assumptions are written out in topology/COST-MODEL.md). */
+#include "topology/cost_model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FLOAT_BYTES 4.0
+#define TIE_REL 1e-9 /* scores closer than this (relative) are a tie: more dp wins */
+
+/* ------------------------------------------------------------------ placement */
+/* The rank map for N ranks: the file's own entries, or for more ranks than the file
+ * describes, the file's cluster repeated (copy k on hosts k*n_hosts ...). */
+static topo_rank place(const topology *t, int r)
+{
+    topo_rank x = t->rank_map[r % t->ranks];
+    x.host += (r / t->ranks) * t->n_hosts;
+    return x;
+}
+
+static topo_class pair_class(const topology *t, int a, int b)
+{
+    topo_rank x = place(t, a), y = place(t, b);
+    if (x.host != y.host)
+        return TOPO_CROSS_NODE;
+    if (x.package >= 0 && x.package == y.package)
+        return x.numa >= 0 && x.numa == y.numa ? TOPO_SAME_NUMA : TOPO_SAME_SOCKET;
+    if (x.package < 0 && x.numa >= 0 && x.numa == y.numa)
+        return TOPO_SAME_NUMA;
+    return TOPO_SAME_NODE;
+}
+
+/* Widest class over the groups of one axis: members base + i*stride, i < deg. */
+static int axis_class(const topology *t, int N, int R, int U, int ring_axis)
+{
+    if ((ring_axis ? R : U) <= 1)
+        return -1;
+    topo_class w = TOPO_SAME_NUMA;
+    const int cp = R * U;
+    for (int b = 0; b < N; b += cp) {
+        for (int o = 0; o < (ring_axis ? U : R); o++) {
+            const int first = ring_axis ? b + o : b + o * U, stride = ring_axis ? U : 1;
+            const int deg = ring_axis ? R : U;
+            for (int i = 0; i < deg; i++)
+                for (int j = i + 1; j < deg; j++) {
+                    topo_class c = pair_class(t, first + i * stride, first + j * stride);
+                    w = c > w ? c : w;
+                }
+        }
+    }
+    return (int)w;
+}
+
+/* Most ranks on one host (they share its network link). */
+static int ranks_per_host(const topology *t, int N)
+{
+    int best = 1;
+    for (int h = 0; h < t->n_hosts; h++)
+        best = t->hosts[h].nranks > best ? t->hosts[h].nranks : best;
+    return N < best ? N : best;
+}
+
+static int uses_gpus(const topology *t)
+{
+    return t->rank_map[0].gpu >= 0;
+}
+
+/* ------------------------------------------------------------------ names */
+const char *cm_variant_name(const cm_config *c, char *buf, size_t n)
+{
+    const char *base;
+    if (c->ring == 1 && c->ulysses == 1)
+        base = "local";
+    else if (c->ring == 1)
+        base = "ulysses";
+    else if (c->ulysses == 1)
+        base = c->ring_mode == CP_RING_ALLGATHER ? "ring-allgather" : "ring";
+    else
+        base = c->ring_mode == CP_RING_ALLGATHER ? "unified-allgather" : "unified";
+    snprintf(buf, n, "%s%s", base, c->anything ? "+anything" : "");
+    return buf;
+}
+
+cpdit_status cm_variant_parse(const char *name, cp_attention_config *cfg, cpdit_error *err)
+{
+    char base[40];
+    const char *plus = name ? strchr(name, '+') : NULL;
+    if (!name || strlen(name) >= sizeof base)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "variant", "missing or too long");
+    snprintf(base, sizeof base, "%.*s", plus ? (int)(plus - name) : (int)strlen(name), name);
+    if (plus && strcmp(plus, "+anything") != 0)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "variant",
+                               "'%s': the only suffix is +anything", name);
+    cpdit_status st = cp_attention_config_parse(strcmp(base, "local") == 0 ? "unified" : base,
+                                                cfg, err);
+    if (!st)
+        cfg->anything = plus != NULL;
+    return st;
+}
+
+/* ------------------------------------------------------------------ the model */
+static double ceil_div(double a, double b)
+{
+    return ceil(a / b);
+}
+
+/* All-to-all over U ranks of class cls, per-rank send size m bytes: the measured collective
+ * when the file has it for this group size and class, else a pairwise exchange priced by
+ * the class's alpha-beta fit (bandwidth divided by share ranks using one link). */
+static double alltoall_s(const topology *t, int U, topo_class cls, double m, double share)
+{
+    double tm = topo_coll_time(t, TOPO_ALLTOALL, U, cls, m);
+    if (tm > 0)
+        return tm;
+    topo_fit f = topo_fit_for(t, cls, NULL);
+    return (U - 1) * f.alpha_s + m * (U - 1) / U / (f.beta_Bps / share);
+}
+
+void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
+                const cm_config *c, cm_prediction *p)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = *c;
+    const int N = o->ranks > 0 ? o->ranks : t->ranks;
+    const int R = c->ring, U = c->ulysses, cp = R * U;
+    const double S = (double)s->txt_tokens + s->img_tokens, H = s->heads, D = s->head_dim;
+    const double l = ceil_div(S, cp);       /* tokens per rank (balanced, ceil) */
+    const double G = ceil_div(S, R);        /* tokens per ring group after the all-to-all */
+    const double h = ceil_div(H, U);        /* heads per rank after the all-to-all */
+    const int calls = s->layers_double + s->layers_single;
+    const int rph = ranks_per_host(t, N);
+    const int nics = t->hosts[t->rank_map[0].host].nnics;
+    /* ranks of a host that send across nodes at once share its network links */
+    const double nic_share = nics > 0 ? ceil_div(rph, nics) : rph;
+    const int gpu = uses_gpus(t);
+    p->ulysses_class = axis_class(t, N, R, U, 0);
+    p->ring_class = axis_class(t, N, R, U, 1);
+    cm_variant_name(c, p->variant, sizeof p->variant);
+
+    /* compute */
+    p->linear_s = model_shape_linear_flops(s, s->txt_tokens, s->img_tokens) * (l / S) /
+                  t->sgemm_flops;
+    double attn_call = 0, comm_call = 0, hidden_call = 0;
+    if (R == 1) {
+        attn_call = 4 * G * S * h * D / t->attention_flops;
+    } else {
+        int used;
+        topo_fit f = topo_fit_for(t, (topo_class)p->ring_class, &used);
+        const double share = p->ring_class == TOPO_CROSS_NODE ? nic_share : 1;
+        const double bytes = 2 * G * h * D * FLOAT_BYTES; /* one K/V block */
+        const double tx = f.alpha_s + bytes / (f.beta_Bps / share);
+        if (c->ring_mode == CP_RING_ALLGATHER) {
+            attn_call = 4 * G * S * h * D / t->attention_flops;
+            double tm = topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class, bytes);
+            comm_call += tm > 0 ? tm : (R - 1) * tx;
+        } else {
+            const double tc = 4 * G * G * h * D / t->attention_flops;
+            const double eta = (gpu || p->ring_class == TOPO_CROSS_NODE) ? CM_OVERLAP_DMA
+                                                                          : CM_OVERLAP_SHM;
+            const double hide = eta * (tc < tx ? tc : tx);
+            attn_call = R * tc;
+            comm_call += (R - 1) * (tx - hide);
+            hidden_call = (R - 1) * hide;
+        }
+    }
+    if (U > 1) {
+        const topo_class uc = (topo_class)p->ulysses_class;
+        const double share = uc == TOPO_CROSS_NODE ? nic_share : 1;
+        comm_call += alltoall_s(t, U, uc, 3 * l * H * D * FLOAT_BYTES, share);   /* q, k, v */
+        comm_call += alltoall_s(t, U, uc, l * H * (D + 1) * FLOAT_BYTES, share); /* out, lse */
+    }
+    if (cp > 1) { /* cp_attention's two small agreement all-reduces */
+        int wide = p->ring_class > p->ulysses_class ? p->ring_class : p->ulysses_class;
+        topo_fit f = topo_fit_for(t, (topo_class)wide, NULL);
+        comm_call += 2 * ceil(log2((double)cp)) * f.alpha_s;
+    }
+    p->attn_s = calls * attn_call;
+    p->compute_s = p->linear_s + p->attn_s;
+    p->comm_s = calls * comm_call;
+    p->hidden_s = calls * hidden_call;
+    p->step_s = p->compute_s + p->comm_s;
+    p->latency_s = o->steps * p->step_s;
+    p->images_per_hour = c->dp * 3600.0 / p->latency_s;
+    p->score_s = ceil_div(o->images, c->dp) * p->latency_s;
+
+    /* memory per rank */
+    const double E = s->hidden, F = s->mlp;
+    p->mem_weights = s->params * CM_WEIGHT_BYTES_PER_PARAM;
+    if (!gpu) /* the CPU pipeline's fp32 weight cache */
+        p->mem_weights += fmin(s->params * FLOAT_BYTES, CM_CPU_WEIGHT_CACHE_BYTES);
+    p->mem_acts = l * (7 * E + F) * FLOAT_BYTES; /* x n q k v o + mlp (E + F) */
+    double ws = 0;
+    if (U > 1)
+        ws += 3 * l * H * D + 3 * G * h * D + 4 * G * h * D + G * h;
+    if (R > 1)
+        ws += c->ring_mode == CP_RING_ALLGATHER ? 3 * S * h * D : 4 * G * h * D + G * h;
+    p->mem_attn = ws * FLOAT_BYTES;
+    p->mem_total = p->mem_weights + p->mem_acts + p->mem_attn;
+    const topo_host *host = &t->hosts[t->rank_map[0].host];
+    p->fits = 1;
+    if (gpu && host->gpu_memory_bytes > 0)
+        p->fits = p->mem_total <= host->gpu_memory_bytes;
+    else if (!gpu && host->memory_bytes > 0) /* the bf16 file is mapped once per host */
+        p->fits = s->params * CM_WEIGHT_BYTES_PER_PARAM +
+                      rph * (p->mem_total - s->params * CM_WEIGHT_BYTES_PER_PARAM) <=
+                  host->memory_bytes;
+}
+
+/* ------------------------------------------------------------------ ranking */
+static double key_of(const cm_prediction *p, int by_measured, const cm_options *o)
+{
+    if (!p->fits)
+        return INFINITY;
+    if (by_measured)
+        return p->measured_s > 0 ? ceil_div(o->images, p->cfg.dp) * o->steps * p->measured_s
+                                 : INFINITY;
+    return p->score_s;
+}
+
+static const cm_options *sort_opts;
+static int sort_measured;
+
+static int cmp_pred(const void *a, const void *b)
+{
+    const cm_prediction *x = a, *y = b;
+    double kx = key_of(x, sort_measured, sort_opts), ky = key_of(y, sort_measured, sort_opts);
+    if (sort_measured && isinf(kx) && isinf(ky)) { /* unmeasured: by prediction */
+        kx = key_of(x, 0, sort_opts);
+        ky = key_of(y, 0, sort_opts);
+    }
+    if (!(isinf(kx) && isinf(ky)) && fabs(kx - ky) > TIE_REL * fmax(kx, ky))
+        return kx < ky ? -1 : 1;
+    if (x->cfg.dp != y->cfg.dp)
+        return y->cfg.dp - x->cfg.dp;          /* more throughput */
+    if (x->cfg.anything != y->cfg.anything)
+        return x->cfg.anything - y->cfg.anything;
+    if (x->cfg.ulysses != y->cfg.ulysses)
+        return y->cfg.ulysses - x->cfg.ulysses;
+    return (int)x->cfg.ring_mode - (int)y->cfg.ring_mode;
+}
+
+cpdit_status cm_rank(const topology *t, const model_shape *s, const cm_options *o,
+                     const topo_tuned *tuned, cm_prediction **out, int *n, cpdit_error *err)
+{
+    const int N = o->ranks > 0 ? o->ranks : t->ranks;
+    *out = NULL;
+    *n = 0;
+    if (N < 1 || o->steps < 1 || o->images < 1)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "plan",
+                               "ranks, steps and images must be >= 1");
+    const long S = (long)s->txt_tokens + s->img_tokens;
+    cm_prediction *p = calloc((size_t)N * 8 + 8, sizeof *p);
+    if (!p)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "plan", "out of memory");
+    int k = 0, any_measured = 0;
+    for (int dp = 1; dp <= N; dp++) {
+        if (N % dp)
+            continue;
+        for (int R = 1; R <= N / dp; R++) {
+            if ((N / dp) % R)
+                continue;
+            const int U = N / dp / R;
+            cm_config c = {dp, R, U, CP_RING_P2P, 0};
+            c.anything = (S % (R * U)) != 0 || S < R * U || (U > 1 && s->heads % U) != 0;
+            for (int mode = 0; mode < (R > 1 ? 2 : 1); mode++) {
+                c.ring_mode = (cp_ring_mode)mode;
+                cm_prediction *q = &p[k++];
+                cm_predict(t, s, o, &c, q);
+                for (int m = 0; tuned && m < tuned->n_measured; m++) {
+                    const topo_grid_time *g = &tuned->measured[m];
+                    if (g->dp == dp && g->ring == R && g->ulysses == U &&
+                        strcmp(g->variant, q->variant) == 0 && g->step_s > 0) {
+                        q->measured_s = g->step_s;
+                        any_measured = 1;
+                    }
+                }
+            }
+        }
+    }
+    sort_opts = o;
+    sort_measured = any_measured;
+    qsort(p, (size_t)k, sizeof *p, cmp_pred);
+    *out = p;
+    *n = k;
+    return CPDIT_OK;
+}
+
+const char *cm_reason(const cm_prediction *b, const cm_options *o, const char *source,
+                      char *buf, size_t n)
+{
+    const char *goal = o->images == 1 ? "the fastest single image" : "the shortest job";
+    if (b->measured_s > 0)
+        snprintf(buf, n, "measured by cpdit tune (%s): %s, %.3g s/step", source, goal,
+                 b->measured_s);
+    else
+        snprintf(buf, n, "predicted from %s: %s (%d image%s), %.3g s/step, %.0f%% communication",
+                 source, goal, o->images, o->images == 1 ? "" : "s", b->step_s,
+                 100.0 * b->comm_s / b->step_s);
+    return buf;
+}
+
+/* ------------------------------------------------------------------ output */
+static const char *mib(double bytes, char *buf, size_t n)
+{
+    if (bytes >= 1024.0 * 1024 * 1024 * 10)
+        snprintf(buf, n, "%.0f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+    else
+        snprintf(buf, n, "%.1f MiB", bytes / (1024.0 * 1024));
+    return buf;
+}
+
+void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
+                    const model_shape *s)
+{
+    fprintf(f, "model %s: %d+%d blocks, %d heads x %d, %d text + %d image tokens (%dx%d), "
+               "%.3g parameters\n",
+            s->key, s->layers_double, s->layers_single, s->heads, s->head_dim, s->txt_tokens,
+            s->img_tokens, s->width, s->height, s->params);
+    fprintf(f, "objective: %s (%d image%s, %d steps each)\n",
+            o->images == 1 ? "latency of one image" : "time of the whole job", o->images,
+            o->images == 1 ? "" : "s", o->steps);
+    fprintf(f, "%4s %4s %4s %4s %-24s %11s %9s %9s %8s %10s %11s %11s %s\n", "rank", "dp",
+            "ring", "uly", "variant", "s/step", "compute", "comm", "hidden", "mem/rank",
+            "images/h", "measured", "");
+    for (int i = 0; i < n; i++) {
+        const cm_prediction *q = &p[i];
+        char m[32], meas[32] = "-";
+        if (q->measured_s > 0)
+            snprintf(meas, sizeof meas, "%.4g", q->measured_s);
+        fprintf(f, "%4d %4d %4d %4d %-24s %11.4g %8.0f%% %8.0f%% %8.2g %10s %11.4g %11s %s\n",
+                i + 1, q->cfg.dp, q->cfg.ring, q->cfg.ulysses, q->variant, q->step_s,
+                100 * q->compute_s / q->step_s, 100 * q->comm_s / q->step_s, q->hidden_s,
+                mib(q->mem_total, m, sizeof m), q->images_per_hour, meas,
+                q->fits ? "" : "(does not fit in memory)");
+    }
+    if (n > 0)
+        fprintf(f, "chosen: dp %d ring %d ulysses %d %s\n", p[0].cfg.dp, p[0].cfg.ring,
+                p[0].cfg.ulysses, p[0].variant);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void cm_print_json(FILE *f, const cm_prediction *p, int n, const cm_options *o,
+                   const model_shape *s, const char *reason)
+{
+    fprintf(f, "{\"model\": ");
+    json_str(f, s->key);
+    fprintf(f, ", \"width\": %d, \"height\": %d, \"txt_tokens\": %d, \"img_tokens\": %d, "
+               "\"ranks\": %d, \"steps\": %d, \"images\": %d,\n \"candidates\": [",
+            s->width, s->height, s->txt_tokens, s->img_tokens,
+            n > 0 ? p[0].cfg.dp * p[0].cfg.ring * p[0].cfg.ulysses : o->ranks, o->steps,
+            o->images);
+    for (int i = 0; i < n; i++) {
+        const cm_prediction *q = &p[i];
+        fprintf(f, "%s\n  {\"dp\": %d, \"ring\": %d, \"ulysses\": %d, \"variant\": \"%s\", "
+                   "\"predicted_s\": %.6g, \"compute_s\": %.6g, \"comm_s\": %.6g, "
+                   "\"hidden_s\": %.6g, \"memory_bytes\": %.0f, \"fits\": %s, "
+                   "\"images_per_hour\": %.6g, \"latency_s\": %.6g",
+                i ? "," : "", q->cfg.dp, q->cfg.ring, q->cfg.ulysses, q->variant, q->step_s,
+                q->compute_s, q->comm_s, q->hidden_s, q->mem_total, q->fits ? "true" : "false",
+                q->images_per_hour, q->latency_s);
+        if (q->measured_s > 0)
+            fprintf(f, ", \"measured_s\": %.6g", q->measured_s);
+        fputc('}', f);
+    }
+    fprintf(f, "\n ]");
+    if (n > 0) {
+        fprintf(f, ",\n \"chosen\": {\"dp\": %d, \"ring\": %d, \"ulysses\": %d, \"variant\": "
+                   "\"%s\"}, \"reason\": ",
+                p[0].cfg.dp, p[0].cfg.ring, p[0].cfg.ulysses, p[0].variant);
+        json_str(f, reason ? reason : "");
+    }
+    fprintf(f, "}\n");
+}

@@ -1,0 +1,51 @@
+/* tune_run.h — `cpdit tune`'s measurement: real transformer steps of candidate grids, timed
+ * fairly on a noisy machine.
+ *
+ * Every candidate's grid is built over the world (cp_grid_create) and its ranks hold their
+ * share of one image's tokens (flux_shard_layout) with fixed pseudo-random inputs. A round
+ * runs one forward of every candidate, in an order rotated by one each round (so no grid
+ * always runs first or last); round 0 is a warm-up (weights converted, workspaces grown)
+ * and is not counted. One forward is timed from a world barrier to the slowest rank's end
+ * (every dp group busy with its own image, as in a batch). A candidate's time is the median
+ * of its rounds.
+ *
+ * Failures never hang: every forward's status is agreed over the world, a failing candidate
+ * is marked (with the first failing rank's message) and left out of later rounds; a failure
+ * before the rounds (model missing on one rank) fails every rank with that message.
+ */
+#ifndef CPDIT_TUNE_RUN_H
+#define CPDIT_TUNE_RUN_H
+
+#include <mpi.h>
+#include <stdio.h>
+
+#include "lib/core/cpdit_error.h"
+#include "topology/cost_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TUNE_MAX_ROUNDS 64
+
+typedef struct tune_candidate {
+    cm_prediction pred;    /* the grid and its prediction */
+    char why[48];          /* "predicted #2", "baseline: all data-parallel", ... */
+    double samples[TUNE_MAX_ROUNDS]; /* seconds per step, counted rounds */
+    int n_samples;
+    double measured_s;     /* median of samples; 0 when failed */
+    int failed;
+    char error[256];
+} tune_candidate;
+
+/* Collective over world: every rank passes the same candidates (same order) and model
+ * folder (already resolved: builtin models written). rounds >= 1 counted rounds. log: rank
+ * 0's progress, may be NULL. Returns an error only for failures that stop the whole tune
+ * (the model cannot be opened on some rank); per-candidate failures are in c[i].failed. */
+cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_shape *s,
+                          tune_candidate *c, int n, int rounds, FILE *log, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
