@@ -24,6 +24,7 @@
 #include "lib/flux/flux_transformer.h"
 #include "lib/cp/grid.h"
 #include "lib/io/safetensors.h"
+#include "lib/weights/weight_shared_mpi.h"
 
 #define SUB "forward"
 
@@ -72,6 +73,9 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
             num = &o->ring;
         else if (!strcmp(a, "--anything")) {
             o->anything = 1;
+            continue;
+        } else if (!strcmp(a, "--no-weight-sharing")) {
+            o->no_weight_sharing = 1;
             continue;
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             o->verbose = 1;
@@ -414,6 +418,22 @@ static int run_transformer(const forward_options *o)
     if (!st && o->weight_format)
         flux_transformer_set_weight_format(
             r.model, (cpdit_weight_format)cpdit_weight_format_from_name(o->weight_format));
+    if ((st = agree(st, &err, o))) {
+        run_free(&r);
+        return exit_code(st);
+    }
+    /* the weights, made once; one copy per node unless --no-weight-sharing */
+    weight_sharer *sharer = NULL;
+    weight_arena_ops arena;
+    if (!o->no_weight_sharing) {
+        st = weight_sharer_create(&sharer, MPI_COMM_WORLD, &err);
+        if (!st) {
+            arena = weight_sharer_arena(sharer);
+            flux_transformer_set_weight_arena(r.model, &arena);
+        }
+    }
+    if (!st)
+        st = flux_transformer_load_weights(r.model, &err);
     if (!st)
         st = load_inputs(o->inputs, flux_transformer_config_of(r.model), &r.in, &err);
     if ((st = agree(st, &err, o))) {
@@ -478,9 +498,21 @@ static int run_transformer(const forward_options *o)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         long peak_kib = ru.ru_maxrss, max_peak = 0;
+        long pss_kib = (long)(weight_process_pss_bytes() >> 10), max_pss = 0;
         double fwd = t_fwd1 - t_fwd0, max_fwd = 0;
         MPI_Reduce(&peak_kib, &max_peak, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&pss_kib, &max_pss, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&fwd, &max_fwd, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        flux_weight_stats ws;
+        flux_transformer_weight_stats(r.model, &ws);
+        if (o->world_rank == 0)
+            fprintf(stderr,
+                    "cpdit: forward: weights %s, %s%s, %.1f MiB of linear layers, made in "
+                    "%.3f s; PSS %.1f MiB (largest rank, shared pages split among sharers)\n",
+                    o->weight_format ? o->weight_format : "native",
+                    ws.resident ? "made once" : "streamed per block",
+                    ws.shared ? " in node-shared memory" : "", ws.matrix_bytes / 1048576.0,
+                    ws.create_seconds, max_pss / 1024.0);
         if (o->world_rank == 0) {
             char gd[128];
             fprintf(stderr,
@@ -495,6 +527,7 @@ static int run_transformer(const forward_options *o)
     }
     cp_grid_destroy(r.grid);
     run_free(&r);
+    weight_sharer_destroy(sharer);
     return exit_code(st);
 }
 

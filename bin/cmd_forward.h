@@ -3,7 +3,7 @@
  *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
  *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
  *                 [--attention-backend B] [--weight-format native|fp32]
- *                 [--vae-parallel on|off] [--verbose]
+ *                 [--no-weight-sharing] [--vae-parallel on|off] [--verbose]
  *
  * cmd_forward parses the options, initialises MPI, and runs the component on every rank of
  * the job; rank 0 writes the output. The transformer part lives in cmd_forward.c; the VAE
@@ -22,6 +22,7 @@ typedef struct forward_options {
     const char *output;            /* --output OUT.safetensors */
     const char *attention_backend; /* --attention-backend: a cp_attention variant name */
     const char *weight_format;     /* --weight-format: native (bf16 as stored) or fp32 */
+    int no_weight_sharing;         /* --no-weight-sharing: a copy of the weights per rank */
     int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
     int anything;                  /* --anything: uneven lengths / head shares allowed */
     int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */

@@ -12,6 +12,7 @@
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
+#include "lib/weights/weight_shared_mpi.h"
 #include "yaml/manifest.h"
 
 #define SUB "run"
@@ -58,6 +59,10 @@ static int parse_bytes(const char *text, size_t *out)
     return 0;
 }
 
+/* The ranks of a node share one copy of the transformer's weights (for the whole process). */
+static weight_sharer *run_sharer;
+static weight_arena_ops run_arena;
+
 int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_error *err)
 {
     pipeline_weight_options wo;
@@ -65,6 +70,22 @@ int run_open_pipeline(struct pipeline **out, const char *model, struct cpdit_err
     if (run_weights.format)
         wo.format = (cpdit_weight_format)cpdit_weight_format_from_name(run_weights.format);
     wo.budget = run_weights.memory;
+    if (!run_weights.no_share && !run_sharer) {
+        cpdit_status st = weight_sharer_create(&run_sharer, MPI_COMM_WORLD, err);
+        if (st)
+            return st;
+        run_arena = weight_sharer_arena(run_sharer);
+    }
+    if (run_sharer)
+        wo.arena = &run_arena;
+    else if (!wo.budget) { /* each rank of the node holds its own copy */
+        int n = 1;
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+        wo.budget = weight_budget_default(n);
+    }
     return pipeline_open_with(out, model, &wo, err);
 }
 
@@ -106,6 +127,7 @@ int cmd_run(int argc, char **argv)
         {"attention", required_argument, 0, 'A'},
         {"weight-format", required_argument, 0, 'F'},
         {"weight-memory", required_argument, 0, 'M'},
+        {"no-weight-sharing", no_argument, 0, 'P'},
         {"max-sequence-length", required_argument, 0, 'L'},
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {"topology", required_argument, 0, 'T'},
@@ -136,6 +158,7 @@ int cmd_run(int argc, char **argv)
                                             "(bf16 as stored) or fp32", optarg);
             run_weights.format = optarg;
             break;
+        case 'P': run_weights.no_share = 1; break;
         case 'M':
             if (parse_bytes(optarg, &run_weights.memory))
                 return cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, "

@@ -29,6 +29,7 @@ void run_item_defaults(run_item_options *o);
 typedef struct run_weight_options {
     const char *format;   /* NULL, "native" or "fp32" */
     size_t memory;        /* bytes; 0 = default from the free memory */
+    int no_share;         /* --no-weight-sharing: each rank holds its own copy */
 } run_weight_options;
 extern run_weight_options run_weights;
 struct pipeline;

@@ -2,6 +2,7 @@
  *
  *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
  *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
+ *          [--weight-format native|fp32] [--no-weight-sharing]
  *
  * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
  * as cpdit forward splits them; after one warm-up forward, K timed forwards (default 3) run
@@ -14,8 +15,15 @@
  *   GFLOP/s    GFLOP / best time: the rate of all ranks together
  *   sgemm      SGEMM GFLOP/s measured just before, P threads on rank 0
  *   %sgemm     GFLOP/s / sgemm
- *   rss_MiB    peak resident size of the largest rank
- * Weights are converted to fp32 once and kept (weight cache on), as a sampler loop would.
+ *   bf16mm     the backend's bf16 GEMM (packed bf16 weights, n = BENCH_SGEMM_N), same threads
+ *   rss_MiB    peak resident size of the largest rank (counts node-shared pages whole)
+ *   pss_MiB    proportional set size of the largest rank after the reps (shared pages split
+ *              among the ranks mapping them): the memory a rank really costs
+ *   rd_MiB     linear weights read from the files during the timed reps (0 when they stay
+ *              made in memory after the first step)
+ * Weights are made once before the first forward and kept (budget unlimited), as a sampler loop
+ * would: in the stored dtype (--weight-format native, default) or fp32; in node-shared memory
+ * unless --no-weight-sharing.
  * Prints to stdout from rank 0; never asserts on time (benchmarks do not gate CI).
  */
 #include "config.h"
@@ -33,6 +41,7 @@
 #include "lib/flux/flux_transformer.h"
 #include "lib/cp/grid.h"
 #include "kernels/cpu/blas_runtime.h"
+#include "lib/weights/weight_shared_mpi.h"
 
 #define BENCH_SGEMM_N 1024
 #define BENCH_SGEMM_REPS 3
@@ -61,6 +70,37 @@ static float *rand_buf(size_t n)
     return p;
 }
 
+/* GFLOP/s of the CPU backend's linear with a packed bf16 weight, (n, n) x (n, n). */
+static double bf16_gemm_gflops(int n, int reps)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    uint16_t *wb = malloc((size_t)n * n * sizeof(uint16_t));
+    float *x = malloc((size_t)n * n * sizeof(float)), *y = malloc((size_t)n * n * sizeof(float));
+    cpdit_weight *wt = NULL;
+    double best = 1e30;
+    if (wb && x && y) {
+        for (size_t i = 0; i < (size_t)n * n; i++) {
+            wb[i] = cpdit_f32_to_bf16((float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f);
+            x[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+        }
+        cpdit_weight_desc d = {.dtype = CPDIT_DTYPE_BF16, .rows = n, .cols = n, .data = wb};
+        if (!be->weight_create(&wt, &d, NULL)) {
+            be->linear(y, n, x, n, wt, NULL, n, n, n, 0, NULL); /* warm-up */
+            for (int r = 0; r < reps; r++) {
+                const double t0 = now_s();
+                be->linear(y, n, x, n, wt, NULL, n, n, n, 0, NULL);
+                const double t = now_s() - t0;
+                best = t < best ? t : best;
+            }
+            be->weight_free(wt);
+        }
+    }
+    free(wb);
+    free(x);
+    free(y);
+    return best < 1e30 ? 2.0 * n * n * (double)n / best * 1e-9 : 0.0;
+}
+
 int main(int argc, char **argv)
 {
     blas_runtime_ensure_best_core(argc, argv);
@@ -70,12 +110,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *model_dir = NULL;
     int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
-    int header = 0;
+    int header = 0, no_share = 0;
+    const char *wformat = "native";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(k, "--anything")) { anything = 1; continue; }
         if (!strcmp(k, "--header")) { header = 1; continue; }
+        if (!strcmp(k, "--no-weight-sharing")) { no_share = 1; continue; }
         if (!strcmp(k, "--model")) model_dir = v;
         else if (!strcmp(k, "--batch")) B = atoi(v);
         else if (!strcmp(k, "--txt")) T = atoi(v);
@@ -85,6 +127,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--ulysses")) U = atoi(v);
         else if (!strcmp(k, "--reps")) reps = atoi(v);
         else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
+        else if (!strcmp(k, "--weight-format")) wformat = v;
         else {
             if (rank == 0)
                 fprintf(stderr, "flux_bench: unknown option %s\n", k);
@@ -93,7 +136,8 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (!model_dir || B < 1 || T < 0 || h < 1 || w < 1 || reps < 1) {
+    if (!model_dir || B < 1 || T < 0 || h < 1 || w < 1 || reps < 1 ||
+        cpdit_weight_format_from_name(wformat) < 0) {
         if (rank == 0)
             fprintf(stderr, "usage: flux_bench --model DIR [--batch B] [--txt T] [--img-h h "
                             "--img-w w] [--ring R] [--ulysses U] [--anything] [--reps K]\n");
@@ -114,6 +158,22 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     flux_transformer_set_weight_cache(m, SIZE_MAX);
+    flux_transformer_set_weight_format(m,
+                                       (cpdit_weight_format)cpdit_weight_format_from_name(wformat));
+    weight_sharer *sharer = NULL;
+    weight_arena_ops arena;
+    if (!no_share) {
+        if (weight_sharer_create(&sharer, MPI_COMM_WORLD, &err)) {
+            fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        arena = weight_sharer_arena(sharer);
+        flux_transformer_set_weight_arena(m, &arena);
+    }
+    if (flux_transformer_load_weights(m, &err)) {
+        fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     const flux_transformer_config *c = flux_transformer_config_of(m);
     int b0, nb;
     flux_shard_batch(B, g->dp, g->dp_index, &b0, &nb);
@@ -136,17 +196,22 @@ int main(int argc, char **argv)
     flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL}, &layout};
 
     /* SGEMM on rank 0 while the others wait */
-    double sgemm = 0;
+    double sgemm = 0, bf16mm = 0;
     if (rank == 0) {
         const int saved = blas_runtime_get_num_threads();
         blas_runtime_set_num_threads(sgemm_threads);
         sgemm = blas_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
+        bf16mm = bf16_gemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
         blas_runtime_set_num_threads(saved);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
     double best = 1e30, sum = 0;
-    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (converts the weights) */
+    flux_weight_stats ws0;
+    memset(&ws0, 0, sizeof ws0);
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+        if (r == 0)
+            flux_transformer_weight_stats(m, &ws0);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now_s();
         cpdit_status st = nb > 0 ? flux_transformer_forward(m, NULL, &cp, &in, out, &err)
@@ -169,6 +234,12 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     long peak = ru.ru_maxrss, max_peak = 0;
     MPI_Reduce(&peak, &max_peak, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    long pss = (long)(weight_process_pss_bytes() >> 10), max_pss = 0;
+    MPI_Reduce(&pss, &max_pss, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    flux_weight_stats ws1;
+    flux_transformer_weight_stats(m, &ws1);
+    double rd = (double)(ws1.bytes_read - ws0.bytes_read), max_rd = 0;
+    MPI_Reduce(&rd, &max_rd, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         const long long S = (long long)T + I;
         const double flops =
@@ -179,13 +250,15 @@ int main(int argc, char **argv)
         snprintf(gd_text, sizeof gd_text, "%dx%dx%d%s", g->dp, g->ring, g->ulysses,
                  anything ? "+any" : "");
         if (header)
-            printf("%-14s %6s %10s %9s %9s %8s %9s %9s %7s %8s\n", "grid(dpxRxU)", "ranks",
-                   "tokens", "best_ms", "avg_ms", "GFLOP", "GFLOP/s", "sgemm", "%sgemm",
-                   "rss_MiB");
+            printf("%-14s %6s %6s %10s %9s %9s %8s %9s %9s %7s %8s %8s %8s %7s\n",
+                   "grid(dpxRxU)", "ranks", "wfmt", "tokens", "best_ms", "avg_ms", "GFLOP",
+                   "GFLOP/s", "sgemm", "%sgemm", "bf16mm", "rss_MiB", "pss_MiB", "rd_MiB");
         const double rate = flops / best * 1e-9;
-        printf("%-14s %6d %4d+%-5d %9.1f %9.1f %8.2f %9.1f %9.1f %6.0f%% %8.1f\n", gd_text,
-               size, T, I, best * 1e3, sum / reps * 1e3, flops * 1e-9, rate, sgemm,
-               sgemm > 0 ? 100.0 * rate / sgemm : 0.0, (double)max_peak / 1024.0);
+        printf("%-14s %6d %6s %4d+%-5d %9.1f %9.1f %8.2f %9.1f %9.1f %6.0f%% %8.1f %8.1f %8.1f "
+               "%7.1f\n",
+               gd_text, size, wformat, T, I, best * 1e3, sum / reps * 1e3, flops * 1e-9, rate,
+               sgemm, sgemm > 0 ? 100.0 * rate / sgemm : 0.0, bf16mm, (double)max_peak / 1024.0,
+               (double)max_pss / 1024.0, max_rd / 1048576.0);
         fflush(stdout);
     }
     rc = 0;
@@ -201,6 +274,7 @@ done:
     cp_seq_layout_free(&layout);
     cp_grid_destroy(g);
     flux_transformer_close(m);
+    weight_sharer_destroy(sharer);
     MPI_Finalize();
     return rc;
 }

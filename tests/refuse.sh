@@ -8,7 +8,7 @@
 #   5. the item-count maximum crossed in a prompts file: exit 2 and no output folder left
 #   6. a FIFO as prompts_file: refused without opening it (a one-shot writer keeps its data);
 #      a FIFO as vae/config.json and as the transformer's weights: refused, no hang
-#   7. a symbolic link loop on vae/: reported as a link loop
+#   7. a symbolic link loop on vae/, or as the manifest's model folder: reported as a link loop
 #   8. NaN weights: the item is "failed" in the index with the reason, no PNG, exit 4
 #   9. a read-only output folder, or index: exit 1 before rendering, no PNG, no index line (as
 #      a non-root user: root may write anywhere; skipped when root cannot switch user)
@@ -114,6 +114,9 @@ expect fifo-weights 2 'safetensors: cannot open: is a FIFO (named pipe), not a r
 linked_copy loop_vae vae
 rm -r loop_vae/vae && ln -s loop_b loop_vae/vae && ln -s vae loop_vae/loop_b
 expect loop 2 'component "vae": symbolic link loop' -- $run1 --model loop_vae $item
+ln -s loop_m loop_m && printf 'model: loop_m\nprompts: [a]\n' > loop.yaml
+expect loop-manifest 2 'loop.yaml:1:8: model folder "loop_m" is a symbolic link loop' -- \
+    "$CPDIT" run loop.yaml --check
 
 # 8. NaN weights: a failed item, with the reason, and no image
 "$top_builddir/tests/test_nonfinite" --write "$work/nan_model" || fail "test_nonfinite --write"

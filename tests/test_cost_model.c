@@ -244,6 +244,9 @@ static void test_uneven_and_tuned(void)
     CHECK(cm_rank(&t2, &s, &o, tu, &p, &n, &err) == CPDIT_OK);
     CHECK(p[0].cfg.dp == ms[0].dp && p[0].cfg.ring == ms[0].ring &&
           p[0].cfg.ulysses == ms[0].ulysses && p[0].measured_s == 0.5);
+    CHECK(p[1].measured_s == 0.9); /* measured grids first, then the predictions */
+    for (int i = 2; i < n; i++)
+        CHECK(p[i].measured_s == 0);
     free(p);
     topo_file_free(&t2);
     unlink(tmp);

@@ -229,7 +229,9 @@ static int cmp_pred(const void *a, const void *b)
         kx = key_of(x, 0, sort_opts);
         ky = key_of(y, 0, sort_opts);
     }
-    if (!(isinf(kx) && isinf(ky)) && fabs(kx - ky) > TIE_REL * fmax(kx, ky))
+    if (isinf(kx) != isinf(ky)) /* measured (or fitting) before the rest */
+        return isinf(kx) ? 1 : -1;
+    if (!isinf(kx) && fabs(kx - ky) > TIE_REL * fmax(kx, ky))
         return kx < ky ? -1 : 1;
     if (x->cfg.dp != y->cfg.dp)
         return y->cfg.dp - x->cfg.dp;          /* more throughput */

@@ -416,9 +416,15 @@ static cpdit_status parse_model(mf_ctx *c, const mf_node *n, manifest *m, unsign
     if (!m->model)
         return oom(c);
     struct stat sb;
-    if ((flags & MANIFEST_CHECK_FILES) && (stat(m->model, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+    if (!(flags & MANIFEST_CHECK_FILES))
+        return CPDIT_OK;
+    if (stat(m->model, &sb) != 0)
         return mf_error(c, n->mark, "model folder \"%s\" %s", m->model,
-                        stat(m->model, &sb) != 0 ? "does not exist" : "is not a folder");
+                        errno == ENOENT ? "does not exist"
+                        : errno == ELOOP ? "is a symbolic link loop" : strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return mf_error(c, n->mark, "model folder \"%s\" is not a folder (it is %s)",
+                        m->model, cpdit_file_kind(sb.st_mode));
     return CPDIT_OK;
 }
 

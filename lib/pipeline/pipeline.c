@@ -89,6 +89,9 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model,
     flux_transformer_set_weight_format(p->transformer, wo->format);
     if (wo->arena)
         flux_transformer_set_weight_arena(p->transformer, wo->arena);
+    /* made now, by every rank together (sharing ranks meet in the loader) */
+    if ((st = flux_transformer_load_weights(p->transformer, err)))
+        goto fail;
     const flux_transformer_config *tc = flux_transformer_config_of(p->transformer);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1) {
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir,

@@ -460,3 +460,17 @@ size_t weight_loader_bytes(const weight_loader *wl)
         b += wl->arena_bytes;
     return b;
 }
+
+size_t weight_process_pss_bytes(void)
+{
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Pss: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}

@@ -147,6 +147,10 @@ void weight_drop_pages(const void *p, size_t bytes);
  * node's ranks share one copy, else the ranks on this node). */
 size_t weight_budget_default(int ranks_not_sharing);
 
+/* This process's proportional set size (Linux smaps_rollup "Pss": pages shared by n processes
+ * count 1/n), bytes; 0 when unknown. */
+size_t weight_process_pss_bytes(void);
+
 #ifdef __cplusplus
 }
 #endif
