@@ -159,9 +159,11 @@ static void check_specs(void)
     CHECK(builtin_model_is_spec("builtin:other"));
     CHECK(!builtin_model_is_spec("/models/flux"));
     CHECK(!builtin_model_is_spec(NULL));
-    CHECK(builtin_model_count() == 1);
+    CHECK(builtin_model_count() == 2);
     CHECK(builtin_model_name_at(0) && !strcmp(builtin_model_name_at(0), "tiny"));
-    CHECK(builtin_model_name_at(1) == NULL);
+    CHECK(builtin_model_name_at(1) && !strcmp(builtin_model_name_at(1), "shapes"));
+    CHECK(builtin_model_name_at(2) == NULL);
+    CHECK(builtin_model_description_at(1) && strstr(builtin_model_description_at(1), "trained"));
 
     setenv("CPDIT_CACHE", "/c", 1);
     CHECK(builtin_model_cache_dir("builtin:tiny", p, sizeof p, &err) == CPDIT_OK);
@@ -478,6 +480,41 @@ static void check_concurrent(const char *root)
     unsetenv("CPDIT_CACHE");
 }
 
+/* builtin:shapes: the trained weights are written as shipped (bf16), its text parts alone
+ * (--text-only) are an incomplete folder, and its configs fit its weights (stats load them). */
+static void check_shapes(const char *root)
+{
+    cpdit_error err;
+    char *s = tmp_path(root, "shapes"), *t = tmp_path(root, "shapes-text");
+    CHECK(builtin_model_write("shapes", s, &err) == CPDIT_OK);
+    CHECK(builtin_model_is_complete("shapes", s));
+    CHECK(!builtin_model_is_complete("tiny", s));
+    builtin_model_stats st;
+    CHECK(builtin_model_stats_of("shapes", s, &st, &err) == CPDIT_OK);
+    fprintf(stderr, "builtin:shapes: transformer %zu params, vae %zu, clip %zu, t5 %zu; folder "
+            "%zu bytes\n", st.transformer_params, st.vae_params, st.clip_params, st.t5_params,
+            st.total_bytes);
+    CHECK(st.transformer_params > 100000 && st.vae_params > 10000);
+    CHECK(st.total_bytes < ((size_t)4 << 20)); /* shipped in the repository: a few MB at most */
+    char *w = tmp_path(s, "transformer/diffusion_pytorch_model.safetensors");
+    size_t n = 0;
+    char *b = tmp_read(w, &n);
+    CHECK(b && n > 8 && strstr(b + 8, "\"BF16\""));
+    free(b);
+    free(w);
+    CHECK(builtin_model_write_text("shapes", t, &err) == CPDIT_OK);
+    CHECK(!builtin_model_is_complete("shapes", t));
+    char *tw = tmp_path(t, "text_encoder_2/model.safetensors");
+    char *tx = tmp_path(t, "transformer/diffusion_pytorch_model.safetensors");
+    CHECK(access(tw, F_OK) == 0);
+    CHECK(access(tx, F_OK) != 0);
+    CHECK(builtin_model_write_text("shapes", t, &err) == CPDIT_ERR_INPUT); /* not empty */
+    free(tw);
+    free(tx);
+    free(s);
+    free(t);
+}
+
 int main(void)
 {
     check_specs();
@@ -516,6 +553,7 @@ int main(void)
     check_text_encoders(a, &st);
     check_rewrite_and_refusal(root, a);
     check_concurrent(root);
+    check_shapes(root);
 
     free(a);
     free(b);

@@ -15,9 +15,21 @@ struct json_t;
 
 /* Every size of one built-in model. The vocab sizes and special ids are filled in by the
  * tokenizer writers (they depend on the generated vocabularies). */
+/* A file shipped in the repository and compiled into the library (builtin_blobs.c). */
+typedef struct builtin_blob {
+    const unsigned char *start, *end; /* the bytes [start, end) */
+} builtin_blob;
+
 typedef struct builtin_sizes {
     const char *name;
+    const char *description;   /* one line for `cpdit builtin list` */
     uint64_t seed;
+    const char *corpus;        /* text the tokenizers are learned from (NULL: the default) */
+    int guidance_embeds;       /* 1: guidance-distilled (dev-like); 0: true CFG / schnell-like */
+    int dynamic_shifting;      /* scheduler: FLUX.1-dev's resolution-dependent shift, else 1 */
+    int mid_block_add_attention;
+    /* Trained weights (diffusers names) written as they are; NULL data: generated. */
+    const builtin_blob *transformer_weights, *vae_weights;
     /* FluxTransformer2DModel */
     int in_channels, num_layers, num_single_layers, head_dim, heads;
     int joint_attention_dim, pooled_projection_dim;
@@ -48,6 +60,8 @@ cpdit_status builtin_write_bytes(const char *dir, const char *rel_path, const vo
  * dir/tokenizer_2/ (T5 Unigram tokenizer.json, configs); fill s->clip_vocab,
  * s->clip_bos_id, s->clip_eos_id and s->t5_vocab. The folders must exist. */
 cpdit_status builtin_write_clip_tokenizer(const char *dir, builtin_sizes *s, cpdit_error *err);
+/* The corpus the tokenizers of s are learned from. */
+const char *builtin_corpus(const builtin_sizes *s);
 cpdit_status builtin_write_t5_tokenizer(const char *dir, builtin_sizes *s, cpdit_error *err);
 
 /* builtin_weights.c: the weights of each component, written as
@@ -62,5 +76,10 @@ cpdit_status builtin_write_clip_weights(const char *dir, const builtin_sizes *s,
                                         size_t *n_params, cpdit_error *err);
 cpdit_status builtin_write_t5_weights(const char *dir, const builtin_sizes *s,
                                       size_t *n_params, cpdit_error *err);
+
+/* builtin_blobs.c: the trained weights of builtin:shapes (tools/train-builtin/). */
+extern const builtin_blob builtin_shapes_transformer, builtin_shapes_vae;
+/* The grammar of builtin:shapes, as the tokenizers' corpus (builtin_tokenizers.c). */
+extern const char builtin_shapes_corpus[];
 
 #endif

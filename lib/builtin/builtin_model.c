@@ -21,6 +21,7 @@
 #include "lib/builtin/builtin_internal.h"
 #include "lib/io/model_config.h"
 #include "lib/io/safetensors.h"
+#include "lib/builtin/shapes/vae_factors.h"
 
 #define PATH_MAX_LEN 4096
 #define NFTW_FDS 16
@@ -29,13 +30,21 @@
 #define TRANSFORMERS_VERSION "4.43.3"
 #define STALE_TMP_SECONDS 3600         /* leftover temp folders older than this are removed */
 #define TINY_SEED 0x6370646974ull      /* "cpdit" */
+#define SHAPES_SEED 0x736861706573ull  /* "shapes": the text encoders' generated weights */
+
+
 #define MODEL_DIR_MODE 0755            /* the written folder (mkdtemp makes it 0700) */
 
 /* ------------------------------------------------------------------ the models */
 
 static const builtin_sizes TINY = {
     .name = "tiny",
+    .description = "random weights from a fixed seed (a smoke-test model: coloured noise); "
+                   "6 heads, for uneven head shares",
     .seed = TINY_SEED,
+    .guidance_embeds = 1,
+    .dynamic_shifting = 1,
+    .mid_block_add_attention = 1,
     .in_channels = 64, /* 16 latent channels packed 2x2 */
     .num_layers = 2,
     .num_single_layers = 2,
@@ -67,7 +76,53 @@ static const builtin_sizes TINY = {
     .t5_max_distance = 128,
 };
 
-static const builtin_sizes *const MODELS[] = {&TINY};
+/* Trained here (tools/train-builtin/) on procedural shapes; the grammar is in README.md.
+ * The sizes are those of tools/train-builtin/shapes_config.py; the text encoders keep the
+ * weights generated from the seed (frozen during training), the transformer and the VAE are
+ * the trained ones (lib/builtin/shapes/, compiled in by builtin_blobs.c). */
+static const builtin_sizes SHAPES = {
+    .name = "shapes",
+    .description = "trained on procedural shapes: draws \"a large red circle in the center on "
+                   "a blue background\" (grammar in README.md)",
+    .seed = SHAPES_SEED,
+    .corpus = builtin_shapes_corpus,
+    .guidance_embeds = 0,  /* true CFG with an empty negative prompt */
+    .dynamic_shifting = 0,
+    .mid_block_add_attention = 0,
+    .transformer_weights = &builtin_shapes_transformer,
+    .vae_weights = &builtin_shapes_vae,
+    .in_channels = 32, /* 8 latent channels packed 2x2 */
+    .num_layers = 1,
+    .num_single_layers = 2,
+    .head_dim = 16,
+    .heads = 4, /* inner 64; Ulysses 2 and 4 split the heads evenly */
+    .joint_attention_dim = 64,
+    .pooled_projection_dim = 32,
+    .axes_dims_rope = {4, 6, 6},
+    .image_channels = 3,
+    .latent_channels = 8,
+    .n_vae_blocks = 4,
+    .layers_per_block = 1,
+    .norm_num_groups = 1, /* see tools/train-builtin/models.py, analytic_init */
+    .block_out_channels = {8, 16, 32, 32},
+    .scaling_factor = SHAPES_VAE_SCALING,
+    .shift_factor = SHAPES_VAE_SHIFT,
+    .clip_hidden = 32,
+    .clip_intermediate = 64,
+    .clip_layers = 2,
+    .clip_heads = 2,
+    .clip_positions = 77,
+    .clip_projection_dim = 32,
+    .t5_d_model = 64,
+    .t5_d_kv = 16,
+    .t5_heads = 4,
+    .t5_d_ff = 128,
+    .t5_layers = 2,
+    .t5_buckets = 32,
+    .t5_max_distance = 128,
+};
+
+static const builtin_sizes *const MODELS[] = {&TINY, &SHAPES};
 #define N_MODELS (sizeof MODELS / sizeof MODELS[0])
 
 static const builtin_sizes *find_model(const char *name)
@@ -101,6 +156,11 @@ size_t builtin_model_count(void)
 const char *builtin_model_name_at(size_t i)
 {
     return i < N_MODELS ? MODELS[i]->name : NULL;
+}
+
+const char *builtin_model_description_at(size_t i)
+{
+    return i < N_MODELS ? MODELS[i]->description : NULL;
 }
 
 /* ------------------------------------------------------------------ file helpers */
@@ -207,16 +267,18 @@ static cpdit_status write_configs(const char *dir, const builtin_sizes *s, cpdit
         "transformers", "CLIPTokenizer", "tokenizer_2", "transformers", "T5TokenizerFast",
         "transformer", "diffusers", "FluxTransformer2DModel", "vae", "diffusers",
         "AutoencoderKL");
-    /* FLUX.1-dev's schedule: resolution-dependent shift */
+    /* FLUX.1-dev's schedule (resolution-dependent shift), or FLUX.1-schnell's (shift 1) */
     j[1] = json_pack("{s:s, s:s, s:i, s:f, s:i, s:f, s:i, s:f, s:b}", "_class_name",
                      "FlowMatchEulerDiscreteScheduler", "_diffusers_version", DIFFUSERS_VERSION,
                      "base_image_seq_len", 256, "base_shift", 0.5, "max_image_seq_len", 4096,
-                     "max_shift", 1.15, "num_train_timesteps", 1000, "shift", 3.0,
-                     "use_dynamic_shifting", 1);
+                     "max_shift", 1.15, "num_train_timesteps", 1000, "shift",
+                     s->dynamic_shifting ? 3.0 : 1.0, "use_dynamic_shifting",
+                     s->dynamic_shifting);
     j[2] = json_pack("{s:s, s:s, s:i, s:o, s:b, s:i, s:i, s:i, s:i, s:i, s:i, s:i}",
                      "_class_name", "FluxTransformer2DModel", "_diffusers_version",
                      DIFFUSERS_VERSION, "attention_head_dim", s->head_dim, "axes_dims_rope",
-                     int_array(s->axes_dims_rope, 3), "guidance_embeds", 1, "in_channels",
+                     int_array(s->axes_dims_rope, 3), "guidance_embeds", s->guidance_embeds,
+                     "in_channels",
                      s->in_channels, "joint_attention_dim", s->joint_attention_dim,
                      "num_attention_heads", s->heads, "num_layers", s->num_layers,
                      "num_single_layers", s->num_single_layers, "patch_size", 1,
@@ -228,7 +290,8 @@ static cpdit_status write_configs(const char *dir, const builtin_sizes *s, cpdit
                      int_array(s->block_out_channels, s->n_vae_blocks), "down_block_types",
                      repeat_array("DownEncoderBlock2D", s->n_vae_blocks), "force_upcast", 1,
                      "in_channels", s->image_channels, "latent_channels", s->latent_channels,
-                     "layers_per_block", s->layers_per_block, "mid_block_add_attention", 1,
+                     "layers_per_block", s->layers_per_block, "mid_block_add_attention",
+                     s->mid_block_add_attention,
                      "norm_num_groups", s->norm_num_groups, "out_channels", s->image_channels,
                      "sample_size", 256, "scaling_factor", s->scaling_factor, "shift_factor",
                      s->shift_factor, "up_block_types",
@@ -270,11 +333,8 @@ static cpdit_status write_configs(const char *dir, const builtin_sizes *s, cpdit
 
 static cpdit_status write_marker(const char *dir, const builtin_sizes *s, cpdit_error *err)
 {
-    json_t *j = json_pack("{s:s, s:s, s:i, s:I}", "comment",
-                          "cpdit built-in model: random weights from a fixed seed (a "
-                          "smoke-test model, not a trained one)",
-                          "name", s->name, "version", BUILTIN_MODEL_VERSION, "seed",
-                          (json_int_t)s->seed);
+    json_t *j = json_pack("{s:s, s:s, s:i, s:I}", "comment", s->description, "name", s->name,
+                          "version", BUILTIN_MODEL_VERSION, "seed", (json_int_t)s->seed);
     cpdit_status st = j ? builtin_write_json(dir, BUILTIN_MARKER_FILE, j, err)
                         : cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     json_decref(j);
@@ -287,8 +347,10 @@ static const char *const SUBDIRS[] = {"scheduler",      "transformer", "vae",
                                       "text_encoder",   "text_encoder_2",
                                       "tokenizer",      "tokenizer_2"};
 
-/* Every file of model s into the existing empty folder dir. */
-static cpdit_status write_all(const char *dir, const builtin_sizes *model, cpdit_error *err)
+/* Every file of model s into the existing empty folder dir; text_only: all but the
+ * transformer's and the VAE's weights and the marker (an incomplete folder). */
+static cpdit_status write_all(const char *dir, const builtin_sizes *model, int text_only,
+                              cpdit_error *err)
 {
     builtin_sizes s = *model;
     char path[PATH_MAX_LEN + 64];
@@ -301,8 +363,24 @@ static cpdit_status write_all(const char *dir, const builtin_sizes *model, cpdit
     cpdit_status st = builtin_write_clip_tokenizer(dir, &s, err); /* sets the vocab sizes */
     st = st ? st : builtin_write_t5_tokenizer(dir, &s, err);
     st = st ? st : write_configs(dir, &s, err);
-    st = st ? st : builtin_write_transformer_weights(dir, &s, NULL, err);
-    st = st ? st : builtin_write_vae_weights(dir, &s, NULL, err);
+    if (text_only) {
+        st = st ? st : builtin_write_clip_weights(dir, &s, NULL, err);
+        return st ? st : builtin_write_t5_weights(dir, &s, NULL, err);
+    }
+    if (s.transformer_weights)
+        st = st ? st : builtin_write_bytes(dir, "transformer/diffusion_pytorch_model.safetensors",
+                                           s.transformer_weights->start,
+                                           (size_t)(s.transformer_weights->end -
+                                                    s.transformer_weights->start), err);
+    else
+        st = st ? st : builtin_write_transformer_weights(dir, &s, NULL, err);
+    if (s.vae_weights)
+        st = st ? st : builtin_write_bytes(dir, "vae/diffusion_pytorch_model.safetensors",
+                                           s.vae_weights->start,
+                                           (size_t)(s.vae_weights->end - s.vae_weights->start),
+                                           err);
+    else
+        st = st ? st : builtin_write_vae_weights(dir, &s, NULL, err);
     st = st ? st : builtin_write_clip_weights(dir, &s, NULL, err);
     st = st ? st : builtin_write_t5_weights(dir, &s, NULL, err);
     st = st ? st : write_marker(dir, &s, err);
@@ -368,7 +446,7 @@ cpdit_status builtin_model_write(const char *name, const char *dir_in, cpdit_err
                                "cannot create a temporary folder beside it: %s",
                                strerror(errno));
     chmod(tmp, MODEL_DIR_MODE); /* the model is not secret: others may read the cache */
-    cpdit_status st = write_all(tmp, s, err);
+    cpdit_status st = write_all(tmp, s, 0, err);
     if (st != CPDIT_OK) {
         remove_tree(tmp);
         return st;
@@ -398,6 +476,19 @@ cpdit_status builtin_model_write(const char *name, const char *dir_in, cpdit_err
         close(fd);
     }
     return CPDIT_OK;
+}
+
+cpdit_status builtin_model_write_text(const char *name, const char *dir, cpdit_error *err)
+{
+    const builtin_sizes *s = find_model(name);
+    if (!s)
+        return unknown_model(name, err);
+    if (!dir || !*dir)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "builtin", "empty output folder");
+    if (mkdir(dir, 0777) != 0 && !(errno == EEXIST && is_empty_dir(dir)))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, dir, "cannot create it as a new, empty "
+                               "folder: %s", errno == EEXIST ? "not empty" : strerror(errno));
+    return write_all(dir, s, 1, err);
 }
 
 /* ------------------------------------------------------------------ the cache */

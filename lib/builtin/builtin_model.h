@@ -1,7 +1,8 @@
 /* builtin_model.h — the built-in models: tiny FLUX-architecture pipelines whose weights are
  * generated from a fixed seed, so that cpdit's main job runs with no download.
  *
- * A built-in model is named by a spec "builtin:NAME" (only "tiny" exists). It is never used
+ * A built-in model is named by a spec "builtin:NAME": "tiny" (random weights) or "shapes"
+ * (trained here on procedural shapes, weights shipped in lib/builtin/shapes/). It is never used
  * from memory: it is written out as an ordinary diffusers FluxPipeline folder and then loaded
  * through the normal loading path, so the loaders are exercised by every run:
  *   model_index.json                      FluxPipeline and its seven components
@@ -42,9 +43,11 @@ extern "C" {
 /* 1 if s starts with "builtin:" (whatever follows), else 0. NULL gives 0. */
 int builtin_model_is_spec(const char *s);
 
-/* Number of built-in models and the i-th name ("tiny"), NULL when out of range. */
+/* Number of built-in models, the i-th name ("tiny", "shapes") and a one-line description,
+ * NULL when out of range. */
 size_t builtin_model_count(void);
 const char *builtin_model_name_at(size_t i);
+const char *builtin_model_description_at(size_t i);
 
 /* Write the built-in model `name` ("tiny") as a diffusers folder at dir. The files go to a
  * new folder "dir.tmp.XXXXXX" beside dir, which is renamed onto dir when complete: dir
@@ -54,6 +57,13 @@ const char *builtin_model_name_at(size_t i);
  * listing the known ones); dir exists and is not an empty folder or a complete copy
  * (INPUT: cpdit never overwrites it); I/O (RUNTIME, naming the path). */
 cpdit_status builtin_model_write(const char *name, const char *dir, cpdit_error *err);
+
+/* The parts of model `name` that do not depend on training: configs, tokenizers and the
+ * text encoders (generated from the seed), written into dir (created; or an existing empty
+ * folder) without the transformer's and the VAE's weights and without the marker file, so
+ * the folder never counts as complete. For tools/train-builtin/, which trains the rest
+ * against exactly these text encoders. Errors: unknown name, dir not new/empty (INPUT), I/O. */
+cpdit_status builtin_model_write_text(const char *name, const char *dir, cpdit_error *err);
 
 /* 1 if dir holds a complete copy of built-in model `name` at this version, else 0. */
 int builtin_model_is_complete(const char *name, const char *dir);

@@ -104,6 +104,34 @@ static const char CORPUS[] =
     "A friendly robot handing a flower to a little girl, digital art, soft colors. "
     "Is it a cat? It is a cat! Yes, a very good cat; the best cat (of all).";
 
+/* builtin:shapes: its grammar (tools/train-builtin/shapes_data.py), every word at least
+ * twice, so that each becomes one token of both tokenizers, plus a little of the default
+ * corpus's English for prompts outside the grammar. */
+const char builtin_shapes_corpus[] =
+    "a small red circle in the center on a blue background. "
+    "a large green square in the top left corner on a yellow background. "
+    "a small blue triangle in the top right corner on a white background. "
+    "a large yellow diamond in the bottom left corner on a purple background. "
+    "a small orange circle in the bottom right corner on a black background. "
+    "an orange square on an orange background, in the center. "
+    "a big purple triangle at the top left, green background. "
+    "a big white diamond at the center, red background. "
+    "a black circle at the bottom right on white. "
+    "an orange background with a small black square in the top right corner. "
+    "a purple background with a large white triangle in the bottom left corner. "
+    "small red diamond on a green background, in the bottom right corner. "
+    "large blue circle on a black background, in the top left corner. "
+    "a yellow square in the center on a red background. "
+    "a green triangle on a purple background. "
+    "a photo of a cat sitting on a wooden table next to a window. "
+    "a painting of a dog running in the park on a sunny day, with trees and flowers. "
+    "shapes and colors, simple shapes, bright colors, a picture of a house and a car.";
+
+const char *builtin_corpus(const builtin_sizes *s)
+{
+    return s->corpus ? s->corpus : CORPUS;
+}
+
 /* ------------------------------------------------------------------ words of the corpus */
 
 typedef struct word_count {
@@ -156,9 +184,9 @@ static int words_add(word_list *l, const char *s, size_t len)
 
 /* The corpus split as CLIP's pattern splits text (runs of letters, single digits, runs of
  * other non-space characters), lower-cased when lower (CLIP) or as written (T5). */
-static int corpus_words(word_list *l, int lower)
+static int corpus_words(word_list *l, int lower, const char *corpus)
 {
-    const char *s = CORPUS;
+    const char *s = corpus;
     char buf[TOKEN_MAX];
     while (*s) {
         if (is_space((unsigned char)*s)) {
@@ -299,7 +327,8 @@ static int best_pair(const bpe_state *b, int *pa, int *pb)
 }
 
 /* Learn the merges; tok gets the byte symbols, their </w> forms and every merge result. */
-static int bpe_learn(bpe_state *b, const int order[NUM_BYTES], const unsigned cp[NUM_BYTES])
+static int bpe_learn(bpe_state *b, const int order[NUM_BYTES], const unsigned cp[NUM_BYTES],
+                     const char *corpus)
 {
     char s[TOKEN_MAX];
     for (int eow = 0; eow < 2; eow++)
@@ -310,7 +339,7 @@ static int bpe_learn(bpe_state *b, const int order[NUM_BYTES], const unsigned cp
                 return -1;
         }
     word_list words = {0};
-    if (corpus_words(&words, 1) != 0)
+    if (corpus_words(&words, 1, corpus) != 0)
         return -1;
     b->n_words = words.n;
     b->sym = calloc(words.n, sizeof *b->sym);
@@ -395,7 +424,7 @@ cpdit_status builtin_write_clip_tokenizer(const char *dir, builtin_sizes *s, cpd
     bytes_to_unicode(cp, order);
     bpe_state b;
     memset(&b, 0, sizeof b);
-    if (bpe_learn(&b, order, cp) != 0 || tok_intern(&b.tok, CLIP_BOS) < 0 ||
+    if (bpe_learn(&b, order, cp, builtin_corpus(s)) != 0 || tok_intern(&b.tok, CLIP_BOS) < 0 ||
         tok_intern(&b.tok, CLIP_EOS) < 0) {
         bpe_free(&b);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "builtin tokenizer", "out of memory");
@@ -519,7 +548,8 @@ cpdit_status builtin_write_t5_tokenizer(const char *dir, builtin_sizes *s, cpdit
         chars[nc++] = (char)c;
     for (const char *p = T5_PUNCT; *p; p++)
         chars[nc++] = *p;
-    if (corpus_words(&words, 0) != 0)
+    const char *corpus = builtin_corpus(s);
+    if (corpus_words(&words, 0, corpus) != 0)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "builtin tokenizer", "out of memory");
     piece *p = calloc(words.n + nc + 1, sizeof *p);
     if (!p) {
@@ -543,7 +573,7 @@ cpdit_status builtin_write_t5_tokenizer(const char *dir, builtin_sizes *s, cpdit
         }
     for (size_t k = 0; k < nc; k++) {
         int count = 1;
-        for (const char *c = CORPUS; *c; c++)
+        for (const char *c = corpus; *c; c++)
             count += *c == chars[k];
         p[n].text[0] = chars[k];
         p[n].text[1] = '\0';
