@@ -191,12 +191,54 @@ static cpdit_status slurp(const char *path, char **bytes, size_t *len, cpdit_err
     return CPDIT_OK;
 }
 
+static cpdit_status parse_contents(const char *path, job_index_contents *out, cpdit_error *err);
+
 cpdit_status job_index_read(const char *path, job_index_contents *out, cpdit_error *err)
 {
     memset(out, 0, sizeof *out);
     cpdit_status st = slurp(path, &out->bytes, &out->len, err);
     if (st)
         return st;
+    return parse_contents(path, out, err);
+}
+
+cpdit_status job_index_read_with_parts(const char *path, char *const *parts, size_t n_parts,
+                                       job_index_contents *out, cpdit_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cpdit_status st = slurp(path, &out->bytes, &out->len, err);
+    for (size_t i = 0; !st && i < n_parts; i++) {
+        char *b;
+        size_t n;
+        if ((st = slurp(parts[i], &b, &n, err)))
+            break;
+        /* a torn last line must not swallow the next file's first line: end it */
+        int fix = out->len > 0 && out->bytes[out->len - 1] != '\n';
+        char *nb = n || fix ? realloc(out->bytes, out->len + (size_t)fix + n + 1) : out->bytes;
+        if (!nb) {
+            free(b);
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "out of memory");
+            break;
+        }
+        out->bytes = nb;
+        if (fix)
+            out->bytes[out->len++] = '\n';
+        if (n)
+            memcpy(out->bytes + out->len, b, n);
+        out->len += n;
+        out->bytes[out->len] = '\0';
+        free(b);
+    }
+    if (st) {
+        free(out->bytes);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    return parse_contents(path, out, err);
+}
+
+static cpdit_status parse_contents(const char *path, job_index_contents *out, cpdit_error *err)
+{
     size_t cap = 0, pos = 0;
     while (pos < out->len) {
         char *nl = memchr(out->bytes + pos, '\n', out->len - pos);
@@ -301,4 +343,29 @@ int job_index_is_index_name(const char *name)
     size_t n = strlen(name);
     return strcmp(name, JOB_INDEX_FILE_NAME) == 0 ||
            (strncmp(name, "index.", 6) == 0 && n > 12 && strcmp(name + n - 6, ".jsonl") == 0);
+}
+
+void job_index_node_name(const char *index_name, const char *host, char *out, size_t size)
+{
+    size_t stem = strlen(index_name);
+    if (stem > 6 && strcmp(index_name + stem - 6, ".jsonl") == 0)
+        stem -= 6;
+    int n = snprintf(out, size, "%.*s.node-", (int)stem, index_name);
+    size_t k = n > 0 ? (size_t)n : 0;
+    for (const char *h = host; *h && k + 7 < size; h++) {
+        char c = *h;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '.' || c == '_' || c == '-';
+        out[k++] = ok ? c : '_';
+    }
+    snprintf(out + k, size - k, ".jsonl");
+}
+
+int job_index_is_node_part(const char *name, const char *index_name)
+{
+    size_t stem = strlen(index_name), n = strlen(name);
+    if (stem > 6 && strcmp(index_name + stem - 6, ".jsonl") == 0)
+        stem -= 6;
+    return n > stem + 12 && strncmp(name, index_name, stem) == 0 &&
+           strncmp(name + stem, ".node-", 6) == 0 && strcmp(name + n - 6, ".jsonl") == 0;
 }

@@ -9,7 +9,9 @@
  * leader's wall time for the item (render + PNG), null for a line re-made on resume (grid is
  * then null too). A line is appended with ONE write() on a descriptor opened with O_APPEND,
  * so lines of several groups never interleave on a local or POSIX-compliant parallel file
- * system (Lustre, GPFS); NFS does not promise atomic appends from several clients.
+ * system (Lustre, GPFS); NFS does not promise atomic appends from several clients, so
+ * leaders on other nodes write node parts (below) and array tasks their own index files
+ * (jobs/job_slurm.h).
  *
  * READING tolerates what a SIGKILL can leave: trailing bytes without a final '\n' (a torn
  * line) are ignored, as is any complete line that is not a JSON object with a "file" string.
@@ -78,6 +80,19 @@ typedef struct job_index_contents {
 
 /* Read and split the index at path. A missing file is an empty index. */
 cpdit_status job_index_read(const char *path, job_index_contents *out, cpdit_error *err);
+/* The same for path followed by the files parts (a torn last line of one file stays a
+ * separate, ignored line). */
+cpdit_status job_index_read_with_parts(const char *path, char *const *parts, size_t n_parts,
+                                       job_index_contents *out, cpdit_error *err);
+
+/* NODE PARTS. Appends from several nodes to one file are not whole on NFS, so a group leader
+ * on another node than world rank 0 appends to its own part file beside the run's index,
+ * "<index stem>.node-HOST.jsonl" (e.g. index.node-gpu017.jsonl); the next run's resume
+ * merges the parts into the index and removes them, and readers (`cpdit status`) take the
+ * union of every index file. One writer per file on each node. */
+void job_index_node_name(const char *index_name, const char *host, char *out, size_t size);
+/* 1 when name is a node part of index_name. */
+int job_index_is_node_part(const char *name, const char *index_name);
 void job_index_contents_free(job_index_contents *c);
 
 /* 1 when path is a complete PNG file (signature + final IEND chunk), else 0. */

@@ -5,6 +5,8 @@
 #include "jobs/job_index.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,8 @@ struct job_resume {
     size_t *slots; /* hash table: old-entry number + 1 of the LAST ok line per file, 0 empty */
     size_t n_slots;
     unsigned char *state; /* per old entry: FILE_* */
+    char **parts;   /* node part files of this index (job_index.h), merged and removed */
+    size_t n_parts;
     char **foreign; /* hash set: files with an "ok" line in the folder's other index files */
     size_t n_foreign_slots;
     char *added;          /* new lines for done items that had none */
@@ -57,6 +61,9 @@ void job_resume_free(job_resume *r)
     free(r->slots);
     free(r->state);
     free(r->added);
+    for (size_t i = 0; i < r->n_parts; i++)
+        free(r->parts[i]);
+    free(r->parts);
     for (size_t i = 0; i < r->n_foreign_slots; i++)
         free(r->foreign[i]);
     free(r->foreign);
@@ -86,7 +93,8 @@ static cpdit_status read_foreign(job_resume *r, const char *own, cpdit_error *er
     size_t used = 0;
     struct dirent *e;
     while (!st && (e = readdir(d)) != NULL) {
-        if (!job_index_is_index_name(e->d_name) || strcmp(e->d_name, own) == 0)
+        if (!job_index_is_index_name(e->d_name) || strcmp(e->d_name, own) == 0 ||
+            job_index_is_node_part(e->d_name, own))
             continue;
         char *p = job_path_join(r->dir, e->d_name);
         job_index_contents c;
@@ -128,6 +136,43 @@ static cpdit_status read_foreign(job_resume *r, const char *own, cpdit_error *er
     return st;
 }
 
+/* The node part files of index_name in r->dir, sorted by name (a fixed merge order). */
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static cpdit_status find_parts(job_resume *r, const char *index_name, cpdit_error *err)
+{
+    DIR *d = opendir(r->dir);
+    if (!d)
+        return CPDIT_OK;
+    size_t cap = 0;
+    cpdit_status st = CPDIT_OK;
+    struct dirent *e;
+    while (!st && (e = readdir(d)) != NULL) {
+        if (!job_index_is_node_part(e->d_name, index_name))
+            continue;
+        if (r->n_parts == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **a = realloc(r->parts, cap * sizeof *a);
+            if (!a) {
+                st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
+                break;
+            }
+            r->parts = a;
+        }
+        if (!(r->parts[r->n_parts] = job_path_join(r->dir, e->d_name)))
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
+        else
+            r->n_parts++;
+    }
+    closedir(d);
+    if (r->n_parts > 1)
+        qsort(r->parts, r->n_parts, sizeof *r->parts, cmp_names);
+    return st;
+}
+
 cpdit_status job_resume_begin(const char *out_dir, job_resume **out, cpdit_error *err)
 {
     return job_resume_begin_named(out_dir, JOB_INDEX_FILE_NAME, out, err);
@@ -143,7 +188,9 @@ cpdit_status job_resume_begin_named(const char *out_dir, const char *index_name,
         job_resume_free(r);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, out_dir, "out of memory");
     }
-    cpdit_status st = job_index_read(r->index_path, &r->old, err);
+    cpdit_status st = find_parts(r, index_name, err);
+    if (!st)
+        st = job_index_read_with_parts(r->index_path, r->parts, r->n_parts, &r->old, err);
     if (!st)
         st = read_foreign(r, index_name, err);
     if (st) {
@@ -240,11 +287,15 @@ cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_err
     r->stats.dropped = (r->old.n - kept) + r->old.n_corrupt;
     r->stats.torn_bytes = r->old.torn_bytes;
     cpdit_status st = CPDIT_OK;
-    int same = n == r->old.len && (n == 0 || memcmp(buf, r->old.bytes, n) == 0);
+    int same = r->n_parts == 0 && n == r->old.len && (n == 0 || memcmp(buf, r->old.bytes, n) == 0);
     if (!same) {
         st = atomic_write_buffer(r->index_path, buf, n, err);
         r->stats.rewritten = st == CPDIT_OK;
     }
+    for (size_t i = 0; !st && i < r->n_parts; i++) /* merged: the index holds their lines */
+        if (unlink(r->parts[i]) != 0 && errno != ENOENT)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->parts[i], "cannot remove a merged "
+                                 "index part: %s", strerror(errno));
     free(buf);
     if (stats)
         *stats = r->stats;

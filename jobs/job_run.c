@@ -228,6 +228,21 @@ static cpdit_status write_run_record(const manifest *m, const job_slurm_info *sl
     return st;
 }
 
+/* This rank's node: CPDIT_NODE_NAME when set (tests, or sites whose MPI names nodes
+ * oddly), else MPI's processor name. */
+static void this_node(char *out, size_t size)
+{
+    const char *env = getenv("CPDIT_NODE_NAME");
+    int len = 0;
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
+    if (env && env[0])
+        snprintf(out, size, "%s", env);
+    else if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
+        snprintf(out, size, "%.*s", len, name);
+    else
+        snprintf(out, size, "unknown");
+}
+
 /* A start that failed on rank 0's side: release the lock, then remove the folders made. */
 static void start_failed(const char *dir, job_lock **lock, size_t created)
 {
@@ -443,14 +458,9 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
 
 /* Render every remaining item of this group (step 4). */
 static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid *g,
-                      const job_slurm_info *sl, const job_plan *plan, const char *index_path,
-                      job_progress *progress, job_group_stats *gs)
+                      const job_slurm_info *sl, const char *node, const job_plan *plan,
+                      const char *index_path, job_progress *progress, job_group_stats *gs)
 {
-    char node[MPI_MAX_PROCESSOR_NAME + 1] = "";
-    int node_len = 0;
-    if (MPI_Get_processor_name(node, &node_len) != MPI_SUCCESS)
-        node[0] = '\0';
-    node[node_len < MPI_MAX_PROCESSOR_NAME ? node_len : MPI_MAX_PROCESSOR_NAME] = '\0';
     job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason};
     cpdit_status fatal = CPDIT_OK;
     for (size_t k = 0; k < plan->n_mine; k++) {
@@ -656,7 +666,23 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     job_group_stats gs;
     memset(&gs, 0, sizeof gs);
     gs.todo = (long long)plan.n_mine;
-    run_group(m, hooks, g, &sl, &plan, index_path, pp, &gs);
+    /* group leaders on world rank 0's node append to the index; leaders on other nodes to
+     * their node's part file (one writer per file per node: NFS, job_index.h) */
+    char node[MPI_MAX_PROCESSOR_NAME + 1], node0[MPI_MAX_PROCESSOR_NAME + 1];
+    this_node(node, sizeof node);
+    memcpy(node0, node, sizeof node0);
+    MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
+    char *leader_index = index_path;
+    if (strcmp(node, node0) != 0) {
+        char part[64 + MPI_MAX_PROCESSOR_NAME + 16];
+        job_index_node_name(index_name, node, part, sizeof part);
+        leader_index = job_path_join(m->output_dir, part);
+        if (!leader_index)
+            leader_index = index_path; /* out of memory: the shared index still works */
+    }
+    run_group(m, hooks, g, &sl, node, &plan, leader_index, pp, &gs);
+    if (leader_index != index_path)
+        free(leader_index);
     st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum,
                 hooks->grid_reason, err);
     if (g->world_rank == 0 && !st && sum->stopped) {

@@ -16,7 +16,8 @@
  *   index.jsonl / index.task-k-of-K.jsonl   the index lines of that run (one writer per
  *        file across array tasks; job_index.h). Readers (resume, `cpdit status`) take the
  *        union of every index*.jsonl; resume re-makes a line for a complete PNG only when no
- *        index file has one.
+ *        index file has one. Group leaders on other nodes than world rank 0 append to node
+ *        parts of it, merged by the next run (job_index.h, NODE PARTS).
  *   .cpdit-lock NAME   the lock (below).
  *   .cpdit-stopped-JOBID (.cpdit-stopped outside Slurm)   the stop marker: written when a
  *        stop signal ended the run early, removed when the next run of that job starts. The
