@@ -18,7 +18,7 @@ fail=0
 hard=0
 run() { # NAME NP ARGS...
     name=$1; np=$2; shift 2
-    if ! $MPI_RUN -np "$np" "$CPDIT" run "$MANIFEST" --output "$work/$name" "$@" \
+    if ! $MPI_RUN -np "$np" "$CPDIT" run "$MANIFEST" --output "$work/$name" --weight-format fp32 "$@" \
             >"$work/$name.log" 2>&1; then
         echo "ERROR: $name: cpdit run failed"; cat "$work/$name.log"; exit 99
     fi

@@ -26,7 +26,7 @@ set -- "a large red circle in the center on a blue background" \
     echo "prompts:"
     for p in "$@"; do echo "  - $p"; done
 } >"$work/m.yaml"
-"$CPDIT" run "$work/m.yaml" >"$work/cpdit.log" 2>&1 || { echo "FAIL: cpdit run"; cat "$work/cpdit.log"; exit 1; }
+"$CPDIT" run "$work/m.yaml" --weight-format fp32 >"$work/cpdit.log" 2>&1 || { echo "FAIL: cpdit run"; cat "$work/cpdit.log"; exit 1; }
 "$PY" "$TOOLS/torch_pipeline.py" "$work/model" "$work/torch" --seed $SEED --steps $STEPS \
     --true-cfg $CFG --size 128 --max-sequence-length 32 "$@" || { echo "FAIL: torch_pipeline.py"; exit 1; }
 fail=0

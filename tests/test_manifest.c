@@ -286,8 +286,8 @@ static void test_examples(void)
     CHECK_MSG(manifest_load(path, MANIFEST_CHECK_FILES, &m, &err) == CPDIT_OK, "%s: %s",
               err.where, err.what);
     if (m) {
-        CHECK(job_items_count(m, NULL, &n, &np, &err) == CPDIT_OK && n == 10 && np == 5);
-        CHECK(m->model_is_builtin && m->base.sizes[0].width == 208 && m->base.steps == 4);
+        CHECK(job_items_count(m, NULL, &n, &np, &err) == CPDIT_OK && n == 16 && np == 8);
+        CHECK(m->model_is_builtin && m->base.sizes[0].width == 128 && m->base.steps == 20);
         manifest_free(m);
     }
     snprintf(path, sizeof path, "%s/jobs/examples/batch-flux-dev.yaml", top ? top : ".");
