@@ -100,9 +100,9 @@ static void print_decode_time(const batch_ctx *c, int rank)
                                                           : "split over each CP group");
 }
 
-/* `parallel: auto`: rank 0 asks the planner (topology/grid_choice.h) for the grid of a job of
- * this many items and broadcasts it; every rank then runs with explicit degrees and, unless
- * --attention named a variant, the variant the planner chose. Collective. */
+/* `parallel: auto`: the planner (topology/grid_choice.h: the topology file, else a quick probe
+ * now) chooses the grid of a job of this many items; every rank then runs with explicit
+ * degrees and, unless --attention named a variant, the variant the planner chose. Collective. */
 static cpdit_status choose_grid(manifest *m, const char *topo_path, const char **variant,
                                 grid_choice *gc, cpdit_error *err)
 {
@@ -116,19 +116,17 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return CPDIT_OK;
     }
     cpdit_status st = CPDIT_OK;
-    if (rank == 0) {
-        uint64_t items = 0;
+    uint64_t items = 0;
+    if (rank == 0)
         st = job_items_count(m, NULL, &items, NULL, err);
-        grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
-                                  m->base.max_sequence_length, m->base.steps, items, size};
-        if (m->base.n_sizes > 0)
-            rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
-        if (!st)
-            st = grid_choice_auto(&rq, gc, err);
-    }
     if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, err)))
         return st;
-    MPI_Bcast(gc, (int)sizeof *gc, MPI_BYTE, 0, MPI_COMM_WORLD);
+    grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
+                              m->base.max_sequence_length, m->base.steps, items, size};
+    if (m->base.n_sizes > 0)
+        rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
+    if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))
+        return st;
     m->parallel.is_auto = 0;
     m->parallel.dp = gc->dp;
     m->parallel.ring = gc->ring;
@@ -161,6 +159,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     if (!st)
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     grid_choice gc;
+    char grid_line[GRID_CHOICE_REASON_MAX + 128];
     if (!st)
         st = choose_grid(m, o->topology, &variant, &gc, &err);
     if (!st)
@@ -178,7 +177,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         memset(&hooks, 0, sizeof hooks);
         hooks.render_item = render_item;
         hooks.ctx = &c;
-        hooks.grid_reason = gc.reason;
+        hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
         hooks.verbose = o->verbose;
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);

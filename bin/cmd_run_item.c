@@ -76,31 +76,24 @@ int run_item(const run_item_options *o)
     cpdit_status st = CPDIT_OK;
     if (!o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
-         * $CPDIT_TOPOLOGY); without one, every rank in one Ulysses group */
+         * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
-        memset(&gc, 0, sizeof gc);
-        if (rank == 0) {
-            const int builtin = strncmp(o->model, "builtin:", 8) == 0;
-            grid_choice_request rq = {o->topology, o->model,
-                                      o->width ? o->width : (builtin ? 256 : 1024),
-                                      o->height ? o->height : (builtin ? 256 : 1024),
-                                      o->max_sequence_length, o->steps, 1, size};
-            st = grid_choice_auto(&rq, &gc, &err);
-        }
-        st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err);
-        MPI_Bcast(&gc, (int)sizeof gc, MPI_BYTE, 0, MPI_COMM_WORLD);
-        ring = 1;
-        ulysses = size;
-        if (!st && gc.planned) {
+        const int builtin = strncmp(o->model, "builtin:", 8) == 0;
+        grid_choice_request rq = {o->topology, o->model,
+                                  o->width ? o->width : (builtin ? 256 : 1024),
+                                  o->height ? o->height : (builtin ? 256 : 1024),
+                                  o->max_sequence_length, o->steps, 1, size};
+        st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
+        if (!st) {
             ring = gc.ring;
             ulysses = gc.ulysses;
-            if (strcmp(variant, "auto") == 0)
+            if (!variant || strcmp(variant, "auto") == 0)
                 variant = gc.variant;
             anything |= strstr(gc.variant, "+anything") != NULL;
+            char line[GRID_CHOICE_REASON_MAX + 128];
+            if (rank == 0)
+                fprintf(stderr, "grid: %s\n", grid_choice_line(&gc, line, sizeof line));
         }
-        if (!st && rank == 0)
-            fprintf(stderr, "grid: dp %d x ring %d x ulysses %d: %s\n", size / (ring * ulysses),
-                    ring, ulysses, gc.reason);
     }
     if (!st)
         st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);

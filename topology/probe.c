@@ -597,7 +597,12 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
 
     json_t *doc = NULL, *hosts = NULL, *links = NULL, *compute = NULL;
     cpdit_status st = CPDIT_OK;
-    if (s.rank == 0) {
+    /* tests: a local failure on one rank, which every rank must agree on (probe.h) */
+    const char *fail = getenv(PROBE_FAIL_ENV);
+    if (fail && *fail && atoi(fail) == s.rank)
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE,
+                             "rank %d: failure injected by $%s", s.rank, PROBE_FAIL_ENV);
+    if (st == CPDIT_OK && s.rank == 0) {
         char created[32];
         utc_now(created, sizeof created);
         doc = json_object();

@@ -38,6 +38,9 @@ extern "C" {
 #define CPDIT_TOPOLOGY_FORMAT 1
 #define CPDIT_TOPOLOGY_DEFAULT_FILE "cpdit-topology.json"
 #define PROBE_MAX_SIZES 32
+/* Tests: CPDIT_PROBE_FAIL_RANK=R makes rank R fail locally at the probe's start (a RUNTIME
+ * error every rank agrees on), to check that callers fall back instead of hanging. */
+#define PROBE_FAIL_ENV "CPDIT_PROBE_FAIL_RANK"
 
 typedef enum probe_class {
     PROBE_SAME_NUMA = 0,
