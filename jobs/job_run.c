@@ -509,6 +509,8 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
                      ierr.what);
         }
         if (g->cp_rank == 0) {
+            if (first_fail >= g->cp_size)
+                job_test_hold("write", g->world_rank);
             int r = leader_record(m, x, &gi, rgb, w, h,
                                   first_fail < g->cp_size ? reason : NULL, t0, index_path,
                                   &fatal, &gs->error);
@@ -525,12 +527,32 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
 }
 
 /* ---------------------------------------------------------------- the end */
+/* Rank 0: the runner's own record of a stop, which the sbatch script requeues on even when
+ * the launcher's exit code does not say 3 (mpirun returns 1 when it was signalled). */
+static void write_stop_marker(const manifest *m, const job_slurm_info *sl,
+                              const job_summary *sum, FILE *log)
+{
+    char name[64], text[160];
+    job_slurm_stop_marker_name(sl, name, sizeof name);
+    char *marker = job_path_join(m->output_dir, name);
+    int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
+                     sum->stop_signal, (unsigned long long)sum->left);
+    cpdit_error merr;
+    if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
+        fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",
+                marker ? marker : name);
+    free(marker);
+}
+
 /* Gather every rank's group stats on rank 0 (polling progress meanwhile), build the summary
- * there, and give every rank the same summary and status. */
+ * there, write the stop marker and release the lock (rank 0), and only then give every rank
+ * the same summary and status: no rank returns (and exits) before the folder is in its
+ * final state, so a launcher that kills the rest when one rank exits cannot cut it short. */
 static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                            const job_plan *plan, job_group_stats *gs, job_progress *progress,
                            FILE *log, const char *index_path, double t_start, job_summary *sum,
-                           const char *grid_reason, cpdit_error *err)
+                           const char *grid_reason, const job_slurm_info *sl, job_lock *lock,
+                           cpdit_error *err)
 {
     int rank = g->world_rank, size = g->world_size;
     job_group_stats *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
@@ -585,6 +607,9 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                               grid_reason);
         free(groups);
         free(all);
+        if (!st && sum->stopped)
+            write_stop_marker(m, sl, sum, log);
+        job_lock_release(lock);
     }
     MPI_Bcast(sum, (int)sizeof *sum, MPI_BYTE, 0, world);
     return job_bcast_status(world, 0, st, err);
@@ -680,27 +705,19 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
         if (!leader_index)
             leader_index = index_path; /* out of memory: the shared index still works */
     }
+    /* group leaders watch the sbatch script's stop-request file (job_slurm.h) */
+    char request[64];
+    job_slurm_stop_request_name(&sl, request, sizeof request);
+    char *request_path = request[0] && g->cp_rank == 0 ? job_path_join(m->output_dir, request)
+                                                       : NULL;
+    job_stop_watch_file(request_path);
+    free(request_path);
     run_group(m, hooks, g, &sl, node, &plan, leader_index, pp, &gs);
+    job_stop_watch_file(NULL);
     if (leader_index != index_path)
         free(leader_index);
     st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum,
-                hooks->grid_reason, err);
-    if (g->world_rank == 0 && !st && sum->stopped) {
-        /* the runner's own record of the stop: the sbatch script requeues on it even when
-         * the launcher's exit code does not say 3 (mpirun returns 1 when signalled) */
-        char name[64], text[160];
-        job_slurm_stop_marker_name(&sl, name, sizeof name);
-        char *marker = job_path_join(m->output_dir, name);
-        int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
-                         sum->stop_signal, (unsigned long long)sum->left);
-        cpdit_error merr;
-        if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
-            fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",
-                     marker ? marker : name);
-        free(marker);
-    }
-    if (g->world_rank == 0)
-        job_lock_release(lock);
+                hooks->grid_reason, &sl, g->world_rank == 0 ? lock : NULL, err);
 
     plan_free(&plan);
     free(index_path);
