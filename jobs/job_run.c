@@ -243,6 +243,37 @@ static void this_node(char *out, size_t size)
         snprintf(out, size, "unknown");
 }
 
+/* Rank 0's progress also counts the node parts that leaders on other nodes append to: every
+ * rank's node name is gathered (collective), and each node other than rank 0's with a group
+ * leader gives a part file. Resume merged and removed the old parts, so each counts from 0. */
+static void add_node_parts(const manifest *m, MPI_Comm world, const cp_grid *g,
+                           const char *node, const char *node0, const char *index_name,
+                           job_progress *p)
+{
+    enum { NAME = MPI_MAX_PROCESSOR_NAME + 1 };
+    char mine[NAME];
+    memset(mine, 0, sizeof mine);
+    if (g->cp_rank == 0) /* only leaders write: others send "" */
+        snprintf(mine, sizeof mine, "%s", node);
+    char *all = g->world_rank == 0 ? calloc((size_t)g->world_size, NAME) : NULL;
+    MPI_Gather(mine, NAME, MPI_CHAR, all, NAME, MPI_CHAR, 0, world);
+    for (int r = 0; all && p && r < g->world_size; r++) {
+        const char *n = all + (size_t)r * NAME;
+        int seen = !n[0] || strcmp(n, node0) == 0;
+        for (int q = 0; !seen && q < r; q++)
+            seen = strcmp(all + (size_t)q * NAME, n) == 0;
+        if (seen)
+            continue;
+        char part[64 + NAME + 16];
+        job_index_node_name(index_name, n, part, sizeof part);
+        char *path = job_path_join(m->output_dir, part);
+        if (path)
+            job_progress_add_file(p, path);
+        free(path);
+    }
+    free(all);
+}
+
 /* A start that failed on rank 0's side: release the lock, then remove the folders made. */
 static void start_failed(const char *dir, job_lock **lock, size_t created)
 {
@@ -569,6 +600,8 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
     cpdit_status st = CPDIT_OK;
     memset(sum, 0, sizeof *sum);
     sum->items = plan->n_share;
+    sum->manifest_items = plan->n_items;
+    sum->share = sl->share, sum->shares = sl->shares;
     sum->already_done = plan->already_done;
     sum->dp = g->dp, sum->ring = g->ring, sum->ulysses = g->ulysses;
     if (rank == 0) {
@@ -666,8 +699,8 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
         char grid[128];
         char share[96] = "";
         if (sl.shares > 1)
-            snprintf(share, sizeof share, " (array task %d of %d: every %d-th of %llu)",
-                     sl.share, sl.shares, sl.shares, (unsigned long long)plan.n_items);
+            snprintf(share, sizeof share, " (array task %d of %d: index %% %d = %d, of %llu)",
+                     sl.share, sl.shares, sl.shares, sl.share, (unsigned long long)plan.n_items);
         fprintf(log, "[cpdit] %s: %llu items%s, %llu already done, %llu to do; %s; output %s\n",
                 m->path, (unsigned long long)plan.n_share, share,
                 (unsigned long long)plan.already_done,
@@ -683,9 +716,9 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                     (unsigned long long)r->reindexed, (unsigned long long)r->dropped,
                     r->torn_bytes, plan.temp_removed);
         fflush(log);
-        job_progress_init(&progress, log, index_path, plan.n_share - plan.already_done,
-                          hooks->progress_interval_s);
-        progress.offset = plan.index_size; /* lines other groups appended meanwhile count */
+        /* from the index's size after resume: lines other groups appended meanwhile count */
+        job_progress_init(&progress, log, index_path, plan.index_size,
+                          plan.n_share - plan.already_done, hooks->progress_interval_s);
         pp = &progress;
     }
     job_group_stats gs;
@@ -697,6 +730,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     this_node(node, sizeof node);
     memcpy(node0, node, sizeof node0);
     MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
+    add_node_parts(m, world, g, node, node0, index_name, pp);
     char *leader_index = index_path;
     if (strcmp(node, node0) != 0) {
         char part[64 + MPI_MAX_PROCESSOR_NAME + 16];

@@ -89,7 +89,9 @@ typedef struct job_runner_hooks {
 } job_runner_hooks;
 
 typedef struct job_summary {
-    uint64_t items;        /* items in the manifest */
+    uint64_t items;        /* items of this run: the manifest's, or an array task's share */
+    uint64_t manifest_items; /* items in the whole manifest */
+    int share, shares;     /* array task share of shares (shares = 1: no array) */
     uint64_t already_done; /* complete PNGs found at the start: skipped */
     uint64_t done;         /* rendered and written by this run */
     uint64_t failed;       /* recorded as failed by this run */

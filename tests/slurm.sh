@@ -90,6 +90,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
@@ -226,8 +227,14 @@ else
         grep -q "\"array_job_id\":\"$j2\",\"array_task_id\":$k,\"array_task_count\":2" $f ||
             fail "$f: the array ids are not recorded"
     done
-    "$CPDIT" status array | grep -q '^task 1: 3 items, 3 done, 0 failed, 0 left' ||
-        fail "cpdit status array: per-task line"
+    "$CPDIT" status array > status-array.out 2>&1
+    for k in 0 1; do
+        grep -q "^array task $k of 2: 3 items, 3 done, 0 failed, 0 left" status-array.out ||
+            { fail "cpdit status array: the line of task $k"; cat status-array.out; }
+    done
+    grep -q '^array:    2 tasks' status-array.out || fail "cpdit status array: no array line"
+    grep -q "6 items in the manifest" array/slurm-${j2}_0.out ||
+        { fail "array task 0's summary does not name the manifest's count"; cat array/slurm-${j2}_0.out; }
     echo "case 2: array $j2 $s in $(( $(date +%s) - t1 )) s"
 fi
 
