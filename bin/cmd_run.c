@@ -137,6 +137,7 @@ int cmd_run(int argc, char **argv)
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {"topology", required_argument, 0, 'T'},
         {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
+        {"verbose", no_argument, 0, 'v'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -173,6 +174,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'a': o.anything = 1; break;
         case 'X': o.vae_tiling = 1; break;
+        case 'v': o.verbose = 1; break;
         case 'V':
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);

@@ -22,6 +22,8 @@ typedef struct batch_ctx {
     int vae_single_rank, vae_tiling;
     const char *dump;
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
+    int verbose;
+    unsigned long long item; /* index of the item being rendered (--verbose step lines) */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -34,7 +36,11 @@ static int stop_poll(void *ctx)
 
 static void progress_tty(int step, int steps, double seconds, void *ctx)
 {
-    (void)ctx;
+    const batch_ctx *c = ctx;
+    if (c->verbose) { /* plain lines, also under mpirun and in Slurm logs */
+        fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps, seconds);
+        return;
+    }
     if (!isatty(STDERR_FILENO))
         return;
     fprintf(stderr, "\r  step %d/%d  %.2f s/step   ", step, steps, seconds);
@@ -43,7 +49,7 @@ static void progress_tty(int step, int steps, double seconds, void *ctx)
 }
 
 static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
-                                int *h, void *ctx, cpdit_error *err)
+                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
 {
     batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
@@ -66,7 +72,17 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     }
     *w = it->width;
     *h = it->height;
-    return pipeline_generate(c->p, &prm, &run, rgb, err);
+    c->item = (unsigned long long)it->index;
+    pipeline_timings tm;
+    run.timings = &tm;
+    cpdit_status st = pipeline_generate(c->p, &prm, &run, rgb, err);
+    times->text_s = tm.text_s;
+    times->sample_s = tm.sample_s;
+    times->steps = tm.steps;
+    times->step_max_s = tm.step_max_s;
+    times->vae_load_s = tm.vae_load_s;
+    times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
+    return st;
 }
 
 /* After the run's summary: the VAE decode time, summed over the groups (collective). */
@@ -134,6 +150,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     memset(&c, 0, sizeof c);
     c.dump = dump;
     c.vae_single_rank = o->vae_single_rank;
+    c.verbose = o->verbose;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
     /* Slurm's warning signal may come while the model loads: stop cleanly from here on
@@ -167,6 +184,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.render_item = render_item;
         hooks.ctx = &c;
         hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
+        hooks.verbose = o->verbose;
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }

@@ -31,10 +31,15 @@
 
 #define SUB "run"
 
-/* Progress on a terminal: one line rewritten in place; in a log: nothing per step. */
+/* Progress on a terminal: one line rewritten in place; in a log: nothing per step, unless
+ * --verbose (then a plain line per step). */
 static void progress_line(int step, int steps, double seconds, void *ctx)
 {
-    (void)ctx;
+    const run_item_options *o = ctx;
+    if (o && o->verbose) { /* plain lines, also under mpirun */
+        fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+        return;
+    }
     if (!isatty(STDERR_FILENO))
         return;
     fprintf(stderr, "\rcpdit: step %d/%d  %.2f s/step", step, steps, seconds);
@@ -110,6 +115,10 @@ int run_item(const run_item_options *o)
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.progress = progress_line;
+    run.ctx = (void *)o;
+    pipeline_timings tm;
+    memset(&tm, 0, sizeof tm);
+    run.timings = &tm;
     run.vae_single_rank = o->vae_single_rank;
     run.vae_tiling = o->vae_tiling;
     if (!st)
@@ -154,9 +163,16 @@ int run_item(const run_item_options *o)
                                      {"Software", "cpdit " PACKAGE_VERSION}};
             char out_path[4096 + 200];
             snprintf(out_path, sizeof out_path, "%s/%s", o->output, name);
+            const double t_write = MPI_Wtime();
             if (!st)
                 st = cpdit_png_write_rgb8(out_path, rgb, prm.width, prm.height, text,
                                           (int)(sizeof text / sizeof text[0]), &err);
+            if (!st) /* where the time went (the index line's "times" of a batch) */
+                fprintf(stderr, "cpdit: times: text %.3f s, %d steps %.3f s (%.3f s/step, "
+                        "slowest %.3f s), vae %.3f s%s, write %.3f s\n", tm.text_s, tm.steps,
+                        tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
+                        tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
+                        MPI_Wtime() - t_write);
             if (!st)
                 printf("%s\n", out_path);
             long n_dec = 0;

@@ -182,6 +182,33 @@ void job_progress_poll(job_progress *p, int force)
     fflush(p->log);
 }
 
+void job_times_add(job_group_stats *gs, const job_item_times *t)
+{
+    gs->text_s += t->text_s > 0 ? t->text_s : 0.0;
+    gs->sample_s += t->sample_s > 0 ? t->sample_s : 0.0;
+    gs->vae_s += (t->vae_s > 0 ? t->vae_s : 0.0) + (t->vae_load_s > 0 ? t->vae_load_s : 0.0);
+    gs->write_s += t->write_s > 0 ? t->write_s : 0.0;
+    gs->steps += t->steps > 0 ? t->steps : 0;
+}
+
+void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
+                          double seconds, int result)
+{
+    char vae[64] = "-";
+    if (t->vae_s >= 0 && t->vae_load_s > 0)
+        snprintf(vae, sizeof vae, "%.3f s (+%.3f s loading)", t->vae_s, t->vae_load_s);
+    else if (t->vae_s >= 0)
+        snprintf(vae, sizeof vae, "%.3f s", t->vae_s);
+    fprintf(log, "[cpdit] item %llu %s in %.3f s: text %.3f s, %d steps %.3f s (%.3f s/step, "
+            "slowest %.3f s), vae %s, write %.3f s\n",
+            (unsigned long long)x->index, result == 0 ? "done" : "failed", seconds,
+            t->text_s > 0 ? t->text_s : 0.0, t->steps > 0 ? t->steps : 0,
+            t->sample_s > 0 ? t->sample_s : 0.0,
+            t->steps > 0 ? t->sample_s / t->steps : 0.0, t->step_max_s > 0 ? t->step_max_s : 0.0,
+            vae, t->write_s > 0 ? t->write_s : 0.0);
+    fflush(log);
+}
+
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
                        int cp_size, const job_summary *s, const char *index_path,
                        const char *grid_reason)
@@ -215,6 +242,13 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
         fprintf(log, "%llu items in the manifest, ", (unsigned long long)s->items);
     fprintf(log, "%llu already done before this run; %.1f s; index %s\n",
             (unsigned long long)s->already_done, s->seconds, index_path);
+    if (s->done + s->failed > 0) {
+        const double n = (double)(s->done + s->failed);
+        fprintf(log, "time per item (mean over %llu): text %.3f s, sampler %.3f s (%.3f s/step), "
+                "vae %.3f s, write %.3f s\n", (unsigned long long)(s->done + s->failed),
+                s->text_s / n, s->sample_s / n, s->steps ? s->sample_s / (double)s->steps : 0.0,
+                s->vae_s / n, s->write_s / n);
+    }
     if (s->stopped)
         fprintf(log, "stopped by %s: %llu items left for the next run (exit %d: requeue)\n",
                 s->stop_signal == SIGTERM   ? "SIGTERM"

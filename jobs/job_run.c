@@ -444,8 +444,10 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
  * and the item counts as neither done nor failed: nothing recorded it). */
 static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
                          const uint8_t *rgb, int w, int h, const char *failure, double t0,
-                         const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err)
+                         job_item_times *times, const char *index_path, cpdit_status *fatal,
+                         cpdit_error *fatal_err)
 {
+    const double t_write = job_now();
     char reason[REASON_MAX];
     const char *error = failure;
     if (!failure) {
@@ -474,8 +476,10 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
             error = reason;
         }
     }
+    if (!failure)
+        times->write_s = job_now() - t_write;
     size_t len;
-    char *line = job_index_line(x, gi, job_now() - t0, error, &len);
+    char *line = job_index_line_timed(x, gi, job_now() - t0, times, error, &len);
     cpdit_status st = line ? job_index_append(index_path, line, len, fatal_err)
                            : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
                                              "out of memory");
@@ -513,7 +517,9 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
         cpdit_error_clear(&ierr);
         uint8_t *rgb = NULL;
         int w = 0, h = 0;
-        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, hooks->ctx, &ierr);
+        job_item_times tm;
+        job_item_times_clear(&tm);
+        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
         if (!rs && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
             rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
         /* agree: the lowest failing cp rank (as -rank under MAX), and a stop request */
@@ -543,11 +549,15 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
             if (first_fail >= g->cp_size)
                 job_test_hold("write", g->world_rank);
             int r = leader_record(m, x, &gi, rgb, w, h,
-                                  first_fail < g->cp_size ? reason : NULL, t0, index_path,
-                                  &fatal, &gs->error);
+                                  first_fail < g->cp_size ? reason : NULL, t0, &tm,
+                                  index_path, &fatal, &gs->error);
             gs->failed += r == 1;
             gs->done += r == 0;
             gs->seconds += job_now() - t0;
+            job_times_add(gs, &tm);
+            if (hooks->verbose)
+                job_print_item_times(hooks->log ? hooks->log : stderr, x, &tm,
+                                     job_now() - t0, r);
         }
         free(rgb);
         if (progress)
@@ -618,6 +628,11 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
             }
             groups[d].left = groups[d].todo - groups[d].done - groups[d].failed;
             sum->done += (uint64_t)groups[d].done;
+            sum->text_s += groups[d].text_s;
+            sum->sample_s += groups[d].sample_s;
+            sum->vae_s += groups[d].vae_s;
+            sum->write_s += groups[d].write_s;
+            sum->steps += (uint64_t)groups[d].steps;
             sum->failed += (uint64_t)groups[d].failed;
             sum->left += (uint64_t)groups[d].left;
             sum->stopped |= groups[d].stopped != 0;

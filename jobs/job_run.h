@@ -49,6 +49,7 @@
 
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid_mpi.h"
+#include "jobs/job_index.h"
 #include "jobs/job_items.h"
 #include "yaml/manifest.h"
 
@@ -69,10 +70,13 @@ enum {
 
 /* Render one item on its group: called on every rank of the group with the same item. On
  * the group leader (g->cp_rank == 0), on success, *rgb must be (*h, *w, 3) uint8 pixels
- * allocated with malloc (job_run frees them); other ranks leave *rgb NULL. Return CPDIT_OK,
- * or an error (err filled) to mark the item failed. */
+ * allocated with malloc (job_run frees them); other ranks leave *rgb NULL. times arrives
+ * cleared (job_item_times_clear); the hook fills the phases it measured (the runner adds
+ * write_s) for the index line, the summary and --verbose. Return CPDIT_OK, or an error (err
+ * filled) to mark the item failed. */
 typedef cpdit_status (*job_render_fn)(const job_item *item, const cp_grid *g, uint8_t **rgb,
-                                      int *w, int *h, void *ctx, cpdit_error *err);
+                                      int *w, int *h, job_item_times *times, void *ctx,
+                                      cpdit_error *err);
 
 /* Pick degrees for `parallel: auto` (called on rank 0 only; the answer is broadcast). */
 typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, int *dp,
@@ -86,6 +90,8 @@ typedef struct job_runner_hooks {
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
     const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
+    int verbose;                    /* each group leader prints one line per item: where its
+                                       time went (plain text on stderr / log) */
 } job_runner_hooks;
 
 typedef struct job_summary {
@@ -100,6 +106,10 @@ typedef struct job_summary {
     int stop_signal;       /* the signal rank 0 saw (0 if none) */
     double seconds;        /* wall time of job_run */
     int dp, ring, ulysses;
+    /* where the time went: sums over the items rendered by this run (group leaders' clocks;
+     * items without a measured phase do not add to it) */
+    double text_s, sample_s, vae_s, write_s;
+    uint64_t steps;
 } job_summary;
 
 /* Run the batch (collective over world). summary may be NULL. Returns the same status on

@@ -18,6 +18,8 @@ typedef struct job_group_stats {
     long long stopped;
     long long fatal;  /* a cpdit_status: the group could not go on */
     double seconds;   /* leader's time spent on items */
+    double text_s, sample_s, vae_s, write_s; /* leader's phase sums (job_item_times) */
+    long long steps;
     cpdit_error error; /* when fatal */
 } job_group_stats;
 
@@ -52,6 +54,12 @@ void job_progress_poll(job_progress *p, int force);
 void job_progress_free(job_progress *p);
 
 /* The summary table (rank 0): one row per group, a total row, and what happened. */
+/* Add an item's measured phases (fields >= 0) to the group's sums. */
+void job_times_add(job_group_stats *gs, const job_item_times *t);
+/* --verbose: one plain line for a finished item: where its time went. result: 0 done,
+ * 1 failed, -1 index not written. */
+void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
+                          double seconds, int result);
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
                        int cp_size, const job_summary *s, const char *index_path,
                        const char *grid_reason);

@@ -136,6 +136,7 @@ cpdit_status grid_choice_world(MPI_Comm comm, const grid_choice_request *rq, gri
     MPI_Bcast(&s, (int)sizeof s, MPI_BYTE, 0, comm);
     cpdit_probe_options po;
     grid_choice_probe_options(&po);
+    po.shape = &s; /* compute timed at this model's shapes */
     json_t *doc = NULL;
     cpdit_error perr;
     cpdit_error_clear(&perr);

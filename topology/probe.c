@@ -15,6 +15,7 @@
 #include "lib/io/atomic_file.h"
 #include "topology/link_bench.h"
 #include "topology/link_fit.h"
+#include "topology/probe_shapes.h"
 #include "topology/topology_hwloc.h"
 
 #define WHERE_PROBE "probe"
@@ -651,6 +652,22 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
             fprintf(o->log, "probe: compute rates (SGEMM, attention kernel)\n");
         if ((st = measure_compute(&s, compute, err)) != CPDIT_OK)
             goto done;
+        if (o->shape) {
+            if (s.rank == 0 && o->log)
+                fprintf(o->log, "probe: GEMMs and attention at the shapes of %s, %dx%d\n",
+                        o->shape->key, o->shape->width, o->shape->height);
+            json_t *entry = NULL;
+            st = probe_shapes_measure(s.ctl, o->shape, o->shape_ranks > 0 ? o->shape_ranks
+                                                                          : s.size,
+                                      o->quick, &entry, err);
+            if (st != CPDIT_OK)
+                goto done;
+            if (s.rank == 0) {
+                json_t *arr = json_array();
+                json_array_append_new(arr, entry);
+                json_object_set_new(compute, "shapes", arr);
+            }
+        }
         if (s.rank == 0) {
             json_object_set_new(compute, "threads_per_rank",
                                 json_integer(blas_runtime_get_num_threads()));
