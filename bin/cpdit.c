@@ -142,7 +142,8 @@ static const cli_command commands[] = {
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                     [--backend NAME] [--weight-format native|fp32]\n"
-     "                     [--no-weight-sharing] [--vae-parallel on|off] [--verbose]\n"
+     "                     [--no-weight-sharing] [--weight-memory SIZE]\n"
+     "                     [--no-weight-prefetch] [--vae-parallel on|off] [--verbose]\n"
      "\n"
      "Input tensors are named as diffusers' forward arguments (transformer: hidden_states,\n"
      "encoder_hidden_states, pooled_projections, timestep, img_ids, txt_ids, guidance;\n"
@@ -155,7 +156,10 @@ static const cli_command commands[] = {
      "--verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
      "the exact reference). The ranks of a node share one copy of the weights (MPI shared\n"
-     "memory) unless --no-weight-sharing.\n"
+     "memory) unless --no-weight-sharing. --weight-memory SIZE (8G, 512M, bytes) caps the\n"
+     "transformer's resident weights: a model larger than SIZE is streamed block by block,\n"
+     "the next block read and converted on a helper thread while the current one computes\n"
+     "(--no-weight-prefetch: each block made when needed).\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
      "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
