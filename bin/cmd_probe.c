@@ -113,15 +113,15 @@ static void print_summary(const json_t *doc, const char *path)
     if (sh) {
         size_t k;
         const json_t *x;
-        printf("  %s at %dx%d: linear layers of one forward per rank:",
+        printf("  %s at %dx%d: one forward's linear layers + element-wise work per rank:",
                json_string_value(json_object_get(sh, "model")),
                (int)json_integer_value(json_object_get(sh, "width")),
                (int)json_integer_value(json_object_get(sh, "height")));
         json_array_foreach(json_object_get(sh, "linear"), k, x)
-            printf(" cp %d %.4g s (%.1f GFLOP/s)%s", (int)json_integer_value(json_object_get(x, "cp")),
+            printf(" cp %d %.4g s (GEMMs %.1f GFLOP/s)%s",
+                   (int)json_integer_value(json_object_get(x, "cp")),
                    json_number_value(json_object_get(x, "time_s")),
-                   json_number_value(json_object_get(x, "flops")) /
-                       json_number_value(json_object_get(x, "time_s")) * 1e-9,
+                   json_number_value(json_object_get(x, "flops_per_s")) * 1e-9,
                    k + 1 < json_array_size(json_object_get(sh, "linear")) ? "," : "\n");
     }
     if (c)

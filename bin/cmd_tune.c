@@ -189,8 +189,7 @@ static int tune_main(const tune_args *a)
     /* 2. no file: the probe's quick mode now (collective), saved with the result */
     if (!path || !path[0]) {
         cpdit_probe_options po;
-        cpdit_probe_options_default(&po, 1);
-        po.shape = &s;
+        cpdit_probe_options_default(&po, 1); /* the model's shapes: fully, below */
         json_t *doc = NULL;
         if ((st = cpdit_probe_run(MPI_COMM_WORLD, &po, &doc, &err)))
             goto out;
@@ -206,8 +205,9 @@ static int tune_main(const tune_args *a)
         if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err)))
             goto out;
     }
-    /* 2b. a file without times at this model's shapes: measure them now (collective), so
-     * that the predictions use them; saved in the file with the tuned entry */
+    /* 2b. a file without times at this model's shapes: measure them now (collective, the full
+     * timings: on a shared machine the quick ones are noisier), so that the predictions use
+     * them; saved in the file with the tuned entry */
     int need = 0;
     if (rank == 0)
         need = t.compute_measured &&

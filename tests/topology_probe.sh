@@ -50,7 +50,7 @@ grep -q '"name": "fake1"' "$tmp/two.json" || fail "host name from CPDIT_HOSTNAME
 # compute at the shapes of builtin:tiny at 64x64 (512 text + 16 image tokens, 6 heads of 16)
 "$MPI_RUN" -np 2 "$CPDIT" probe --quick --model builtin:tiny --width 64 --height 64 \
     --output "$tmp/shapes.json" > "$tmp/outs" 2>&1 || { cat "$tmp/outs"; fail "probe --model: exit $?"; }
-grep -q "builtin:tiny at 64x64: linear layers of one forward per rank: cp 1 " "$tmp/outs" ||
+grep -q "builtin:tiny at 64x64: one forward's linear layers + element-wise work per rank: cp 1 " "$tmp/outs" ||
     fail "probe --model: no summary line"
 "$PY" - "$tmp/shapes.json" <<'EOF2' || fail "compute.shapes"
 import json, sys
@@ -68,6 +68,9 @@ att = {(x["sq"], x["skv"], x["heads"], x["head_dim"]) for x in e["attention"]}
 assert att == {(528, 528, 6, 16), (528, 528, 3, 16), (264, 528, 6, 16), (264, 264, 6, 16)}, att
 for x in e["linear"] + e["attention"]:
     assert x["time_s"] > 0 and x["flops"] > 0, x
+for x in e["linear"]:
+    assert x["gemm_s"] > 0 and x["elementwise_s"] > 0, x
+    assert abs(x["gemm_s"] + x["elementwise_s"] - x["time_s"]) <= 1e-5 * x["time_s"], x
 l1 = [x for x in e["linear"] if x["cp"] == 1][0]
 # 2 double + 2 single blocks of hidden 96, MLP 384, and the embedders, over 528 tokens
 E, F = 96, 384

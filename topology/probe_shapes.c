@@ -22,6 +22,7 @@
 #define MAX_CP 64
 #define MAX_ATTN 256
 #define MAX_WEIGHTS 64
+#define ELEM_MAX_ROWS 1024 /* element-wise work timed on at most this many rows, scaled */
 
 /* One GEMM of a forward: y (m, n) = x (m, k) W^T, `count` times per forward. */
 typedef struct gemm_step {
@@ -30,12 +31,16 @@ typedef struct gemm_step {
     const cpdit_weight *w;
 } gemm_step;
 
-/* The linear layers of one forward on a rank of a CP group of cp ranks. */
+/* The linear layers of one forward on a rank of a CP group of cp ranks, and the element-wise
+ * work of its blocks (norms, modulation, RoPE, GELU, residuals) over rows_cut of its rows. */
 typedef struct linseq {
     int cp, tl, il;        /* rank 0's text and image tokens (flux_shard_layout) */
     gemm_step g[SEQ_MAX];
     int n;
     double flops, flops_cut, t;
+    int rows_cut;          /* element-wise rows timed (<= tl + il) */
+    double t_elem;         /* element-wise time of the whole forward */
+    int E, F, H, D, Ld, Ls;
 } linseq;
 
 typedef struct attn_shape {
@@ -128,6 +133,8 @@ static cpdit_status collect(shape_list *L, const model_shape *s, int ranks, doub
         seq_add(q, q->il, s->in_channels, E, 1); /* embedders, final projection */
         seq_add(q, q->tl, s->joint_dim, E, 1);
         seq_add(q, q->il, E, s->out_channels, 1);
+        q->E = E, q->F = F, q->H = H, q->D = s->head_dim, q->Ld = Ld, q->Ls = Ls;
+        q->rows_cut = q->tl + q->il < ELEM_MAX_ROWS ? q->tl + q->il : ELEM_MAX_ROWS;
         for (int i = 0; i < q->n; i++) {
             gemm_step *g = &q->g[i];
             g->m_cut = gemm_cut(g, cap);
@@ -167,6 +174,7 @@ typedef struct bufs {
     float *host; /* random values, host memory */
     size_t host_n;
     float *x, *y, *q, *k, *v, *o, *lse; /* backend memory */
+    float *cos, *sin, *vec;             /* RoPE tables, norm / modulation vectors */
     int wk[MAX_WEIGHTS], wn[MAX_WEIGHTS]; /* one weight per distinct (k, n) */
     cpdit_weight *w[MAX_WEIGHTS];
     int nw;
@@ -186,6 +194,9 @@ static void bufs_free(bufs *b)
     b->be->free(b->v);
     b->be->free(b->o);
     b->be->free(b->lse);
+    b->be->free(b->cos);
+    b->be->free(b->sin);
+    b->be->free(b->vec);
 }
 
 /* The weight (n, k): random bf16 values in the backend's native form, made once. */
@@ -227,6 +238,11 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
             xn = m * g->k > xn ? m * g->k : xn;
             yn = m * g->n > yn ? m * g->n : yn;
         }
+    for (int i = 0; i < L->nl; i++) { /* element-wise: (rows, F) activations */
+        const size_t e = (size_t)L->lin[i].rows_cut * (L->lin[i].F + L->lin[i].E);
+        xn = e > xn ? e : xn;
+        yn = e > yn ? e : yn;
+    }
     for (int i = 0; i < L->na; i++) {
         const size_t q = (size_t)L->a[i].sq_cut * L->a[i].h_cut;
         const size_t kv = (size_t)L->a[i].skv * L->a[i].h_cut;
@@ -243,13 +259,23 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
     b->k = b->be->alloc(kvn * D * sizeof(float));
     b->v = b->be->alloc(kvn * D * sizeof(float));
     b->lse = b->be->alloc(qn * sizeof(float));
-    if (!b->host || !b->x || !b->y || !b->q || !b->o || !b->k || !b->v || !b->lse)
+    size_t rd = 1, vec = 1;
+    for (int i = 0; i < L->nl; i++) {
+        const size_t r = (size_t)L->lin[i].rows_cut * L->lin[i].D;
+        rd = r > rd ? r : rd;
+        vec = (size_t)3 * L->lin[i].E > vec ? (size_t)3 * L->lin[i].E : vec;
+    }
+    b->cos = b->be->alloc(rd * sizeof(float));
+    b->sin = b->be->alloc(rd * sizeof(float));
+    b->vec = b->be->alloc(vec * sizeof(float));
+    if (!b->host || !b->x || !b->y || !b->q || !b->o || !b->k || !b->v || !b->lse || !b->cos ||
+        !b->sin || !b->vec)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_SHAPES,
                                "out of memory for the model's shapes");
     fill(b->host, b->host_n, 42);
-    float *in[] = {b->x, b->q, b->k, b->v};
-    const size_t sizes[] = {xn, qn * D, kvn * D, kvn * D};
-    for (int i = 0; i < 4; i++) /* inputs: the random block repeated */
+    float *in[] = {b->x, b->q, b->k, b->v, b->cos, b->sin, b->vec, b->y};
+    const size_t sizes[] = {xn, qn * D, kvn * D, kvn * D, rd, rd, vec, yn};
+    for (int i = 0; i < 8; i++) /* inputs: the random block repeated */
         for (size_t off = 0; off < sizes[i]; off += b->host_n) {
             const size_t n = sizes[i] - off < b->host_n ? sizes[i] - off : b->host_n;
             b->be->upload(in[i] + off, b->host, n * sizeof(float));
@@ -261,9 +287,11 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
     return st;
 }
 
-/* One timed thing: a forward's linear layers (seq) or one attention call (attn). */
+/* One timed thing: a forward's linear layers (seq), its element-wise work (seq, elem), or one
+ * attention call (kern). */
 typedef struct timed {
     const linseq *seq;
+    int elem;
     const cpdit_attention_kernel *kern;
     cpdit_attention_args args;
     double scale; /* full shape / cut */
@@ -278,6 +306,30 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
     if (x->kern) {
         st = x->kern->forward(b->o, b->lse, b->q, b->k, b->v, &x->args, err);
         b->be->download(&sink, b->o, sizeof sink);
+        return st;
+    }
+    if (x->elem) { /* as flux_blocks.c calls them, on rows_cut rows */
+        const linseq *q = x->seq;
+        const cpdit_backend *be = b->be;
+        const size_t r = (size_t)q->rows_cut;
+        const float *v = b->vec;
+        for (int blk = 0; blk < q->Ld + q->Ls; blk++) {
+            const int dbl = blk < q->Ld;
+            for (int i = 0; i < (dbl ? 2 : 1); i++) {
+                be->layer_norm(b->y, b->x, NULL, NULL, r, q->E, 1e-6f);
+                be->modulate(b->y, b->y, v, v + q->E, r, q->E);
+            }
+            for (int i = 0; i < 2; i++) { /* q, k */
+                be->rms_norm(b->y, b->y, v, r * q->H, q->D, 1e-6f);
+                be->rope(b->y, b->cos, b->sin, (int)r, q->H, q->D);
+            }
+            be->act(CPDIT_ACT_GELU_TANH, b->y, b->y, r * q->F);
+            if (!dbl)
+                be->copy_rows(b->y, q->E + q->F, b->x, q->E, r, q->E);
+            for (int i = 0; i < (dbl ? 2 : 1); i++)
+                be->gated_residual(b->x, q->E, b->y, q->E, v + 2 * q->E, r, q->E);
+        }
+        b->be->download(&sink, b->y, sizeof sink);
         return st;
     }
     for (int i = 0; !st && i < x->seq->n; i++) {
@@ -346,10 +398,11 @@ static json_t *entry_json(const shape_list *L, const model_shape *s, int ranks)
     json_object_set_new(e, "ranks", json_integer(ranks));
     for (int i = 0; i < L->nl; i++) {
         const linseq *q = &L->lin[i];
-        json_array_append_new(lin, json_pack("{s:i,s:i,s:i,s:f,s:f,s:f}", "cp", q->cp,
+        json_array_append_new(lin, json_pack("{s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f}", "cp", q->cp,
                                              "txt_tokens", q->tl, "img_tokens", q->il,
-                                             "time_s", q->t, "flops", q->flops, "flops_per_s",
-                                             q->flops / q->t));
+                                             "time_s", q->t + q->t_elem, "gemm_s", q->t,
+                                             "elementwise_s", q->t_elem, "flops", q->flops,
+                                             "flops_per_s", q->flops / q->t));
     }
     for (int i = 0; i < L->na; i++) {
         const attn_shape *a = &L->a[i];
@@ -379,7 +432,7 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     const int reps = quick ? REPS_QUICK : REPS, D = s->head_dim;
     cpdit_status st = L ? collect(L, s, ranks > 0 ? ranks : 1, cap, err)
                         : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_SHAPES, "out of memory");
-    const int n = st ? 0 : L->nl + L->na;
+    const int n = st ? 0 : 2 * L->nl + L->na; /* linear, element-wise per cp; attention */
     if (!st)
         st = alloc_bufs(&b, L, D, err);
     if (!st) {
@@ -391,10 +444,13 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     for (int i = 0; !st && i < L->nl; i++) {
         x[i].seq = &L->lin[i];
         x[i].scale = L->lin[i].flops / L->lin[i].flops_cut;
+        x[L->nl + i].seq = &L->lin[i];
+        x[L->nl + i].elem = 1;
+        x[L->nl + i].scale = (double)(L->lin[i].tl + L->lin[i].il) / L->lin[i].rows_cut;
     }
     for (int i = 0; !st && i < L->na; i++) {
         const attn_shape *a = &L->a[i];
-        timed *y = &x[L->nl + i];
+        timed *y = &x[2 * L->nl + i];
         const int h = a->h_cut;
         y->kern = b.be->attention_kernels[0];
         y->args = (cpdit_attention_args){1, a->sq_cut, a->skv, h, D, h * D, h * D, h * D,
@@ -408,10 +464,12 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     if ((st = job_agree_status(comm, st, err)))
         goto out;
     MPI_Allreduce(MPI_IN_PLACE, t, n, MPI_DOUBLE, MPI_MAX, comm);
-    for (int i = 0; i < L->nl; i++)
+    for (int i = 0; i < L->nl; i++) {
         L->lin[i].t = t[i];
+        L->lin[i].t_elem = t[L->nl + i];
+    }
     for (int i = 0; i < L->na; i++)
-        L->a[i].t = t[L->nl + i];
+        L->a[i].t = t[2 * L->nl + i];
     if (rank == 0)
         *out = entry_json(L, s, ranks);
 out:

@@ -11,6 +11,11 @@
  *       (m, E, F), (m, F, E);  single blocks (x Ls): 3 x (l, E, E), (l, E, F), (l, E + F, E);
  *     embedders and the final projection: (il, in_channels, E), (tl, joint_dim, E),
  *     (il, E, out_channels);
+ *   the element-wise work of the blocks, as flux_blocks.c calls the backend: per double block
+ *     2 x (LayerNorm + modulation) and 2 x gated residuals over l rows, per single
+ *     block 1 x each plus the concatenation copy; in both 2 x (RMSNorm + RoPE) of q and k and
+ *     GELU over l x F; timed on at most ELEM_MAX_ROWS (1024) rows and scaled (on CPUs, for
+ *     a model as small as builtin:tiny, this is more time than its GEMMs);
  *   attention, for every split R x U = c: G = ceil(S / R) queries of h = ceil(H / U) heads
  *     against S keys (R = 1, or the ring all-gather) and against G keys (one ring block).
  * GEMMs run through the default backend's `linear` with bf16 weights (the pipeline's native
@@ -27,7 +32,8 @@
  *
  * JSON (one entry of the topology file's compute.shapes[], topology/README.md):
  *   {"model", "width", "height", "txt_tokens", "img_tokens", "ranks",
- *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s", "flops", "flops_per_s"}],
+ *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s" (= gemm_s + elementwise_s),
+ *                "gemm_s", "elementwise_s", "flops" (of the GEMMs), "flops_per_s"}],
  *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}]}
  */
 #ifndef CPDIT_PROBE_SHAPES_H
