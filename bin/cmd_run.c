@@ -196,9 +196,15 @@ int cmd_run(int argc, char **argv)
                 return cli_report(&err);
             return CLI_EXIT_OK;
         }
+        /* a stop signal from here on (even during MPI_Init) sets the flag instead of
+         * killing the rank: the run then stops cleanly with exit 3 */
+        cpdit_error serr;
+        int handlers = job_stop_install(&serr) == CPDIT_OK;
         MPI_Init(NULL, NULL);
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
+        if (handlers)
+            job_stop_uninstall();
         return code;
     }
     if (status)

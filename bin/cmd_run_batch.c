@@ -153,7 +153,8 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     c.verbose = o->verbose;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
-    /* Slurm's warning signal may come while the model loads: stop cleanly from here on */
+    /* Slurm's warning signal may come while the model loads: stop cleanly from here on
+     * (cmd_run installed the handlers before MPI_Init already; this nests) */
     cpdit_status st = job_stop_install(&err);
     const int installed = st == CPDIT_OK;
     if (!st)
@@ -168,9 +169,14 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
+        job_test_hold("open", rank);
         st = run_open_pipeline(&c.p, m->model, o, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
+    /* a stop signal that reached any rank while MPI started or the model opened stops every
+     * rank before the first item (job_run then writes the stop marker; exit 3) */
+    if (!st && job_stop_agree_world(MPI_COMM_WORLD) && rank == 0)
+        fprintf(stderr, "[cpdit] a stop was requested while the model was being opened\n");
 
     if (!st) {
         job_runner_hooks hooks;
