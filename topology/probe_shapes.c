@@ -54,6 +54,7 @@ typedef struct shape_list {
     int nl;
     attn_shape a[MAX_ATTN];
     int na;
+    double chunk_s, sync_s; /* sync: per small all-reduce between chunks of chunk_s work */
 } shape_list;
 
 static void seq_add(linseq *q, int m, int k, int n, int count)
@@ -292,6 +293,7 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
 typedef struct timed {
     const linseq *seq;
     int elem;
+    int sync;     /* a small all-reduce over the ranks after every call (a run's sync point) */
     const cpdit_attention_kernel *kern;
     cpdit_attention_args args;
     double scale; /* full shape / cut */
@@ -342,6 +344,13 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
     return st;
 }
 
+/* What cp_attention's agreement does between two pieces of work: a small all-reduce. */
+static void sync_point(MPI_Comm comm)
+{
+    long v = 1;
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_LONG, MPI_MAX, comm);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -366,6 +375,8 @@ static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, 
         const double t0 = now_s();
         if (!st)
             st = call_once(b, &x[i], err);
+        if (x[i].sync)
+            sync_point(comm);
         const double first = now_s() - t0;
         long c = first > 0 ? (long)(target_s / first) : MAX_CALLS;
         x[i].calls = c < 1 ? 1 : c > MAX_CALLS ? MAX_CALLS : c;
@@ -376,8 +387,12 @@ static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, 
             timed *y = &x[(k + r) % n];
             MPI_Barrier(comm);
             const double t0 = now_s();
-            for (long i = 0; !st && i < y->calls; i++)
-                st = call_once(b, y, err);
+            for (long i = 0; i < y->calls; i++) {
+                if (!st)
+                    st = call_once(b, y, err);
+                if (y->sync) /* even after a failure: the others wait in it */
+                    sync_point(comm);
+            }
             y->win[r] = (now_s() - t0) / (double)y->calls;
         }
     for (int i = 0; i < n; i++) {
@@ -414,6 +429,8 @@ static json_t *entry_json(const shape_list *L, const model_shape *s, int ranks)
     }
     json_object_set_new(e, "linear", lin);
     json_object_set_new(e, "attention", att);
+    json_object_set_new(e, "sync_s", json_real(L->sync_s));
+    json_object_set_new(e, "sync_chunk_s", json_real(L->chunk_s));
     return e;
 }
 
@@ -432,7 +449,8 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     const int reps = quick ? REPS_QUICK : REPS, D = s->head_dim;
     cpdit_status st = L ? collect(L, s, ranks > 0 ? ranks : 1, cap, err)
                         : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_SHAPES, "out of memory");
-    const int n = st ? 0 : 2 * L->nl + L->na; /* linear, element-wise per cp; attention */
+    /* linear, element-wise per cp; attention; a chunk of work without and with a sync */
+    const int n = st ? 0 : 2 * L->nl + L->na + 2;
     if (!st)
         st = alloc_bufs(&b, L, D, err);
     if (!st) {
@@ -457,6 +475,12 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
                                          1.0f / sqrtf((float)D), NULL, 0};
         y->scale = ((double)a->sq / a->sq_cut) * ((double)a->h / h);
     }
+    if (!st) { /* the GEMMs of the largest CP degree: the work between a run's sync points */
+        timed *c = &x[2 * L->nl + L->na];
+        c[0].seq = c[1].seq = &L->lin[L->nl - 1];
+        c[0].scale = c[1].scale = 1;
+        c[1].sync = ranks > 1;
+    }
     if ((st = job_agree_status(comm, st, err)))
         goto out;
     /* every rank: the same things in the same order, in step; then the slowest rank's time */
@@ -470,6 +494,11 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     }
     for (int i = 0; i < L->na; i++)
         L->a[i].t = t[2 * L->nl + i];
+    L->chunk_s = t[2 * L->nl + L->na];
+    L->sync_s = t[2 * L->nl + L->na + 1] - L->chunk_s;
+    int size;
+    MPI_Comm_size(comm, &size);
+    L->sync_s = L->sync_s > 0 && size > 1 ? L->sync_s : 0;
     if (rank == 0)
         *out = entry_json(L, s, ranks);
 out:

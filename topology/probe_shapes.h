@@ -30,11 +30,18 @@
  * call are timed on a cut (at least PROBE_SHAPES_MIN_ROWS rows, one head) and scaled
  * linearly.
  *
+ * Sync cost: the GEMMs of the largest CP degree (a run's work between two sync points) timed
+ * in windows without and with a small all-reduce after every call; sync_s = the difference
+ * per call (0 on one rank). On a node with a free core per rank it is about the all-reduce's
+ * latency; on an oversubscribed or shared node it is the wait for descheduled peers, which
+ * an idle ping-pong does not see.
+ *
  * JSON (one entry of the topology file's compute.shapes[], topology/README.md):
  *   {"model", "width", "height", "txt_tokens", "img_tokens", "ranks",
  *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s" (= gemm_s + elementwise_s),
  *                "gemm_s", "elementwise_s", "flops" (of the GEMMs), "flops_per_s"}],
- *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}]}
+ *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}],
+ *    "sync_s", "sync_chunk_s"}
  */
 #ifndef CPDIT_PROBE_SHAPES_H
 #define CPDIT_PROBE_SHAPES_H
