@@ -138,6 +138,16 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.backend = p->be;
     topt.attention_kernel = p->attn_kernel->name;
     topt.weight_format = wo->format;
+    if (wo->arena) {
+        /* one copy per node: the text encoders stay resident when what memory is left after
+         * the transformer holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix */
+        topt.arena = wo->arena;
+        const size_t tbytes = flux_transformer_weight_bytes(p->transformer);
+        const size_t left = !wo->budget ? weight_budget_default(1) /* free memory, now */
+                            : wo->budget > tbytes ? wo->budget - tbytes : 0;
+        if (left > topt.cache_bytes)
+            topt.cache_bytes = left;
+    }
     if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||
@@ -421,9 +431,13 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     const int cfg_par = cfg && run->cfg_comm && run->cfg_comm->size == 2;
     const int cfg_rank = cfg_par ? run->cfg_comm->rank : 0;
 
+    pipeline_timings tm_local, *tm = run->timings ? run->timings : &tm_local;
+    memset(tm, 0, sizeof *tm);
     gen_buffers b;
     memset(&b, 0, sizeof b);
+    double t_phase = now_seconds();
     st = prepare_item(p, prm, run, cfg, L, lh, lw, S, &b, err);
+    tm->text_s = now_seconds() - t_phase;
     if ((st = group_agree(g, cfg_par ? run->cfg_comm : NULL, st, err)))
         goto done;
     const size_t n_noise = (size_t)C * lh * lw;
@@ -502,9 +516,17 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         }
         }
         flow_euler_step(b.x, b.v, (size_t)ilen * W64, sigma, sigma_next);
+        const double t_step = now_seconds() - t0;
+        tm->sample_s += t_step;
+        if (tm->steps == 0 || t_step < tm->step_min_s)
+            tm->step_min_s = t_step;
+        if (t_step > tm->step_max_s)
+            tm->step_max_s = t_step;
+        tm->steps++;
         if (run->progress && cp_rank == 0 && cfg_rank == 0)
-            run->progress(i + 1, prm->steps, now_seconds() - t0, run->ctx);
+            run->progress(i + 1, prm->steps, t_step, run->ctx);
     }
+    t_phase = now_seconds();
 
     /* 5. gather the image tokens in order, decode on CP rank 0 */
     if (g) {
@@ -523,8 +545,11 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if ((st = check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
-    if (!p->vae)
+    if (!p->vae) {
+        const double t_load = now_seconds();
         st = vae_decoder_load(&p->vae, p->model_dir, err);
+        tm->vae_load_s = now_seconds() - t_load;
+    }
     if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
         long long bad = st != CPDIT_OK;
         cpdit_error aerr;
@@ -573,6 +598,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     }
     *rgb = pix;
 done:
+    if (t_phase > 0.0 && tm->steps == prm->steps && !tm->vae_s)
+        tm->vae_s = now_seconds() - t_phase - tm->vae_load_s;
     gen_buffers_free(&b);
     return st;
 forward_failed:

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     wl->set = set;
     wl->be = be ? be : cpdit_backend_cpu();
     wl->current_group = -1;
+    wl->current_slot = 1;
     wl->where = strdup(where ? where : "weights");
     wl->used = calloc(safetensors_set_count(set) + 1, 1);
     if (!wl->where || !wl->used) {
@@ -70,16 +72,37 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     return CPDIT_OK;
 }
 
+/* The prefetch thread: one group's matrices made ahead (next_w), its status and costs. */
+struct weight_prefetch {
+    pthread_t thread;
+    int running;      /* started and not joined */
+    int group;        /* the group it makes */
+    char *slot;       /* into this streaming slot */
+    const weight_loader *wl;
+    cpdit_status st;
+    cpdit_error err;
+    double seconds;   /* its time reading and converting */
+    unsigned long long bytes;
+};
+
+static void prefetch_join(weight_loader *wl);
+static void prefetch_discard(weight_loader *wl);
+
 void weight_loader_close(weight_loader *wl)
 {
     if (!wl)
         return;
+    prefetch_discard(wl);
+    free(wl->pf);
     for (size_t i = 0; i < wl->n_params; i++) {
         if (wl->params[i]->w)
             wl->be->weight_free(wl->params[i]->w);
         free(wl->params[i]);
     }
     free(wl->params);
+    for (int k = 0; k < 2; k++)
+        if (wl->slot[k])
+            wl->be->free(wl->slot[k]);
     if (wl->arena && wl->arena_shared)
         wl->arena_ops.release(wl->arena_ops.ctx, wl->arena, wl->arena_bytes);
     else
@@ -383,6 +406,7 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
         const cpdit_weight_desc d = desc_of(wl, p);
         const size_t b = round_up(wl->be->weight_bytes(&d));
         p->arena_offset = wl->matrix_bytes;
+        p->group_offset = group_bytes[p->group];
         wl->matrix_bytes += b;
         group_bytes[p->group] += b;
     }
@@ -392,10 +416,94 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
             wl->largest_group_bytes = group_bytes[g];
     free(group_bytes);
     wl->resident = wl->matrix_bytes <= budget;
+    if (wl->have_arena_ops && wl->arena_ops.agree) /* sharing processes decide together */
+        wl->resident = wl->arena_ops.agree(wl->arena_ops.ctx, wl->resident);
     if (wl->resident && (st = create_resident(wl, err)))
         return st;
     wl->prepared = 1;
     return CPDIT_OK;
+}
+
+/* ------------------------------------------------------------------ streaming, prefetch */
+
+static void *prefetch_main(void *arg)
+{
+    struct weight_prefetch *pf = arg;
+    const weight_loader *wl = pf->wl;
+    const double t0 = now_seconds();
+    for (size_t i = 0; i < wl->n_params && !pf->st; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_MATRIX || p->group != pf->group)
+            continue;
+        pf->st = create_param(wl, p, pf->slot + p->group_offset, 1, &p->next_w, &pf->err);
+        pf->bytes += p->nelem * cpdit_dtype_size(p->t->dtype);
+    }
+    pf->seconds = now_seconds() - t0;
+    return NULL;
+}
+
+/* Wait for the thread (if running) and account for its work. */
+static void prefetch_join(weight_loader *wl)
+{
+    struct weight_prefetch *pf = wl->pf;
+    if (!pf || !pf->running)
+        return;
+    const double t0 = now_seconds();
+    pthread_join(pf->thread, NULL);
+    pf->running = 0;
+    wl->stall_seconds += now_seconds() - t0;
+    wl->create_seconds += pf->seconds;
+    wl->bytes_read += pf->bytes;
+}
+
+/* Join, and free what it made (a group nobody asked for, or after a failure). */
+static void prefetch_discard(weight_loader *wl)
+{
+    if (!wl->pf)
+        return;
+    prefetch_join(wl);
+    for (size_t i = 0; i < wl->n_params; i++)
+        if (wl->params[i]->next_w) {
+            wl->be->weight_free(wl->params[i]->next_w);
+            wl->params[i]->next_w = NULL;
+        }
+    wl->pf->group = -1;
+}
+
+/* Streaming slot k (backend memory, made on first use); NULL when out of memory. */
+static char *slot_get(weight_loader *wl, int k)
+{
+    if (!wl->slot[k] && wl->largest_group_bytes)
+        wl->slot[k] = wl->be->alloc(wl->largest_group_bytes);
+    return wl->slot[k];
+}
+
+/* Start making group g ahead, into the slot the current group does not use (nothing when it
+ * cannot start: acquire makes it then). */
+static void prefetch_start(weight_loader *wl, int g)
+{
+    if (!wl->pf && !(wl->pf = calloc(1, sizeof *wl->pf)))
+        return;
+    struct weight_prefetch *pf = wl->pf;
+    pf->slot = slot_get(wl, 1 - wl->current_slot);
+    if (!pf->slot)
+        return;
+    pf->wl = wl;
+    pf->group = g;
+    pf->st = CPDIT_OK;
+    cpdit_error_clear(&pf->err);
+    pf->seconds = 0.0;
+    pf->bytes = 0;
+    pf->running = pthread_create(&pf->thread, NULL, prefetch_main, pf) == 0;
+    if (!pf->running)
+        pf->group = -1;
+}
+
+void weight_loader_set_prefetch(weight_loader *wl, int on)
+{
+    if (!on)
+        prefetch_discard(wl);
+    wl->prefetch = on != 0;
 }
 
 cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
@@ -405,6 +513,20 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
                                "weights used before weight_loader_prepare");
     if (wl->resident || wl->current_group == g)
         return CPDIT_OK;
+    /* made ahead? (a prefetch of another group is dropped: the order changed) */
+    int ready = 0;
+    if (wl->pf && wl->pf->group == g) {
+        prefetch_join(wl);
+        if (wl->pf->st) {
+            cpdit_status st = wl->pf->st;
+            *err = wl->pf->err;
+            prefetch_discard(wl);
+            return st;
+        }
+        ready = 1;
+    } else {
+        prefetch_discard(wl);
+    }
     for (size_t i = 0; i < wl->n_params; i++) { /* the previous group's go */
         weight_param *p = wl->params[i];
         if (p->kind == WEIGHT_MATRIX && p->group == wl->current_group && p->w) {
@@ -414,20 +536,48 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
         }
     }
     wl->current_group = -1;
-    const double t0 = now_seconds();
     cpdit_status st = CPDIT_OK;
-    for (size_t i = 0; i < wl->n_params && !st; i++) {
-        weight_param *p = wl->params[i];
-        if (p->kind != WEIGHT_MATRIX || p->group != g)
-            continue;
-        st = create_param(wl, p, NULL, 1, &p->w, err);
-        wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
-        publish(p);
+    if (ready) {
+        for (size_t i = 0; i < wl->n_params; i++) {
+            weight_param *p = wl->params[i];
+            if (p->kind != WEIGHT_MATRIX || p->group != g)
+                continue;
+            p->w = p->next_w;
+            p->next_w = NULL;
+            publish(p);
+        }
+        wl->pf->group = -1;
+        wl->prefetched_groups++;
+        wl->current_slot = 1 - wl->current_slot;
+    } else {
+        /* nothing of the old group or a prefetch is alive: any slot is free; with prefetch
+         * the other one, without it always slot 0 (one slot's memory) */
+        const int k = wl->prefetch ? 1 - wl->current_slot : 0;
+        char *slot = slot_get(wl, k);
+        if (!slot && wl->largest_group_bytes)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                                   "out of memory for a streamed block (%zu MiB)",
+                                   wl->largest_group_bytes >> 20);
+        wl->current_slot = k;
+        const double t0 = now_seconds();
+        for (size_t i = 0; i < wl->n_params && !st; i++) {
+            weight_param *p = wl->params[i];
+            if (p->kind != WEIGHT_MATRIX || p->group != g)
+                continue;
+            st = create_param(wl, p, slot ? slot + p->group_offset : NULL, 1, &p->w, err);
+            wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
+            publish(p);
+        }
+        const double dt = now_seconds() - t0;
+        wl->create_seconds += dt;
+        wl->stall_seconds += dt;
     }
-    wl->create_seconds += now_seconds() - t0;
-    if (!st)
-        wl->current_group = g;
-    return st;
+    if (st)
+        return st;
+    wl->current_group = g;
+    if (wl->prefetch && wl->n_groups > 1)
+        prefetch_start(wl, (g + 1) % wl->n_groups);
+    return CPDIT_OK;
 }
 
 cpdit_status weight_loader_gather_rows(const weight_param *p, const int32_t *ids, size_t n,
@@ -451,13 +601,15 @@ size_t weight_loader_bytes(const weight_loader *wl)
         const weight_param *p = wl->params[i];
         if (p->kind == WEIGHT_VECTOR && !vector_in_place(p))
             b += round_up(p->nelem * sizeof(float));
-        else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared) {
+        else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared && wl->resident) {
             const cpdit_weight_desc d = desc_of(wl, p);
             b += round_up(wl->be->weight_bytes(&d));
         }
     }
     if (wl->arena_shared)
         b += wl->arena_bytes;
+    for (int k = 0; k < 2; k++) /* streaming: the slots, whole */
+        b += wl->slot[k] ? wl->largest_group_bytes : 0;
     return b;
 }
 
