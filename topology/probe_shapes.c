@@ -23,6 +23,7 @@
 #define MAX_ATTN 256
 #define MAX_WEIGHTS 64
 #define ELEM_MAX_ROWS 1024 /* element-wise work timed on at most this many rows, scaled */
+#define ELEM_MAX_ROWS_QUICK 256
 
 /* One GEMM of a forward: y (m, n) = x (m, k) W^T, `count` times per forward. */
 typedef struct gemm_step {
@@ -135,7 +136,8 @@ static cpdit_status collect(shape_list *L, const model_shape *s, int ranks, doub
         seq_add(q, q->tl, s->joint_dim, E, 1);
         seq_add(q, q->il, E, s->out_channels, 1);
         q->E = E, q->F = F, q->H = H, q->D = s->head_dim, q->Ld = Ld, q->Ls = Ls;
-        q->rows_cut = q->tl + q->il < ELEM_MAX_ROWS ? q->tl + q->il : ELEM_MAX_ROWS;
+        const int max_rows = cap < PROBE_SHAPES_CAP_FLOPS ? ELEM_MAX_ROWS_QUICK : ELEM_MAX_ROWS;
+        q->rows_cut = q->tl + q->il < max_rows ? q->tl + q->il : max_rows;
         for (int i = 0; i < q->n; i++) {
             gemm_step *g = &q->g[i];
             g->m_cut = gemm_cut(g, cap);
@@ -297,7 +299,6 @@ typedef struct timed {
     const cpdit_attention_kernel *kern;
     cpdit_attention_args args;
     double scale; /* full shape / cut */
-    long calls;   /* per window, the same on every rank */
     double win[MAX_REPS];
 } timed;
 
@@ -344,11 +345,13 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
     return st;
 }
 
-/* What cp_attention's agreement does between two pieces of work: a small all-reduce. */
-static void sync_point(MPI_Comm comm)
+/* What cp_attention's agreement does between two pieces of work: a small all-reduce (here
+ * of a stop flag: 1 when any rank says 1). */
+static int sync_point(MPI_Comm comm, int flag)
 {
-    long v = 1;
+    long v = flag;
     MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_LONG, MPI_MAX, comm);
+    return v != 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -358,13 +361,14 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The time of one call of each of the n things as a run sees it, every rank busy with the
- * same work: a warm-up call of each (which sets the calls per window, about target_s, the
- * minimum over ranks), then reps rounds; a round times one window of every thing, a barrier
- * before each (the ranks share the cores as in a run), in an order rotated by one each round
- * so that a change in the machine's load hits every shape alike; the median window's mean.
- * Short calls timed one by one would catch moments when a rank has a shared core to itself.
- * Collective: every rank makes the same MPI calls even after a failure (then skips the
- * calls); returns the first failure. */
+ * same work: a warm-up call of each, then reps rounds; a round times one window of every
+ * thing (calls until about target_s has passed: a sync thing's ranks agree in its all-reduce
+ * when to stop, so that they make the same calls), a barrier before each window (the ranks
+ * share the cores as in a run), in an order rotated by one each round so that a change in
+ * the machine's load hits every shape alike; the median window's mean call. Short calls
+ * timed one by one would catch moments when a rank has a shared core to itself. Collective:
+ * every rank makes the same MPI calls even after a failure (then skips the work); returns
+ * the first failure. */
 static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, double target_s,
                              double *out, cpdit_error *err)
 {
@@ -372,28 +376,26 @@ static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, 
     reps = reps > MAX_REPS ? MAX_REPS : reps;
     for (int i = 0; i < n; i++) {
         MPI_Barrier(comm);
-        const double t0 = now_s();
         if (!st)
             st = call_once(b, &x[i], err);
         if (x[i].sync)
-            sync_point(comm);
-        const double first = now_s() - t0;
-        long c = first > 0 ? (long)(target_s / first) : MAX_CALLS;
-        x[i].calls = c < 1 ? 1 : c > MAX_CALLS ? MAX_CALLS : c;
-        MPI_Allreduce(MPI_IN_PLACE, &x[i].calls, 1, MPI_LONG, MPI_MIN, comm);
+            sync_point(comm, 1);
     }
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < n; k++) {
             timed *y = &x[(k + r) % n];
             MPI_Barrier(comm);
             const double t0 = now_s();
-            for (long i = 0; i < y->calls; i++) {
+            long calls = 0;
+            for (int stop = 0; !stop;) {
                 if (!st)
                     st = call_once(b, y, err);
+                calls++;
+                stop = now_s() - t0 >= target_s || calls >= MAX_CALLS;
                 if (y->sync) /* even after a failure: the others wait in it */
-                    sync_point(comm);
+                    stop = sync_point(comm, stop);
             }
-            y->win[r] = (now_s() - t0) / (double)y->calls;
+            y->win[r] = (now_s() - t0) / (double)calls;
         }
     for (int i = 0; i < n; i++) {
         qsort(x[i].win, (size_t)reps, sizeof x[i].win[0], cmp_double);

@@ -14,7 +14,7 @@
  *   the element-wise work of the blocks, as flux_blocks.c calls the backend: per double block
  *     2 x (LayerNorm + modulation) and 2 x gated residuals over l rows, per single
  *     block 1 x each plus the concatenation copy; in both 2 x (RMSNorm + RoPE) of q and k and
- *     GELU over l x F; timed on at most ELEM_MAX_ROWS (1024) rows and scaled (on CPUs, for
+ *     GELU over l x F; timed on at most 1024 rows (quick: 256) and scaled (on CPUs, for
  *     a model as small as builtin:tiny, this is more time than its GEMMs);
  *   attention, for every split R x U = c: G = ceil(S / R) queries of h = ceil(H / U) heads
  *     against S keys (R = 1, or the ring all-gather) and against G keys (one ring block).
@@ -58,7 +58,7 @@ extern "C" {
 
 #define PROBE_SHAPES_MIN_ROWS 256
 #define PROBE_SHAPES_CAP_FLOPS 4e8       /* per timed call: larger shapes are cut */
-#define PROBE_SHAPES_CAP_FLOPS_QUICK 1e8
+#define PROBE_SHAPES_CAP_FLOPS_QUICK 2e7 /* the job-start probe: seconds, not tens */
 
 /* Collective over comm. ranks: the rank count the grids are for (usually comm's size).
  * On success *out is the entry above on rank 0 (new reference), NULL elsewhere. Local
