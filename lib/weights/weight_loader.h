@@ -53,6 +53,7 @@ typedef struct weight_param {
     cpdit_weight *next_w;          /* MATRIX: made ahead by the prefetch thread (its group's) */
     const float *f32;              /* VECTOR: fp32 values */
     size_t arena_offset;           /* MATRIX: offset of its storage in the arena */
+    size_t group_offset;           /* MATRIX: offset of its storage in its group's slot */
 } weight_param;
 
 /* Storage of the resident weights, given by a caller that shares it (lib/cp/node_shared.h):
@@ -87,6 +88,11 @@ typedef struct weight_loader {
     weight_arena_ops arena_ops;
     int have_arena_ops;
     int current_group;             /* streaming: the group whose matrices exist, or -1 */
+    /* streaming: two slots of largest_group_bytes of backend memory, made on first use and
+     * reused by every block (the current group in one, the prefetched one in the other), so
+     * streaming allocates and faults in no memory per block */
+    void *slot[2];
+    int current_slot;              /* the slot of current_group */
     size_t matrix_bytes;           /* all matrices in the backend's form */
     size_t largest_group_bytes;
     /* streaming with prefetch (weight_loader_set_prefetch) */
