@@ -138,6 +138,16 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.backend = p->be;
     topt.attention_kernel = p->attn_kernel->name;
     topt.weight_format = wo->format;
+    if (wo->arena) {
+        /* one copy per node: the text encoders stay resident when what memory is left after
+         * the transformer holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix */
+        topt.arena = wo->arena;
+        const size_t tbytes = flux_transformer_weight_bytes(p->transformer);
+        const size_t left = !wo->budget ? weight_budget_default(1) /* free memory, now */
+                            : wo->budget > tbytes ? wo->budget - tbytes : 0;
+        if (left > topt.cache_bytes)
+            topt.cache_bytes = left;
+    }
     if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||

@@ -416,6 +416,8 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
             wl->largest_group_bytes = group_bytes[g];
     free(group_bytes);
     wl->resident = wl->matrix_bytes <= budget;
+    if (wl->have_arena_ops && wl->arena_ops.agree) /* sharing processes decide together */
+        wl->resident = wl->arena_ops.agree(wl->arena_ops.ctx, wl->resident);
     if (wl->resident && (st = create_resident(wl, err)))
         return st;
     wl->prepared = 1;

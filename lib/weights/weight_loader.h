@@ -66,6 +66,11 @@ typedef struct weight_arena_ops {
     int (*ready)(void *ctx, cpdit_error *err);
     void (*release)(void *ctx, void *mem, size_t bytes);
     void *ctx;
+    /* May be NULL. Called by every sharing process in prepare with its own decision (1 = the
+     * weights fit its budget: resident in the shared arena); returns the decision of all of
+     * them (1 only when all said 1), so that no process waits alone in alloc when their
+     * budgets (free memory, read at slightly different times) disagree. */
+    int (*agree)(void *ctx, int resident);
 } weight_arena_ops;
 
 typedef struct weight_loader {
