@@ -429,7 +429,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     int lh, lw;
     flux_latent_dims(prm->height, prm->width, &lh, &lw, NULL);
     const int S = (lh / FLUX_PACK) * (lw / FLUX_PACK);
-    const int cfg = prm->true_cfg > 1.0f && prm->negative_prompt && prm->negative_prompt[0];
+    const int cfg = prm->true_cfg > 1.0f && prm->negative_prompt; /* "" too, as diffusers */
     const int cfg_par = cfg && run->cfg_comm && run->cfg_comm->size == 2;
     const int cfg_rank = cfg_par ? run->cfg_comm->rank : 0;
 
