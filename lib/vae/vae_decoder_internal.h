@@ -50,6 +50,9 @@ struct vae_decoder {
     autoencoder_kl_config config;
     cpdit_activation act;
     const cpdit_backend *packed_be; /* backend that packed the conv weights; NULL: not packed */
+    cpdit_weight_format format;     /* of the convolutions (vae_decoder_set_weight_format);
+                                       F32 unless set */
+    int stored_f32;                 /* the checkpoint's conv weights are fp32: native = fp32 */
     float *params;
     size_t n_floats;
     vae_param_entry *table;
