@@ -35,12 +35,18 @@ grep -q "divide" "$out" || { echo "FAIL: bad grid message missing"; cat "$out"; 
     { echo "FAIL: bench kernel"; cat "$out"; fail=1; }
 cat "$out"
 grep -q "SGEMM" "$out" || { echo "FAIL: kernel table lacks the SGEMM rate"; fail=1; }
-# the VAE decode table: one row per size, 5 numeric columns after the size
+# the VAE decode table: one row per size and weight format (fp32, native), the ranks and 4
+# numeric columns after them; --weight-format keeps one format
 $MPI_RUN -np 2 "$CPDIT" bench vae --sizes 16,24 >"$out" 2>&1 ||
     { echo "FAIL: bench vae"; cat "$out"; fail=1; }
 cat "$out"
-rows=$(grep -cE "^(16x16|24x24) +2 +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+$" "$out")
-[ "$rows" -eq 2 ] || { echo "FAIL: bench vae rows"; fail=1; }
+rows=$(grep -cE "^(16x16|24x24) +(fp32|native) +2 +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+$" "$out")
+[ "$rows" -eq 4 ] || { echo "FAIL: bench vae rows: $rows, want 4"; fail=1; }
+"$CPDIT" bench vae --sizes 16 --weight-format fp32 >"$out" 2>&1
+rows=$(grep -cE "^16x16 +fp32 +1 +[0-9.]+ +[0-9.]+ +[0-9.]+% +[0-9]+$" "$out")
+[ "$rows" -eq 1 ] && ! grep -q native "$out" || { echo "FAIL: bench vae --weight-format fp32"; cat "$out"; fail=1; }
+"$CPDIT" bench vae --weight-format fp16 >/dev/null 2>&1; [ $? -eq 2 ] ||
+    { echo "FAIL: bench vae --weight-format fp16 not exit 2"; fail=1; }
 "$CPDIT" bench vae --sizes 20 >/dev/null 2>&1; [ $? -eq 2 ] ||
     { echo "FAIL: bench vae size 20 not exit 2"; fail=1; }
 "$CPDIT" bench frob >/dev/null 2>&1; [ $? -eq 2 ] || { echo "FAIL: unknown benchmark not exit 2"; fail=1; }
