@@ -27,7 +27,7 @@
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/attention_bench.h"
 #include "lib/core/build_info.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/vae/vae_decoder.h"
 
@@ -234,12 +234,12 @@ static int bench_vae(int argc, char **argv)
     /* the SGEMM rate of one rank while the others wait */
     double sgemm = 0.0;
     if (rank == 0)
-        sgemm = blas_sgemm_gflops(VAE_BENCH_SGEMM_N, 3);
+        sgemm = cpdit_host_sgemm_gflops(VAE_BENCH_SGEMM_N, 3);
     MPI_Bcast(&sgemm, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# FLUX.1 VAE decode (128/256/512/512, 2 layers, 32 groups), %d rank(s), "
                "%d BLAS thread(s) per rank; SGEMM n=%d on one rank: %.1f GFLOP/s\n", size,
-               blas_runtime_get_num_threads(), VAE_BENCH_SGEMM_N, sgemm);
+               cpdit_host_gemm_threads(), VAE_BENCH_SGEMM_N, sgemm);
         printf("%-9s %5s %10s %9s %8s %13s\n", "size", "ranks", "time_s", "GFLOP/s",
                "%SGEMM", "peak_RSS_MiB");
     }

@@ -40,7 +40,7 @@
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
 #include "lib/cp/grid_mpi.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "lib/weights/weight_shared_mpi.h"
 
 #define BENCH_SGEMM_N 1024
@@ -103,7 +103,7 @@ static double bf16_gemm_gflops(int n, int reps)
 
 int main(int argc, char **argv)
 {
-    blas_runtime_ensure_best_core(argc, argv);
+    cpdit_host_runtime_init(argc, argv);
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -199,11 +199,11 @@ int main(int argc, char **argv)
     /* SGEMM on rank 0 while the others wait */
     double sgemm = 0, bf16mm = 0;
     if (rank == 0) {
-        const int saved = blas_runtime_get_num_threads();
-        blas_runtime_set_num_threads(sgemm_threads);
-        sgemm = blas_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
+        const int saved = cpdit_host_gemm_threads();
+        cpdit_host_set_gemm_threads(sgemm_threads);
+        sgemm = cpdit_host_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
         bf16mm = bf16_gemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
-        blas_runtime_set_num_threads(saved);
+        cpdit_host_set_gemm_threads(saved);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 

@@ -12,7 +12,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/cp/grid_mpi.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 
 #define BENCH_WHERE "bench attention"
 #define BENCH_MAX_VARIANTS 16
@@ -308,14 +308,14 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
     double t1 = single_rank_seconds(world, o, S);
     double sgemm = -1.0;
     if (rank == 0 && o->sgemm_n > 0)
-        sgemm = blas_sgemm_gflops(o->sgemm_n, 3);
+        sgemm = cpdit_host_sgemm_gflops(o->sgemm_n, 3);
     idle_barrier(world);
     if (rank == 0 && out) {
         char line[1024];
         double kflops = cp_attention_flops(o->batch, S, o->heads, o->head_dim);
         cpdit_build_info_line(line, sizeof line);
         fprintf(out, "# %s\n", line);
-        fprintf(out, "# BLAS: %s\n", blas_runtime_describe(line, sizeof line));
+        fprintf(out, "# BLAS: %s\n", cpdit_host_runtime_describe(line, sizeof line));
         fprintf(out,
                 "# attention B %d, S %d (text %d + image %d), H %d, D %d: %.2f GFLOP per "
                 "call; %d ranks; warm-up %d, timed %d\n",
