@@ -433,6 +433,8 @@ static int run_transformer(const forward_options *o)
         }
     }
     if (!st)
+        st = flux_transformer_set_backend(r.model, r.attn.backend, &err);
+    if (!st)
         st = flux_transformer_load_weights(r.model, &err);
     if (!st)
         st = load_inputs(o->inputs, flux_transformer_config_of(r.model), &r.in, &err);

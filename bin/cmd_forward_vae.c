@@ -43,13 +43,19 @@ static void shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
 }
 
 /* The decoder and the latent of the input file: *z (B, C, h, w) malloc'd. */
-static cpdit_status load_inputs(const char *model_dir, const char *inputs_path, vae_decoder **d,
-                                float **z, int *B, int *h, int *w, cpdit_error *err)
+static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
+                                const char *backend, vae_decoder **d, float **z, int *B, int *h,
+                                int *w, cpdit_error *err)
 {
     safetensors_file *in = NULL;
     const safetensors_tensor *t = NULL;
+    const cpdit_backend *be = NULL;
     *z = NULL;
-    cpdit_status st = vae_decoder_load(d, model_dir, err);
+    cpdit_status st = cpdit_backend_resolve(backend, &be, err); /* --backend */
+    if (st == CPDIT_OK)
+        st = vae_decoder_load(d, model_dir, err);
+    if (st == CPDIT_OK)
+        vae_decoder_set_backend(*d, be);
     if (st == CPDIT_OK)
         st = safetensors_open(&in, inputs_path, err);
     if (st == CPDIT_OK && !(t = safetensors_find(in, VAE_INPUT_NAME)))
@@ -118,7 +124,7 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
     cp_grid *g = NULL;
     int B = 0, h = 0, w = 0;
     const int rank = opt->world_rank, size = opt->world_size;
-    cpdit_status st = load_inputs(opt->model, opt->inputs, &d, &z, &B, &h, &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, &d, &z, &B, &h, &w, err);
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     st = agree(st, err, rank, size);
@@ -147,7 +153,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     float *z = NULL, *img = NULL;
     int B = 0, h = 0, w = 0;
     const double t0 = now_s();
-    cpdit_status st = load_inputs(opt->model, opt->inputs, &d, &z, &B, &h, &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, &d, &z, &B, &h, &w, err);
     if (st == CPDIT_OK && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     if (st == CPDIT_OK)

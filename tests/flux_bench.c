@@ -170,7 +170,8 @@ int main(int argc, char **argv)
         arena = weight_sharer_arena(sharer);
         flux_transformer_set_weight_arena(m, &arena);
     }
-    if (flux_transformer_load_weights(m, &err)) {
+    if (flux_transformer_set_backend(m, cpdit_backend_cpu(), &err) ||
+        flux_transformer_load_weights(m, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -215,7 +216,7 @@ int main(int argc, char **argv)
             flux_transformer_weight_stats(m, &ws0);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now_s();
-        cpdit_status st = nb > 0 ? flux_transformer_forward(m, NULL, &cp, &in, out, &err)
+        cpdit_status st = nb > 0 ? flux_transformer_forward(m, cpdit_backend_cpu(), &cp, &in, out, &err)
                                  : CPDIT_OK;
         double t = now_s() - t0, tmax = 0;
         int bad = st != CPDIT_OK, any_bad = 0;

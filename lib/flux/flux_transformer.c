@@ -467,6 +467,12 @@ static cpdit_status group_agree(const flux_cp *cp, cpdit_status st, cpdit_error 
     return st;
 }
 
+cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backend *be,
+                                          cpdit_error *err)
+{
+    return weight_loader_set_backend(&m->wl, be ? be : cpdit_backend_default(), err);
+}
+
 cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *be,
                                       const flux_cp *cp, const flux_inputs *in, float *out,
                                       cpdit_error *err)
@@ -475,6 +481,8 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
         be = cpdit_backend_default();
     cpdit_status st = check_inputs(m, cp, in, err);
     fwd_bufs f;
+    if (!st) /* the weights belong to be (made on the first acquire) */
+        st = weight_loader_set_backend(&m->wl, be, err);
     if (!st)
         st = alloc_bufs(&f, m, be, in, err);
     if (!st)

@@ -98,8 +98,9 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     flux_transformer_set_weight_format(p->transformer, wo->format);
     if (wo->arena)
         flux_transformer_set_weight_arena(p->transformer, wo->arena);
-    /* made now, by every rank together (sharing ranks meet in the loader) */
-    if ((st = flux_transformer_load_weights(p->transformer, err)))
+    /* made now, by every rank together (sharing ranks meet in the loader), by the backend */
+    if ((st = flux_transformer_set_backend(p->transformer, p->be, err)) ||
+        (st = flux_transformer_load_weights(p->transformer, err)))
         goto fail;
     const flux_transformer_config *tc = flux_transformer_config_of(p->transformer);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1) {
@@ -525,6 +526,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
     if (!p->vae)
         st = vae_decoder_load(&p->vae, p->model_dir, err);
+    if (!st)
+        vae_decoder_set_backend(p->vae, p->be);
     if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
         long long bad = st != CPDIT_OK;
         cpdit_error aerr;

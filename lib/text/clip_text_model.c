@@ -187,7 +187,7 @@ cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *o
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     }
     if (!st)
-        st = text_weights_open(&m->tw, dir, err);
+        st = text_weights_open(&m->tw, dir, m->be, err);
     if (!st)
         st = register_weights(m, err);
     if (!st)
