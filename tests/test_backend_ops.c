@@ -104,6 +104,11 @@ int main(void)
         if (!ref)
             continue;
         for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
+            char why[256];
+            if (!cpdit_backend_available(*b, why, sizeof why)) {
+                printf("%-20s %-8s skipped: %s\n", (*c)->name, (*b)->name, why);
+                continue;
+            }
             const cpdit_attention_kernel *const *ks = (*b)->attention_kernels;
             const cpdit_attention_kernel *k = (*c)->per_kernel ? *ks : NULL;
             do {
