@@ -447,7 +447,8 @@ static int run_transformer(const forward_options *o)
     const double t_load = now_s();
 
     /* grid, layout, batch share */
-    st = cp_grid_create(MPI_COMM_WORLD, 0, o->ring, o->ulysses, &r.grid, &err);
+    st = cp_grid_create_for(MPI_COMM_WORLD, 0, o->ring, o->ulysses, r.attn.backend, &r.grid,
+                            &err);
     if (!st) {
         st = flux_shard_layout(&r.layout, r.grid->cp_size, r.in.T, r.in.I, &err);
         r.have_layout = !st;

@@ -128,8 +128,13 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     st = agree(st, err, rank, size);
-    if (st == CPDIT_OK)
-        st = agree(cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, err), err, rank, size);
+    if (st == CPDIT_OK) {
+        const cpdit_backend *grid_be = NULL;
+        st = cpdit_backend_resolve(opt->backend, &grid_be, err);
+        if (!st)
+            st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &g, err);
+        st = agree(st, err, rank, size);
+    }
     const double t0 = now_s();
     if (st == CPDIT_OK)
         st = agree(vae_decode_group(d, g, z, B, h, w, img, err), err, rank, size);

@@ -162,6 +162,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.render_item = render_item;
         hooks.ctx = &c;
         hooks.grid_reason = gc.reason;
+        hooks.backend = pipeline_backend(c.p);
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }

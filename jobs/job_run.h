@@ -79,6 +79,8 @@ typedef struct job_runner_hooks {
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
     const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
+    const struct cpdit_backend *backend; /* whose memory the grid's communicators move
+                                            (cp_grid_create_for); NULL: host memory (MPI) */
 } job_runner_hooks;
 
 typedef struct job_summary {

@@ -157,6 +157,11 @@ fail:
     return st;
 }
 
+const cpdit_backend *pipeline_backend(const pipeline *p)
+{
+    return p ? p->be : NULL;
+}
+
 void pipeline_close(pipeline *p)
 {
     if (!p)
