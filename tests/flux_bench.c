@@ -2,7 +2,7 @@
  *
  *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
  *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
- *          [--weight-format native|fp32] [--no-weight-sharing]
+ *          [--weight-format native|fp32] [--no-weight-sharing] [--backend cpu|cuda]
  *
  * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
  * as cpdit forward splits them; after one warm-up forward, K timed forwards (default 3) run
@@ -24,6 +24,9 @@
  * Weights are made once before the first forward and kept (budget unlimited), as a sampler loop
  * would: in the stored dtype (--weight-format native, default) or fp32; in node-shared memory
  * unless --no-weight-sharing.
+ * --backend (default cpu): the kernel table the forward runs on; the grid's communicators
+ * move that backend's memory (GPU communicators for cuda). The sgemm/bf16mm columns are the
+ * host's rates whatever the backend.
  * Prints to stdout from rank 0; never asserts on time (benchmarks do not gate CI).
  */
 #include "config.h"
@@ -111,7 +114,7 @@ int main(int argc, char **argv)
     const char *model_dir = NULL;
     int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
     int header = 0, no_share = 0;
-    const char *wformat = "native";
+    const char *wformat = "native", *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -128,6 +131,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--reps")) reps = atoi(v);
         else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
         else if (!strcmp(k, "--weight-format")) wformat = v;
+        else if (!strcmp(k, "--backend")) backend = v;
         else {
             if (rank == 0)
                 fprintf(stderr, "flux_bench: unknown option %s\n", k);
@@ -150,9 +154,10 @@ int main(int argc, char **argv)
     flux_transformer *m = NULL;
     cp_grid *g = NULL;
     cp_seq_layout layout;
+    const cpdit_backend *be = NULL;
     int rc = 1;
-    if (flux_transformer_open(&m, model_dir, &err) ||
-        cp_grid_create(MPI_COMM_WORLD, 0, R, U, &g, &err) ||
+    if (cpdit_backend_resolve(backend, &be, &err) || flux_transformer_open(&m, model_dir, &err) ||
+        cp_grid_create_for(MPI_COMM_WORLD, 0, R, U, be, &g, &err) ||
         flux_shard_layout(&layout, g->cp_size, T, I, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -170,7 +175,7 @@ int main(int argc, char **argv)
         arena = weight_sharer_arena(sharer);
         flux_transformer_set_weight_arena(m, &arena);
     }
-    if (flux_transformer_set_backend(m, cpdit_backend_cpu(), &err) ||
+    if (flux_transformer_set_backend(m, be, &err) ||
         flux_transformer_load_weights(m, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -216,7 +221,7 @@ int main(int argc, char **argv)
             flux_transformer_weight_stats(m, &ws0);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now_s();
-        cpdit_status st = nb > 0 ? flux_transformer_forward(m, cpdit_backend_cpu(), &cp, &in, out, &err)
+        cpdit_status st = nb > 0 ? flux_transformer_forward(m, be, &cp, &in, out, &err)
                                  : CPDIT_OK;
         double t = now_s() - t0, tmax = 0;
         int bad = st != CPDIT_OK, any_bad = 0;
