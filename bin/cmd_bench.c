@@ -227,8 +227,10 @@ static int bench_vae(int argc, char **argv)
     vae_decoder *d = NULL;
     cp_grid *g = NULL;
     cpdit_status st = vae_decoder_create(&d, &cfg, &err);
-    if (st == CPDIT_OK)
+    if (st == CPDIT_OK) { /* the CPU decode (its SGEMM-relative columns), MPI grid */
+        vae_decoder_set_backend(d, cpdit_backend_cpu());
         vae_decoder_fill_random(d, VAE_BENCH_SEED);
+    }
     if (st == CPDIT_OK)
         st = cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, &err);
     /* the SGEMM rate of one rank while the others wait */

@@ -64,14 +64,15 @@ static void idle_barrier(MPI_Comm comm)
     }
 }
 
-/* The default backend's default attention kernel (what cp_attention runs locally). */
+/* The CPU backend's default attention kernel (what cp_attention runs locally here: the
+ * benchmark's buffers are host memory and its grids MPI). */
 static cpdit_status local_attention(float *out, float *lse, const float *q, const float *k,
                                     const float *v, int B, int Sq, int Skv, int H, int D,
                                     float scale, cpdit_error *err)
 {
     const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
                                     .scale = scale};
-    return cpdit_backend_default()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
+    return cpdit_backend_cpu()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
 }
 
 /* Seconds of the fastest timed call of the local kernel over the whole problem, measured on
@@ -296,6 +297,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         cfgs[i].anything = o->anything;
         if (cp_attention_config_parse(names[i], &cfgs[i], err))
             return err->status;
+        cfgs[i].backend = cpdit_backend_cpu(); /* host buffers, MPI grids */
     }
     if ((o->ring || o->ulysses) && (o->ring < 1 || o->ulysses < 1))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, BENCH_WHERE,
@@ -324,7 +326,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         const double krate = t1 > 0 ? kflops / t1 / FLOP_PER_GFLOP : 0.0;
         if (t1 > 0)
             fprintf(out, "# single rank, best call (%d kernel threads): %.2f ms, %.1f GFLOP/s",
-                    cpdit_backend_default()->workers(), t1 * MS_PER_S, krate);
+                    cpdit_backend_cpu()->workers(), t1 * MS_PER_S, krate);
         else
             fprintf(out, "# single rank: failed (out of memory?)");
         if (sgemm > 0)
