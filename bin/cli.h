@@ -3,6 +3,8 @@
 #ifndef CPDIT_CLI_H
 #define CPDIT_CLI_H
 
+#include <stddef.h>
+
 #include "lib/core/cpdit_error.h"
 
 /* Exit codes of the cpdit program (DESIGN.md): 0 ok, 1 runtime failure, 2 bad input. */
@@ -26,6 +28,10 @@ int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format
 /* Parse a whole decimal integer option value in [lo, hi]; on error print a usage error
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);
+
+/* A size: "8G", "512M", "64K", "1.5GiB" or bytes; > 0 (binary units). Returns 0, or -1 without
+ * printing anything. */
+int cli_parse_size(const char *text, size_t *out);
 
 struct cpdit_backend;
 struct cpdit_attention_kernel;

@@ -67,3 +67,29 @@ cpdit_status cli_backend_resolve(const char *backend, const char *kernel,
         st = cpdit_attention_kernel_find(*be, kernel, k, err);
     return st;
 }
+
+int cli_parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0))
+        return -1;
+    double mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't')
+        mult = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || v * mult > 1e18)
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}

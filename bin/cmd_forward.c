@@ -53,6 +53,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         {"ring", required_argument, 0, 'R'},      {"anything", no_argument, 0, 'a'},
         {"verbose", no_argument, 0, 'v'},         {"weight-format", required_argument, 0, 'F'},
         {"vae-parallel", required_argument, 0, 'P'}, {"no-weight-sharing", no_argument, 0, 'N'},
+        {"weight-memory", required_argument, 0, 'M'}, {"no-weight-prefetch", no_argument, 0, 'X'},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->ulysses = o->ring = 1;
@@ -75,6 +76,15 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         case 'P': vae_parallel = optarg; break;
         case 'a': o->anything = 1; break;
         case 'N': o->no_weight_sharing = 1; break;
+        case 'X': o->no_weight_prefetch = 1; break;
+        case 'M':
+            if (cli_parse_size(optarg, &o->weight_memory)) {
+                if (!quiet)
+                    cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, 512M or "
+                                         "4096, got '%s'", optarg);
+                return -1;
+            }
+            break;
         case 'v': o->verbose = 1; break;
         case 'U':
         case 'R':
@@ -418,6 +428,10 @@ static int run_transformer(const forward_options *o)
     if (!st && o->weight_format)
         flux_transformer_set_weight_format(
             r.model, (cpdit_weight_format)cpdit_weight_format_from_name(o->weight_format));
+    if (!st && o->weight_memory)
+        flux_transformer_set_weight_cache(r.model, o->weight_memory);
+    if (!st && o->no_weight_prefetch)
+        flux_transformer_set_weight_prefetch(r.model, 0);
     if ((st = agree(st, &err, o))) {
         run_free(&r);
         return exit_code(st);
@@ -511,11 +525,13 @@ static int run_transformer(const forward_options *o)
         if (o->world_rank == 0)
             fprintf(stderr,
                     "cpdit: forward: weights %s, %s%s, %.1f MiB of linear layers, made in "
-                    "%.3f s; PSS %.1f MiB (largest rank, shared pages split among sharers)\n",
+                    "%.3f s (the forward waited %.3f s; %llu blocks made ahead); PSS %.1f MiB "
+                    "(largest rank, shared pages split among sharers)\n",
                     o->weight_format ? o->weight_format : "native",
                     ws.resident ? "made once" : "streamed per block",
                     ws.shared ? " in node-shared memory" : "", ws.matrix_bytes / 1048576.0,
-                    ws.create_seconds, max_pss / 1024.0);
+                    ws.create_seconds, ws.stall_seconds, ws.prefetched_groups,
+                    max_pss / 1024.0);
         if (o->world_rank == 0) {
             char gd[128];
             fprintf(stderr,

@@ -27,6 +27,9 @@ typedef struct forward_options {
     const char *backend;           /* --backend NAME (NULL: the best available) */
     const char *weight_format;     /* --weight-format: native (bf16 as stored) or fp32 */
     int no_weight_sharing;         /* --no-weight-sharing: a copy of the weights per rank */
+    size_t weight_memory;          /* --weight-memory SIZE: budget of resident weights (0:
+                                      unlimited); smaller than the model = streamed per block */
+    int no_weight_prefetch;        /* --no-weight-prefetch: streamed blocks made when needed */
     int ulysses, ring;             /* --ulysses U, --ring R (default 1 each) */
     int anything;                  /* --anything: uneven lengths / head shares allowed */
     int verbose;                   /* --verbose: timings and memory on stderr (rank 0) */

@@ -1,4 +1,5 @@
-/* cmd_probe.c — `cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]`:
+/* cmd_probe.c — `cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]
+ * [--model M --width W --height H [--max-sequence-length L]]`:
  * measure the machine (hwloc, NVML, links, compute) over every rank of the MPI job and write
  * the topology file (format 1, topology/README.md) from rank 0, atomically. */
 #include "config.h"
@@ -10,6 +11,8 @@
 
 #include "bin/cli.h"
 #include "lib/io/atomic_file.h"
+#include "jobs/job_run.h"
+#include "topology/model_shape.h"
 #include "topology/probe.h"
 #ifdef CPDIT_HAVE_CUDA
 #include "kernels/backend.h"
@@ -70,6 +73,8 @@ static const probe_transport *nccl_hook(FILE *log, int rank)
 
 const char cmd_probe_help[] =
     "usage: cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]\n"
+    "                   [--model DIR|builtin:NAME --width W --height H\n"
+    "                    [--max-sequence-length L]]\n"
     "       (under mpirun -np N or srun, over the whole allocation)\n"
     "\n"
     "NAME\n"
@@ -102,6 +107,13 @@ const char cmd_probe_help[] =
     "    --pairs N       rank pairs measured per class (default 2, --quick 1; 1..64)\n"
     "    --no-compute    skip the SGEMM / attention-kernel rates\n"
     "    --quiet         no progress lines on stderr\n"
+    "    --model M, --width W, --height H [--max-sequence-length L]\n"
+    "                    also time the GEMMs (M x K x N of every linear layer) and attention\n"
+    "                    calls (tokens x keys, heads, head dim) that one transformer step of\n"
+    "                    this model at this size runs on a rank, for every context-parallel\n"
+    "                    degree of N ranks, all ranks at once; the planner then uses these\n"
+    "                    times instead of the generic SGEMM / attention rates for this model\n"
+    "                    and size (compute.shapes in the file)\n"
     "\n"
     "ENVIRONMENT\n"
     "    CPDIT_HOSTNAME        host identity of this rank (tests that emulate hosts with\n"
@@ -109,7 +121,8 @@ const char cmd_probe_help[] =
     "    OPENBLAS_NUM_THREADS  threads per rank for the compute rates\n"
     "\n"
     "EXIT STATUS\n"
-    "    0 written; 1 runtime failure (hwloc, MPI, I/O); 2 bad option or unwritable FILE.\n"
+    "    0 written; 1 runtime failure (hwloc, MPI, I/O); 2 bad option, unwritable FILE,\n"
+    "    unknown model or a size that is not a multiple of 16.\n"
     "    A rank whose transfer fails aborts the whole job rather than leave peers waiting.\n"
     "\n"
     "EXAMPLES\n"
@@ -150,6 +163,21 @@ static void print_summary(const json_t *doc, const char *path)
                    (int)json_integer_value(json_object_get(f, "samples")));
     }
     const json_t *c = json_object_get(doc, "compute");
+    const json_t *sh = json_array_get(json_object_get(c, "shapes"), 0);
+    if (sh) {
+        size_t k;
+        const json_t *x;
+        printf("  %s at %dx%d: one forward's linear layers + element-wise work per rank:",
+               json_string_value(json_object_get(sh, "model")),
+               (int)json_integer_value(json_object_get(sh, "width")),
+               (int)json_integer_value(json_object_get(sh, "height")));
+        json_array_foreach(json_object_get(sh, "linear"), k, x)
+            printf(" cp %d %.4g s (GEMMs %.1f GFLOP/s)%s",
+                   (int)json_integer_value(json_object_get(x, "cp")),
+                   json_number_value(json_object_get(x, "time_s")),
+                   json_number_value(json_object_get(x, "flops_per_s")) * 1e-9,
+                   k + 1 < json_array_size(json_object_get(sh, "linear")) ? "," : "\n");
+    }
     if (c)
         printf("  compute per rank (min over ranks): SGEMM %.1f GFLOP/s, attention %.1f GFLOP/s, "
                "%d thread(s)\n",
@@ -180,10 +208,12 @@ int cmd_probe(int argc, char **argv)
     static const struct option opts[] = {
         {"output", required_argument, 0, 'o'}, {"quick", no_argument, 0, 'q'},
         {"pairs", required_argument, 0, 'p'},  {"no-compute", no_argument, 0, 'C'},
-        {"quiet", no_argument, 0, 's'},        {0, 0, 0, 0}};
-    const char *output = CPDIT_TOPOLOGY_DEFAULT_FILE;
+        {"quiet", no_argument, 0, 's'},        {"model", required_argument, 0, 'm'},
+        {"width", required_argument, 0, 'W'},  {"height", required_argument, 0, 'H'},
+        {"max-sequence-length", required_argument, 0, 'L'}, {0, 0, 0, 0}};
+    const char *output = CPDIT_TOPOLOGY_DEFAULT_FILE, *model = NULL;
     int quick = 0, no_compute = 0, quiet = 0, c;
-    long pairs = 0;
+    long pairs = 0, width = 0, height = 0, msl = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -196,6 +226,19 @@ int cmd_probe(int argc, char **argv)
             if (cli_parse_int(SUB, "--pairs", optarg, 1, 64, &pairs))
                 return CLI_EXIT_USAGE;
             break;
+        case 'm': model = optarg; break;
+        case 'W':
+            if (cli_parse_int(SUB, "--width", optarg, 1, 1 << 20, &width))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'H':
+            if (cli_parse_int(SUB, "--height", optarg, 1, 1 << 20, &height))
+                return CLI_EXIT_USAGE;
+            break;
+        case 'L':
+            if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &msl))
+                return CLI_EXIT_USAGE;
+            break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -204,6 +247,12 @@ int cmd_probe(int argc, char **argv)
         return cli_usage_error(SUB, "unexpected argument '%s'", argv[optind]);
     if (!*output)
         return cli_usage_error(SUB, "--output: empty file name");
+    if ((width || height || msl) && !model)
+        return cli_usage_error(SUB, "--width/--height/--max-sequence-length need --model");
+    if (model && (!width || !height))
+        return cli_usage_error(SUB, "--model needs --width and --height");
+    if (model && no_compute)
+        return cli_usage_error(SUB, "--model times compute: it does not go with --no-compute");
 
     MPI_Init(NULL, NULL);
     int rank;
@@ -222,6 +271,15 @@ int cmd_probe(int argc, char **argv)
 
     json_t *doc = NULL;
     cpdit_status st = check_output(output, rank, &err);
+    model_shape shape;
+    memset(&shape, 0, sizeof shape);
+    if (st == CPDIT_OK && model) { /* checked on rank 0 (exit 2 for a bad model or size) */
+        if (rank == 0)
+            st = model_shape_load(&shape, model, (int)width, (int)height, (int)msl, &err);
+        st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err);
+        MPI_Bcast(&shape, (int)sizeof shape, MPI_BYTE, 0, MPI_COMM_WORLD);
+        o.shape = &shape;
+    }
     if (st == CPDIT_OK)
         st = cpdit_probe_run(MPI_COMM_WORLD, &o, &doc, &err);
     if (st == CPDIT_OK && rank == 0) {

@@ -32,33 +32,6 @@ static int parse_float(const char *opt, const char *text, float lo, float hi, fl
 
 run_weight_options run_weights;
 
-/* "8G", "512M", "64K", or bytes; > 0. Returns 0 or -1. */
-static int parse_bytes(const char *text, size_t *out)
-{
-    char *end;
-    errno = 0;
-    const double v = strtod(text, &end);
-    if (end == text || errno || !(v > 0))
-        return -1;
-    double mult = 1;
-    if (*end == 'K' || *end == 'k')
-        mult = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        mult = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g')
-        mult = 1024.0 * 1024 * 1024, end++;
-    else if (*end == 'T' || *end == 't')
-        mult = 1024.0 * 1024 * 1024 * 1024, end++;
-    if (*end == 'i' && end[1] == 'B')
-        end += 2;
-    else if (*end == 'B')
-        end++;
-    if (*end || v * mult > 1e18)
-        return -1;
-    *out = (size_t)(v * mult);
-    return 0;
-}
-
 /* The ranks of a node share one copy of the transformer's weights (for the whole process). */
 static weight_sharer *run_sharer;
 static weight_arena_ops run_arena;
@@ -137,6 +110,7 @@ int cmd_run(int argc, char **argv)
         {"check", no_argument, 0, 'C'},          {"status", no_argument, 0, 'Z'},          {"dp", required_argument, 0, 'D'},
         {"topology", required_argument, 0, 'T'},
         {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
+        {"verbose", no_argument, 0, 'v'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -167,12 +141,13 @@ int cmd_run(int argc, char **argv)
             break;
         case 'P': run_weights.no_share = 1; break;
         case 'M':
-            if (parse_bytes(optarg, &run_weights.memory))
+            if (cli_parse_size(optarg, &run_weights.memory))
                 return cli_usage_error(SUB, "--weight-memory: expected a size such as 8G, "
                                             "512M or 1073741824, got '%s'", optarg);
             break;
         case 'a': o.anything = 1; break;
         case 'X': o.vae_tiling = 1; break;
+        case 'v': o.verbose = 1; break;
         case 'V':
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);
@@ -221,9 +196,15 @@ int cmd_run(int argc, char **argv)
                 return cli_report(&err);
             return CLI_EXIT_OK;
         }
+        /* a stop signal from here on (even during MPI_Init) sets the flag instead of
+         * killing the rank: the run then stops cleanly with exit 3 */
+        cpdit_error serr;
+        int handlers = job_stop_install(&serr) == CPDIT_OK;
         MPI_Init(NULL, NULL);
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
+        if (handlers)
+            job_stop_uninstall();
         return code;
     }
     if (status)

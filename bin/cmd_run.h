@@ -24,6 +24,7 @@ typedef struct run_item_options {
     const char *attention_kernel; /* --attention-backend KERNEL; NULL = the backend's default */
     int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
     int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
+    int verbose;                 /* --verbose: a plain line per sampler step and per item */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);

@@ -22,6 +22,8 @@ typedef struct batch_ctx {
     int vae_single_rank, vae_tiling;
     const char *dump;
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
+    int verbose;
+    unsigned long long item; /* index of the item being rendered (--verbose step lines) */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -34,7 +36,11 @@ static int stop_poll(void *ctx)
 
 static void progress_tty(int step, int steps, double seconds, void *ctx)
 {
-    (void)ctx;
+    const batch_ctx *c = ctx;
+    if (c->verbose) { /* plain lines, also under mpirun and in Slurm logs */
+        fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps, seconds);
+        return;
+    }
     if (!isatty(STDERR_FILENO))
         return;
     fprintf(stderr, "\r  step %d/%d  %.2f s/step   ", step, steps, seconds);
@@ -43,7 +49,7 @@ static void progress_tty(int step, int steps, double seconds, void *ctx)
 }
 
 static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
-                                int *h, void *ctx, cpdit_error *err)
+                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
 {
     batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
@@ -66,7 +72,17 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     }
     *w = it->width;
     *h = it->height;
-    return pipeline_generate(c->p, &prm, &run, rgb, err);
+    c->item = (unsigned long long)it->index;
+    pipeline_timings tm;
+    run.timings = &tm;
+    cpdit_status st = pipeline_generate(c->p, &prm, &run, rgb, err);
+    times->text_s = tm.text_s;
+    times->sample_s = tm.sample_s;
+    times->steps = tm.steps;
+    times->step_max_s = tm.step_max_s;
+    times->vae_load_s = tm.vae_load_s;
+    times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
+    return st;
 }
 
 /* After the run's summary: the VAE decode time, summed over the groups (collective). */
@@ -84,9 +100,9 @@ static void print_decode_time(const batch_ctx *c, int rank)
                                                           : "split over each CP group");
 }
 
-/* `parallel: auto`: rank 0 asks the planner (topology/grid_choice.h) for the grid of a job of
- * this many items and broadcasts it; every rank then runs with explicit degrees and, unless
- * --attention named a variant, the variant the planner chose. Collective. */
+/* `parallel: auto`: the planner (topology/grid_choice.h: the topology file, else a quick probe
+ * now) chooses the grid of a job of this many items; every rank then runs with explicit
+ * degrees and, unless --attention named a variant, the variant the planner chose. Collective. */
 static cpdit_status choose_grid(manifest *m, const char *topo_path, const char **variant,
                                 grid_choice *gc, cpdit_error *err)
 {
@@ -100,19 +116,17 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return CPDIT_OK;
     }
     cpdit_status st = CPDIT_OK;
-    if (rank == 0) {
-        uint64_t items = 0;
+    uint64_t items = 0;
+    if (rank == 0)
         st = job_items_count(m, NULL, &items, NULL, err);
-        grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
-                                  m->base.max_sequence_length, m->base.steps, items, size};
-        if (m->base.n_sizes > 0)
-            rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
-        if (!st)
-            st = grid_choice_auto(&rq, gc, err);
-    }
     if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, err)))
         return st;
-    MPI_Bcast(gc, (int)sizeof *gc, MPI_BYTE, 0, MPI_COMM_WORLD);
+    grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
+                              m->base.max_sequence_length, m->base.steps, items, size};
+    if (m->base.n_sizes > 0)
+        rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
+    if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))
+        return st;
     m->parallel.is_auto = 0;
     m->parallel.dp = gc->dp;
     m->parallel.ring = gc->ring;
@@ -136,14 +150,17 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     memset(&c, 0, sizeof c);
     c.dump = dump;
     c.vae_single_rank = o->vae_single_rank;
+    c.verbose = o->verbose;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
-    /* Slurm's warning signal may come while the model loads: stop cleanly from here on */
+    /* Slurm's warning signal may come while the model loads: stop cleanly from here on
+     * (cmd_run installed the handlers before MPI_Init already; this nests) */
     cpdit_status st = job_stop_install(&err);
     const int installed = st == CPDIT_OK;
     if (!st)
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     grid_choice gc;
+    char grid_line[GRID_CHOICE_REASON_MAX + 128];
     if (!st)
         st = choose_grid(m, o->topology, &variant, &gc, &err);
     if (!st)
@@ -152,16 +169,22 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
+        job_test_hold("open", rank);
         st = run_open_pipeline(&c.p, m->model, o, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
     }
+    /* a stop signal that reached any rank while MPI started or the model opened stops every
+     * rank before the first item (job_run then writes the stop marker; exit 3) */
+    if (!st && job_stop_agree_world(MPI_COMM_WORLD) && rank == 0)
+        fprintf(stderr, "[cpdit] a stop was requested while the model was being opened\n");
 
     if (!st) {
         job_runner_hooks hooks;
         memset(&hooks, 0, sizeof hooks);
         hooks.render_item = render_item;
         hooks.ctx = &c;
-        hooks.grid_reason = gc.reason;
+        hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
+        hooks.verbose = o->verbose;
         hooks.backend = pipeline_backend(c.p);
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);

@@ -31,10 +31,15 @@
 
 #define SUB "run"
 
-/* Progress on a terminal: one line rewritten in place; in a log: nothing per step. */
+/* Progress on a terminal: one line rewritten in place; in a log: nothing per step, unless
+ * --verbose (then a plain line per step). */
 static void progress_line(int step, int steps, double seconds, void *ctx)
 {
-    (void)ctx;
+    const run_item_options *o = ctx;
+    if (o && o->verbose) { /* plain lines, also under mpirun */
+        fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+        return;
+    }
     if (!isatty(STDERR_FILENO))
         return;
     fprintf(stderr, "\rcpdit: step %d/%d  %.2f s/step", step, steps, seconds);
@@ -71,31 +76,24 @@ int run_item(const run_item_options *o)
     cpdit_status st = CPDIT_OK;
     if (!o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
-         * $CPDIT_TOPOLOGY); without one, every rank in one Ulysses group */
+         * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
-        memset(&gc, 0, sizeof gc);
-        if (rank == 0) {
-            const int builtin = strncmp(o->model, "builtin:", 8) == 0;
-            grid_choice_request rq = {o->topology, o->model,
-                                      o->width ? o->width : (builtin ? 256 : 1024),
-                                      o->height ? o->height : (builtin ? 256 : 1024),
-                                      o->max_sequence_length, o->steps, 1, size};
-            st = grid_choice_auto(&rq, &gc, &err);
-        }
-        st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err);
-        MPI_Bcast(&gc, (int)sizeof gc, MPI_BYTE, 0, MPI_COMM_WORLD);
-        ring = 1;
-        ulysses = size;
-        if (!st && gc.planned) {
+        const int builtin = strncmp(o->model, "builtin:", 8) == 0;
+        grid_choice_request rq = {o->topology, o->model,
+                                  o->width ? o->width : (builtin ? 256 : 1024),
+                                  o->height ? o->height : (builtin ? 256 : 1024),
+                                  o->max_sequence_length, o->steps, 1, size};
+        st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
+        if (!st) {
             ring = gc.ring;
             ulysses = gc.ulysses;
-            if (strcmp(variant, "auto") == 0)
+            if (!variant || strcmp(variant, "auto") == 0)
                 variant = gc.variant;
             anything |= strstr(gc.variant, "+anything") != NULL;
+            char line[GRID_CHOICE_REASON_MAX + 128];
+            if (rank == 0)
+                fprintf(stderr, "grid: %s\n", grid_choice_line(&gc, line, sizeof line));
         }
-        if (!st && rank == 0)
-            fprintf(stderr, "grid: dp %d x ring %d x ulysses %d: %s\n", size / (ring * ulysses),
-                    ring, ulysses, gc.reason);
     }
     const cpdit_backend *grid_be = NULL; /* the grid's communicators move this backend's memory */
     if (!st)
@@ -120,6 +118,10 @@ int run_item(const run_item_options *o)
     memset(&run, 0, sizeof run);
     run.grid = g;
     run.progress = progress_line;
+    run.ctx = (void *)o;
+    pipeline_timings tm;
+    memset(&tm, 0, sizeof tm);
+    run.timings = &tm;
     run.vae_single_rank = o->vae_single_rank;
     run.vae_tiling = o->vae_tiling;
     if (!st)
@@ -164,9 +166,16 @@ int run_item(const run_item_options *o)
                                      {"Software", "cpdit " PACKAGE_VERSION}};
             char out_path[4096 + 200];
             snprintf(out_path, sizeof out_path, "%s/%s", o->output, name);
+            const double t_write = MPI_Wtime();
             if (!st)
                 st = cpdit_png_write_rgb8(out_path, rgb, prm.width, prm.height, text,
                                           (int)(sizeof text / sizeof text[0]), &err);
+            if (!st) /* where the time went (the index line's "times" of a batch) */
+                fprintf(stderr, "cpdit: times: text %.3f s, %d steps %.3f s (%.3f s/step, "
+                        "slowest %.3f s), vae %.3f s%s, write %.3f s\n", tm.text_s, tm.steps,
+                        tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
+                        tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
+                        MPI_Wtime() - t_write);
             if (!st)
                 printf("%s\n", out_path);
             long n_dec = 0;

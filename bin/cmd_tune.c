@@ -15,6 +15,7 @@
 #include "lib/builtin/builtin_model.h"
 #include "topology/cost_model.h"
 #include "topology/probe.h"
+#include "topology/probe_shapes.h"
 #include "topology/tune_report.h"
 #include "topology/tune_run.h"
 
@@ -188,7 +189,7 @@ static int tune_main(const tune_args *a)
     /* 2. no file: the probe's quick mode now (collective), saved with the result */
     if (!path || !path[0]) {
         cpdit_probe_options po;
-        cpdit_probe_options_default(&po, 1);
+        cpdit_probe_options_default(&po, 1); /* the model's shapes: fully, below */
         json_t *doc = NULL;
         if ((st = cpdit_probe_run(MPI_COMM_WORLD, &po, &doc, &err)))
             goto out;
@@ -201,6 +202,25 @@ static int tune_main(const tune_args *a)
             free(text);
         }
         json_decref(doc);
+        if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err)))
+            goto out;
+    }
+    /* 2b. a file without times at this model's shapes: measure them now (collective, the full
+     * timings: on a shared machine the quick ones are noisier), so that the predictions use
+     * them; saved in the file with the tuned entry */
+    int need = 0;
+    if (rank == 0)
+        need = t.compute_measured &&
+               !topo_find_shapes(&t, s.key, s.width, s.height, s.txt_tokens, s.img_tokens);
+    MPI_Bcast(&need, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (need) {
+        if (rank == 0)
+            fprintf(stderr, "[tune] timing GEMMs and attention at the shapes of %s, %dx%d\n",
+                    s.key, s.width, s.height);
+        json_t *entry = NULL;
+        st = probe_shapes_measure(MPI_COMM_WORLD, &s, size, 0, &entry, &err);
+        if (!st && rank == 0)
+            st = topo_file_add_shapes(&t, entry, &err);
         if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err)))
             goto out;
     }

@@ -41,8 +41,35 @@ char *job_path_join(const char *dir, const char *name)
     return p;
 }
 
+void job_item_times_clear(job_item_times *t)
+{
+    t->text_s = t->sample_s = t->step_max_s = t->vae_load_s = t->vae_s = t->write_s = -1.0;
+    t->steps = -1;
+}
+
+static json_t *seconds_or_null(double s)
+{
+    return s >= 0 ? json_real(s) : json_null();
+}
+
+static json_t *times_object(const job_item_times *t)
+{
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "text_s", seconds_or_null(t->text_s),
+                     "sample_s", seconds_or_null(t->sample_s), "steps",
+                     t->steps >= 0 ? json_integer(t->steps) : json_null(), "step_max_s",
+                     seconds_or_null(t->step_max_s), "vae_load_s",
+                     seconds_or_null(t->vae_load_s), "vae_s", seconds_or_null(t->vae_s),
+                     "write_s", seconds_or_null(t->write_s));
+}
+
 char *job_index_line(const job_item *item, const job_grid_info *grid, double seconds,
                      const char *error, size_t *len)
+{
+    return job_index_line_timed(item, grid, seconds, NULL, error, len);
+}
+
+char *job_index_line_timed(const job_item *item, const job_grid_info *grid, double seconds,
+                           const job_item_times *times, const char *error, size_t *len)
 {
     json_t *o = json_object();
     json_t *g = grid ? json_pack("{s:i,s:i,s:i}", "dp", grid->dp, "ring", grid->ring,
@@ -88,6 +115,10 @@ char *job_index_line(const job_item *item, const job_grid_info *grid, double sec
         }
     }
     bad |= json_object_set_new(o, "seconds", seconds >= 0 ? json_real(seconds) : json_null());
+    if (times) {
+        json_t *t = times_object(times);
+        bad |= !t || json_object_set_new(o, "times", t);
+    }
     bad |= json_object_set_new(o, "file", json_string(item->file));
     bad |= json_object_set_new(o, "status", json_string(error ? "failed" : "ok"));
     bad |= json_object_set_new(o, "error", error ? json_string(error) : json_null());

@@ -3,8 +3,9 @@
  * THE INDEX. OUTPUT_DIR/index.jsonl gets one line per finished or failed item, written by
  * the group leader that rendered it:
  *   {"index":3,"prompt":"a red fox","seed":2,"width":208,"height":208,"steps":4,
- *    "guidance":3.5,"grid":{"dp":2,"ring":1,"ulysses":2},"seconds":1.25,
+ *    "guidance":3.5,"grid":{"dp":2,"ring":1,"ulysses":2},"seconds":1.25,"times":{...},
  *    "file":"00003-2-a-red-fox.png","status":"ok","error":null}
+ * ("times": job_item_times below, on lines written by a run)
  * status is "ok" or "failed" (then error is the reason and no PNG exists); seconds is the
  * leader's wall time for the item (render + PNG), null for a line re-made on resume (grid is
  * then null too). A line is appended with ONE write() on a descriptor opened with O_APPEND,
@@ -51,11 +52,31 @@ typedef struct job_grid_info {
     const char *why; /* NULL, or one line: how the grid was chosen ("grid": {..., "why"}) */
 } job_grid_info;
 
+/* Where an item's time went (wall seconds on the group leader), written as
+ *   "times":{"text_s":0.02,"sample_s":1.1,"steps":4,"step_max_s":0.3,"vae_load_s":0,
+ *            "vae_s":0.1,"write_s":0.01}
+ * A field < 0 was not measured (written as null). */
+typedef struct job_item_times {
+    double text_s;      /* text encoders */
+    double sample_s;    /* all sampler steps */
+    int steps;          /* steps completed */
+    double step_max_s;  /* the slowest step */
+    double vae_load_s;  /* loading the VAE (first decode of a run only) */
+    double vae_s;       /* latents → RGB: gather, VAE decode, conversion */
+    double write_s;     /* PNG encoding and writing (temp file + rename) */
+} job_item_times;
+
+/* Every field "not measured". */
+void job_item_times_clear(job_item_times *t);
+
 /* One index line for item, '\n'-terminated, as a new string (*len its length, may be NULL).
  * error NULL → status "ok"; else "failed" with that reason. grid NULL and seconds < 0 are
  * written as null. NULL when out of memory. */
 char *job_index_line(const job_item *item, const job_grid_info *grid, double seconds,
                      const char *error, size_t *len);
+/* job_index_line with the item's phase times (times NULL: no "times" key). */
+char *job_index_line_timed(const job_item *item, const job_grid_info *grid, double seconds,
+                           const job_item_times *times, const char *error, size_t *len);
 
 /* Append line (len bytes, ending in '\n') to the index at path with a single write() on an
  * O_APPEND descriptor (the file is created 0666 & ~umask when missing). A short write is an

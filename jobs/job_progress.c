@@ -1,8 +1,9 @@
 /* job_progress.c — rank 0's progress line and the final summary table of a batch run.
  *
  * Progress counts the lines appended to the index since the run started (every group's
- * leader appends one per finished or failed item), so rank 0 sees all groups without extra
- * messages. On a terminal it is one live line redrawn in place:
+ * leader appends one per finished or failed item; leaders on other nodes than rank 0's to
+ * their node's part of the index, which rank 0 reads too), so rank 0 sees all groups of every
+ * node without extra messages. An array task counts its own share (its own index files). On a terminal it is one live line redrawn in place:
  *   [cpdit] 12/100 items (1 failed)  1.93 s/item  ETA 2m50s
  * otherwise (a log file, Slurm output) the same text as a plain line at most once per
  * interval, and once at the end. Rank 0 polls between its own items and while it waits for
@@ -42,17 +43,30 @@ static int live_wanted(FILE *log)
     return isatty(fileno(log)) && !getenv("OMPI_COMM_WORLD_SIZE");
 }
 
-void job_progress_init(job_progress *p, FILE *log, const char *index_path, uint64_t todo,
-                       double interval)
+void job_progress_init(job_progress *p, FILE *log, const char *index_path, off_t offset,
+                       uint64_t todo, double interval)
 {
     memset(p, 0, sizeof *p);
     p->log = log;
     p->tty = live_wanted(log);
     p->interval = interval > 0 ? interval : JOB_PROGRESS_INTERVAL_DEFAULT;
     p->t_start = p->t_last = job_now();
-    p->index_path = strdup(index_path);
     p->todo = todo;
-    p->offset = 0; /* the caller sets where this run's lines start */
+    job_progress_add_file(p, index_path);
+    if (p->n_files)
+        p->files[0].offset = offset;
+}
+
+void job_progress_add_file(job_progress *p, const char *path)
+{
+    job_progress_file *f = realloc(p->files, (size_t)(p->n_files + 1) * sizeof *f);
+    if (!f)
+        return; /* out of memory: that file's lines are not counted */
+    p->files = f;
+    f[p->n_files].path = strdup(path);
+    f[p->n_files].offset = 0;
+    if (f[p->n_files].path)
+        p->n_files++;
 }
 
 void job_progress_free(job_progress *p)
@@ -61,22 +75,23 @@ void job_progress_free(job_progress *p)
         fputc('\n', p->log);
         fflush(p->log);
     }
-    free(p->index_path);
-    p->index_path = NULL;
+    for (int i = 0; i < p->n_files; i++)
+        free(p->files[i].path);
+    free(p->files);
+    p->files = NULL;
+    p->n_files = 0;
 }
 
-/* Count the complete lines appended since the last call. */
-static void count_new_lines(job_progress *p)
+/* Count the complete lines appended to f since the last call. */
+static void count_new_lines(job_progress *p, job_progress_file *f)
 {
-    if (!p->index_path)
-        return;
-    int fd = open(p->index_path, O_RDONLY | O_CLOEXEC);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     char *buf = malloc(TAIL_CHUNK);
     char *line = NULL;
     size_t line_len = 0;
-    off_t pos = p->offset;
+    off_t pos = f->offset;
     ssize_t n;
     while (buf && (n = pread(fd, buf, TAIL_CHUNK, pos)) > 0) {
         size_t start = 0;
@@ -103,7 +118,7 @@ static void count_new_lines(job_progress *p)
                 p->failed += strcmp(status, "failed") == 0;
             }
             json_decref(j);
-            p->offset = pos + (off_t)i + 1;
+            f->offset = pos + (off_t)i + 1;
             start = i + 1;
         }
         if (start < (size_t)n) { /* an unfinished piece: keep it for the next chunk */
@@ -135,7 +150,8 @@ static void fmt_duration(double s, char *buf, size_t size)
 
 void job_progress_poll(job_progress *p, int force)
 {
-    count_new_lines(p);
+    for (int i = 0; i < p->n_files; i++)
+        count_new_lines(p, &p->files[i]);
     double now = job_now();
     if (!force && !p->tty && now - p->t_last < p->interval)
         return;
@@ -166,6 +182,33 @@ void job_progress_poll(job_progress *p, int force)
     fflush(p->log);
 }
 
+void job_times_add(job_group_stats *gs, const job_item_times *t)
+{
+    gs->text_s += t->text_s > 0 ? t->text_s : 0.0;
+    gs->sample_s += t->sample_s > 0 ? t->sample_s : 0.0;
+    gs->vae_s += (t->vae_s > 0 ? t->vae_s : 0.0) + (t->vae_load_s > 0 ? t->vae_load_s : 0.0);
+    gs->write_s += t->write_s > 0 ? t->write_s : 0.0;
+    gs->steps += t->steps > 0 ? t->steps : 0;
+}
+
+void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
+                          double seconds, int result)
+{
+    char vae[64] = "-";
+    if (t->vae_s >= 0 && t->vae_load_s > 0)
+        snprintf(vae, sizeof vae, "%.3f s (+%.3f s loading)", t->vae_s, t->vae_load_s);
+    else if (t->vae_s >= 0)
+        snprintf(vae, sizeof vae, "%.3f s", t->vae_s);
+    fprintf(log, "[cpdit] item %llu %s in %.3f s: text %.3f s, %d steps %.3f s (%.3f s/step, "
+            "slowest %.3f s), vae %s, write %.3f s\n",
+            (unsigned long long)x->index, result == 0 ? "done" : "failed", seconds,
+            t->text_s > 0 ? t->text_s : 0.0, t->steps > 0 ? t->steps : 0,
+            t->sample_s > 0 ? t->sample_s : 0.0,
+            t->steps > 0 ? t->sample_s / t->steps : 0.0, t->step_max_s > 0 ? t->step_max_s : 0.0,
+            vae, t->write_s > 0 ? t->write_s : 0.0);
+    fflush(log);
+}
+
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
                        int cp_size, const job_summary *s, const char *index_path,
                        const char *grid_reason)
@@ -191,9 +234,21 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
     fprintf(log, "%6s  %-13d %8llu %8llu %8llu %8llu\n", "total", dp * cp_size,
             (unsigned long long)(s->done + s->failed + s->left), (unsigned long long)s->done,
             (unsigned long long)s->failed, (unsigned long long)s->left);
-    fprintf(log, "%llu items in the manifest, %llu already done before this run; %.1f s; "
-            "index %s\n", (unsigned long long)s->items, (unsigned long long)s->already_done,
-            s->seconds, index_path);
+    if (s->shares > 1)
+        fprintf(log, "%llu items in array task %d's share (of %d tasks, %llu items in the "
+                "manifest), ", (unsigned long long)s->items, s->share, s->shares,
+                (unsigned long long)s->manifest_items);
+    else
+        fprintf(log, "%llu items in the manifest, ", (unsigned long long)s->items);
+    fprintf(log, "%llu already done before this run; %.1f s; index %s\n",
+            (unsigned long long)s->already_done, s->seconds, index_path);
+    if (s->done + s->failed > 0) {
+        const double n = (double)(s->done + s->failed);
+        fprintf(log, "time per item (mean over %llu): text %.3f s, sampler %.3f s (%.3f s/step), "
+                "vae %.3f s, write %.3f s\n", (unsigned long long)(s->done + s->failed),
+                s->text_s / n, s->sample_s / n, s->steps ? s->sample_s / (double)s->steps : 0.0,
+                s->vae_s / n, s->write_s / n);
+    }
     if (s->stopped)
         fprintf(log, "stopped by %s: %llu items left for the next run (exit %d: requeue)\n",
                 s->stop_signal == SIGTERM   ? "SIGTERM"

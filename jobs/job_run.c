@@ -243,6 +243,37 @@ static void this_node(char *out, size_t size)
         snprintf(out, size, "unknown");
 }
 
+/* Rank 0's progress also counts the node parts that leaders on other nodes append to: every
+ * rank's node name is gathered (collective), and each node other than rank 0's with a group
+ * leader gives a part file. Resume merged and removed the old parts, so each counts from 0. */
+static void add_node_parts(const manifest *m, MPI_Comm world, const cp_grid *g,
+                           const char *node, const char *node0, const char *index_name,
+                           job_progress *p)
+{
+    enum { NAME = MPI_MAX_PROCESSOR_NAME + 1 };
+    char mine[NAME];
+    memset(mine, 0, sizeof mine);
+    if (g->cp_rank == 0) /* only leaders write: others send "" */
+        snprintf(mine, sizeof mine, "%s", node);
+    char *all = g->world_rank == 0 ? calloc((size_t)g->world_size, NAME) : NULL;
+    MPI_Gather(mine, NAME, MPI_CHAR, all, NAME, MPI_CHAR, 0, world);
+    for (int r = 0; all && p && r < g->world_size; r++) {
+        const char *n = all + (size_t)r * NAME;
+        int seen = !n[0] || strcmp(n, node0) == 0;
+        for (int q = 0; !seen && q < r; q++)
+            seen = strcmp(all + (size_t)q * NAME, n) == 0;
+        if (seen)
+            continue;
+        char part[64 + NAME + 16];
+        job_index_node_name(index_name, n, part, sizeof part);
+        char *path = job_path_join(m->output_dir, part);
+        if (path)
+            job_progress_add_file(p, path);
+        free(path);
+    }
+    free(all);
+}
+
 /* A start that failed on rank 0's side: release the lock, then remove the folders made. */
 static void start_failed(const char *dir, job_lock **lock, size_t created)
 {
@@ -413,8 +444,10 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
  * and the item counts as neither done nor failed: nothing recorded it). */
 static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
                          const uint8_t *rgb, int w, int h, const char *failure, double t0,
-                         const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err)
+                         job_item_times *times, const char *index_path, cpdit_status *fatal,
+                         cpdit_error *fatal_err)
 {
+    const double t_write = job_now();
     char reason[REASON_MAX];
     const char *error = failure;
     if (!failure) {
@@ -443,8 +476,10 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
             error = reason;
         }
     }
+    if (!failure)
+        times->write_s = job_now() - t_write;
     size_t len;
-    char *line = job_index_line(x, gi, job_now() - t0, error, &len);
+    char *line = job_index_line_timed(x, gi, job_now() - t0, times, error, &len);
     cpdit_status st = line ? job_index_append(index_path, line, len, fatal_err)
                            : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
                                              "out of memory");
@@ -482,7 +517,9 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
         cpdit_error_clear(&ierr);
         uint8_t *rgb = NULL;
         int w = 0, h = 0;
-        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, hooks->ctx, &ierr);
+        job_item_times tm;
+        job_item_times_clear(&tm);
+        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
         if (!rs && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
             rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
         /* agree: the lowest failing cp rank (as -rank under MAX), and a stop request */
@@ -509,12 +546,18 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
                      ierr.what);
         }
         if (g->cp_rank == 0) {
+            if (first_fail >= g->cp_size)
+                job_test_hold("write", g->world_rank);
             int r = leader_record(m, x, &gi, rgb, w, h,
-                                  first_fail < g->cp_size ? reason : NULL, t0, index_path,
-                                  &fatal, &gs->error);
+                                  first_fail < g->cp_size ? reason : NULL, t0, &tm,
+                                  index_path, &fatal, &gs->error);
             gs->failed += r == 1;
             gs->done += r == 0;
             gs->seconds += job_now() - t0;
+            job_times_add(gs, &tm);
+            if (hooks->verbose)
+                job_print_item_times(hooks->log ? hooks->log : stderr, x, &tm,
+                                     job_now() - t0, r);
         }
         free(rgb);
         if (progress)
@@ -525,12 +568,32 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
 }
 
 /* ---------------------------------------------------------------- the end */
+/* Rank 0: the runner's own record of a stop, which the sbatch script requeues on even when
+ * the launcher's exit code does not say 3 (mpirun returns 1 when it was signalled). */
+static void write_stop_marker(const manifest *m, const job_slurm_info *sl,
+                              const job_summary *sum, FILE *log)
+{
+    char name[64], text[160];
+    job_slurm_stop_marker_name(sl, name, sizeof name);
+    char *marker = job_path_join(m->output_dir, name);
+    int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
+                     sum->stop_signal, (unsigned long long)sum->left);
+    cpdit_error merr;
+    if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
+        fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",
+                marker ? marker : name);
+    free(marker);
+}
+
 /* Gather every rank's group stats on rank 0 (polling progress meanwhile), build the summary
- * there, and give every rank the same summary and status. */
+ * there, write the stop marker and release the lock (rank 0), and only then give every rank
+ * the same summary and status: no rank returns (and exits) before the folder is in its
+ * final state, so a launcher that kills the rest when one rank exits cannot cut it short. */
 static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                            const job_plan *plan, job_group_stats *gs, job_progress *progress,
                            FILE *log, const char *index_path, double t_start, job_summary *sum,
-                           const char *grid_reason, cpdit_error *err)
+                           const char *grid_reason, const job_slurm_info *sl, job_lock *lock,
+                           cpdit_error *err)
 {
     int rank = g->world_rank, size = g->world_size;
     job_group_stats *all = rank == 0 ? calloc((size_t)size, sizeof *all) : NULL;
@@ -547,6 +610,8 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
     cpdit_status st = CPDIT_OK;
     memset(sum, 0, sizeof *sum);
     sum->items = plan->n_share;
+    sum->manifest_items = plan->n_items;
+    sum->share = sl->share, sum->shares = sl->shares;
     sum->already_done = plan->already_done;
     sum->dp = g->dp, sum->ring = g->ring, sum->ulysses = g->ulysses;
     if (rank == 0) {
@@ -563,6 +628,11 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
             }
             groups[d].left = groups[d].todo - groups[d].done - groups[d].failed;
             sum->done += (uint64_t)groups[d].done;
+            sum->text_s += groups[d].text_s;
+            sum->sample_s += groups[d].sample_s;
+            sum->vae_s += groups[d].vae_s;
+            sum->write_s += groups[d].write_s;
+            sum->steps += (uint64_t)groups[d].steps;
             sum->failed += (uint64_t)groups[d].failed;
             sum->left += (uint64_t)groups[d].left;
             sum->stopped |= groups[d].stopped != 0;
@@ -585,6 +655,9 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                               grid_reason);
         free(groups);
         free(all);
+        if (!st && sum->stopped)
+            write_stop_marker(m, sl, sum, log);
+        job_lock_release(lock);
     }
     MPI_Bcast(sum, (int)sizeof *sum, MPI_BYTE, 0, world);
     return job_bcast_status(world, 0, st, err);
@@ -641,8 +714,8 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
         char grid[128];
         char share[96] = "";
         if (sl.shares > 1)
-            snprintf(share, sizeof share, " (array task %d of %d: every %d-th of %llu)",
-                     sl.share, sl.shares, sl.shares, (unsigned long long)plan.n_items);
+            snprintf(share, sizeof share, " (array task %d of %d: index %% %d = %d, of %llu)",
+                     sl.share, sl.shares, sl.shares, sl.share, (unsigned long long)plan.n_items);
         fprintf(log, "[cpdit] %s: %llu items%s, %llu already done, %llu to do; %s; output %s\n",
                 m->path, (unsigned long long)plan.n_share, share,
                 (unsigned long long)plan.already_done,
@@ -658,9 +731,9 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                     (unsigned long long)r->reindexed, (unsigned long long)r->dropped,
                     r->torn_bytes, plan.temp_removed);
         fflush(log);
-        job_progress_init(&progress, log, index_path, plan.n_share - plan.already_done,
-                          hooks->progress_interval_s);
-        progress.offset = plan.index_size; /* lines other groups appended meanwhile count */
+        /* from the index's size after resume: lines other groups appended meanwhile count */
+        job_progress_init(&progress, log, index_path, plan.index_size,
+                          plan.n_share - plan.already_done, hooks->progress_interval_s);
         pp = &progress;
     }
     job_group_stats gs;
@@ -672,6 +745,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     this_node(node, sizeof node);
     memcpy(node0, node, sizeof node0);
     MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
+    add_node_parts(m, world, g, node, node0, index_name, pp);
     char *leader_index = index_path;
     if (strcmp(node, node0) != 0) {
         char part[64 + MPI_MAX_PROCESSOR_NAME + 16];
@@ -680,27 +754,19 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
         if (!leader_index)
             leader_index = index_path; /* out of memory: the shared index still works */
     }
+    /* group leaders watch the sbatch script's stop-request file (job_slurm.h) */
+    char request[64];
+    job_slurm_stop_request_name(&sl, request, sizeof request);
+    char *request_path = request[0] && g->cp_rank == 0 ? job_path_join(m->output_dir, request)
+                                                       : NULL;
+    job_stop_watch_file(request_path);
+    free(request_path);
     run_group(m, hooks, g, &sl, node, &plan, leader_index, pp, &gs);
+    job_stop_watch_file(NULL);
     if (leader_index != index_path)
         free(leader_index);
     st = finish(m, world, g, &plan, &gs, pp, log, index_path, t_start, sum,
-                hooks->grid_reason, err);
-    if (g->world_rank == 0 && !st && sum->stopped) {
-        /* the runner's own record of the stop: the sbatch script requeues on it even when
-         * the launcher's exit code does not say 3 (mpirun returns 1 when signalled) */
-        char name[64], text[160];
-        job_slurm_stop_marker_name(&sl, name, sizeof name);
-        char *marker = job_path_join(m->output_dir, name);
-        int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
-                         sum->stop_signal, (unsigned long long)sum->left);
-        cpdit_error merr;
-        if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
-            fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",
-                     marker ? marker : name);
-        free(marker);
-    }
-    if (g->world_rank == 0)
-        job_lock_release(lock);
+                hooks->grid_reason, &sl, g->world_rank == 0 ? lock : NULL, err);
 
     plan_free(&plan);
     free(index_path);

@@ -28,6 +28,13 @@
  * job_stop_agreed between steps (collective over the group!) and fail the render early: an
  * item whose render fails while the group agrees a stop was requested is left for the next
  * run, not recorded as failed. A crashed rank is mpirun's/srun's business: they kill the job.
+ * A stop may come at any moment: while MPI starts or the model opens (the CLI installs the
+ * handlers before MPI_Init and agrees over the world after the open, so all ranks stop before
+ * the first item), between sampler steps, or while a VAE decodes or a PNG is written (that
+ * item is finished, the next one is not begun). Inside Slurm the group leaders also watch the
+ * sbatch script's stop-request file (job_stop_watch_file). World rank 0 writes the stop
+ * marker and releases the lock BEFORE the final broadcast of the summary, so no rank can
+ * exit (and make mpirun kill the others) before both are done.
  *
  * EXIT CODES (job_exit_code): 0 all items done; 1 runtime failure; 2 bad input (manifest);
  * 3 stopped by a signal, requeue me; 4 finished, but some items failed (see the index; a rerun
@@ -42,6 +49,7 @@
 
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid_mpi.h"
+#include "jobs/job_index.h"
 #include "jobs/job_items.h"
 #include "yaml/manifest.h"
 
@@ -62,10 +70,13 @@ enum {
 
 /* Render one item on its group: called on every rank of the group with the same item. On
  * the group leader (g->cp_rank == 0), on success, *rgb must be (*h, *w, 3) uint8 pixels
- * allocated with malloc (job_run frees them); other ranks leave *rgb NULL. Return CPDIT_OK,
- * or an error (err filled) to mark the item failed. */
+ * allocated with malloc (job_run frees them); other ranks leave *rgb NULL. times arrives
+ * cleared (job_item_times_clear); the hook fills the phases it measured (the runner adds
+ * write_s) for the index line, the summary and --verbose. Return CPDIT_OK, or an error (err
+ * filled) to mark the item failed. */
 typedef cpdit_status (*job_render_fn)(const job_item *item, const cp_grid *g, uint8_t **rgb,
-                                      int *w, int *h, void *ctx, cpdit_error *err);
+                                      int *w, int *h, job_item_times *times, void *ctx,
+                                      cpdit_error *err);
 
 /* Pick degrees for `parallel: auto` (called on rank 0 only; the answer is broadcast). */
 typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, int *dp,
@@ -79,12 +90,16 @@ typedef struct job_runner_hooks {
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
     double progress_interval_s;     /* plain progress lines; <= 0: JOB_PROGRESS_INTERVAL_DEFAULT */
     const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
+    int verbose;                    /* each group leader prints one line per item: where its
+                                       time went (plain text on stderr / log) */
     const struct cpdit_backend *backend; /* whose memory the grid's communicators move
                                             (cp_grid_create_for); NULL: host memory (MPI) */
 } job_runner_hooks;
 
 typedef struct job_summary {
-    uint64_t items;        /* items in the manifest */
+    uint64_t items;        /* items of this run: the manifest's, or an array task's share */
+    uint64_t manifest_items; /* items in the whole manifest */
+    int share, shares;     /* array task share of shares (shares = 1: no array) */
     uint64_t already_done; /* complete PNGs found at the start: skipped */
     uint64_t done;         /* rendered and written by this run */
     uint64_t failed;       /* recorded as failed by this run */
@@ -93,6 +108,10 @@ typedef struct job_summary {
     int stop_signal;       /* the signal rank 0 saw (0 if none) */
     double seconds;        /* wall time of job_run */
     int dp, ring, ulysses;
+    /* where the time went: sums over the items rendered by this run (group leaders' clocks;
+     * items without a measured phase do not add to it) */
+    double text_s, sample_s, vae_s, write_s;
+    uint64_t steps;
 } job_summary;
 
 /* Run the batch (collective over world). summary may be NULL. Returns the same status on
@@ -146,8 +165,8 @@ cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err);
 /* ---------------------------------------------------------------- stop flag (job_signal.c) */
 /* Install handlers for SIGUSR1 and SIGTERM that set the flag. job_run does this itself and
  * restores the previous handlers when it returns; a caller that loads a model first should
- * install them right after MPI_Init (a signal before that would kill the rank) and
- * uninstall at the end. Calls nest: the handlers go when the last install is undone. */
+ * install them before MPI_Init (a signal before that would kill the rank) and uninstall at
+ * the end. Calls nest: the handlers go when the last install is undone. */
 cpdit_status job_stop_install(cpdit_error *err);
 void job_stop_uninstall(void);
 int job_stop_requested(void); /* this rank saw a stop signal (or job_stop_request) */
@@ -156,6 +175,20 @@ void job_stop_request(void);
 void job_stop_clear(void);
 /* Collective over g's CP group: 1 when any rank of the group has seen a stop request. */
 int job_stop_agreed(const cp_grid *g);
+/* Collective over world: 1 when any rank has seen a stop request; then every rank's flag is
+ * set (used after the model is opened, so a signal that reached one rank during the open
+ * stops them all before the first item). */
+int job_stop_agree_world(MPI_Comm world);
+/* Also count the file path as a stop request (NULL: stop watching): job_stop_requested
+ * stat()s it at most once a second. job_run watches the sbatch script's stop-request file
+ * (job_slurm.h) on group leaders, so a signal that arrived before the handlers were
+ * installed, or that srun/mpirun could not pass on, still stops the run. */
+void job_stop_watch_file(const char *path);
+/* Tests only: when CPDIT_TEST_HOLD is "POINT:FILE" for this point and FILE exists, print
+ * "[cpdit] test hold at POINT: rank R pid P ..." to stderr and wait until FILE is removed
+ * (at most 2 minutes). Points: "open" (before the model is opened, every rank), "write"
+ * (a group leader, before the PNG of each item is written). */
+void job_test_hold(const char *point, int rank);
 
 /* A job_byte_source over MPI (job_broadcast.c): rank 0 reads path, every read is broadcast
  * over comm, so every rank sees the same bytes. Open and every read are collective. */

@@ -18,31 +18,48 @@ typedef struct job_group_stats {
     long long stopped;
     long long fatal;  /* a cpdit_status: the group could not go on */
     double seconds;   /* leader's time spent on items */
+    double text_s, sample_s, vae_s, write_s; /* leader's phase sums (job_item_times) */
+    long long steps;
     cpdit_error error; /* when fatal */
 } job_group_stats;
 
-/* Rank 0's progress: it counts the lines other groups append to the index (the index is the
- * one place every group writes), so it needs no messages from them. */
+/* Rank 0's progress: it counts the lines other groups append to the index files (the index
+ * is the one place every group writes), so it needs no messages from them. The files are the
+ * run's index and the node parts that group leaders on other nodes append to (job_index.h). */
+typedef struct job_progress_file {
+    char *path;
+    off_t offset;     /* bytes already counted */
+} job_progress_file;
+
 typedef struct job_progress {
     FILE *log;
     int tty;          /* a live line (\r) instead of periodic lines */
     double interval;  /* seconds between periodic lines */
     double t_start, t_last;
-    char *index_path;
-    off_t offset;     /* bytes of the index already counted (set it after init) */
+    job_progress_file *files; /* [0]: the run's index */
+    int n_files;
     uint64_t todo;    /* items this run has to do, all groups */
     uint64_t finished, failed;
     int line_open;    /* a live line is on the terminal */
 } job_progress;
 
 double job_now(void); /* monotonic seconds */
-void job_progress_init(job_progress *p, FILE *log, const char *index_path, uint64_t todo,
-                       double interval);
+/* Count index_path's lines from byte offset on. */
+void job_progress_init(job_progress *p, FILE *log, const char *index_path, off_t offset,
+                       uint64_t todo, double interval);
+/* Count path's lines too (from its start; a node part of this run). */
+void job_progress_add_file(job_progress *p, const char *path);
 /* Count new index lines; print when due (force: print now). */
 void job_progress_poll(job_progress *p, int force);
 void job_progress_free(job_progress *p);
 
 /* The summary table (rank 0): one row per group, a total row, and what happened. */
+/* Add an item's measured phases (fields >= 0) to the group's sums. */
+void job_times_add(job_group_stats *gs, const job_item_times *t);
+/* --verbose: one plain line for a finished item: where its time went. result: 0 done,
+ * 1 failed, -1 index not written. */
+void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
+                          double seconds, int result);
 void job_print_summary(FILE *log, const manifest *m, const job_group_stats *groups, int dp,
                        int cp_size, const job_summary *s, const char *index_path,
                        const char *grid_reason);

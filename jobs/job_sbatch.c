@@ -22,6 +22,7 @@ static int has_newline(const char *s) { return s && strpbrk(s, "\n\r") != NULL; 
 
 static void put_grid_comment(FILE *f, const job_sbatch_options *o)
 {
+    int planned = 0; /* the grid is left to cpdit's planner at job start */
     if (o->dp || o->ring || o->ulysses) {
         fprintf(f, "# Grid: given to `cpdit submit`:");
         if (o->dp)
@@ -37,13 +38,22 @@ static void put_grid_comment(FILE *f, const job_sbatch_options *o)
                 o->manifest_ulysses, o->manifest_dp ? "" : ", dp = the rest of the ranks",
                 o->manifest_anything ? ", uneven splits allowed" : "");
     } else {
-        fprintf(f, "# Grid: the manifest says parallel: auto. This build of cpdit has no topology\n"
-                   "# planner yet (cpdit plan), so auto runs data-parallel: every rank renders whole\n"
-                   "# images on its own.\n");
+        planned = 1;
+        if (o->topology)
+            fprintf(f, "# Grid: the manifest says parallel: auto. cpdit plans the grid (dp x ring x\n"
+                       "# ulysses and the attention variant) at job start from the topology file\n"
+                       "# below (`cpdit probe`, `cpdit tune`): tuned winners first, else the cost\n"
+                       "# model. The summary and every index line say which grid and why.\n");
+        else
+            fprintf(f, "# Grid: the manifest says parallel: auto and no topology file was given to\n"
+                       "# `cpdit submit` (--topology, $CPDIT_TOPOLOGY). At job start cpdit takes\n"
+                       "# $CPDIT_TOPOLOGY from the job's environment if set, else runs a quick probe\n"
+                       "# over every rank (a few seconds) and plans on it; if the probe fails, every\n"
+                       "# rank runs data-parallel. The summary and every index line say which grid\n"
+                       "# and why. Pass --topology FILE to `cpdit submit` to skip the probe.\n");
     }
-    if (o->topology)
-        fprintf(f, "# --topology: recorded in CPDIT_TOPOLOGY for parallel: auto; this build does not\n"
-                   "# read it yet (data-parallel, as above).\n");
+    if (o->topology && !planned)
+        fprintf(f, "# --topology was given but the grid is fixed above, so it is not passed on.\n");
 }
 
 cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err)
@@ -140,6 +150,35 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
     fprintf(f, "\nOUTPUT=");
     put_quoted(f, o->output_dir);
     fprintf(f, "\n\n");
+    fprintf(f,
+            "# Stopping. Slurm signals this shell: USR1 before the time limit (above), TERM at it\n"
+            "# or on scancel. The trap records the request in STOP_REQUEST, which cpdit watches\n"
+            "# (so a signal that comes while the ranks start is not lost), and sends USR1 to the\n"
+            "# launcher: srun and mpirun both pass USR1 on to every rank and keep running (mpirun\n"
+            "# ends the job on TERM). cpdit finishes the current sampler step, writes STOP_MARKER\n"
+            "# and exits 3. The marker is checked as well as the exit code because mpirun returns\n"
+            "# 1, not the ranks' 3, when it was signalled itself.\n"
+            "STOP_REQUEST=\"$OUTPUT/%s-${SLURM_JOB_ID}\"\n"
+            "STOP_MARKER=\"$OUTPUT/%s-${SLURM_JOB_ID}\"\n"
+            "rm -f \"$STOP_REQUEST\" \"$STOP_MARKER\"\n"
+            "requeue() { # WHY: put the job back in the queue; the next run resumes\n"
+            "    echo \"cpdit-job: $1; requeueing job ${SLURM_JOB_ID}\"\n"
+            "    rm -f \"$STOP_REQUEST\" \"$STOP_MARKER\"\n"
+            "    scontrol requeue \"${SLURM_JOB_ID}\"\n"
+            "    exit 0\n"
+            "}\n"
+            "\n"
+            "STEP= STOPPED=\n"
+            "forward() { # SIG: ask the job step to stop\n"
+            "    echo \"cpdit-job: SIG$1 received, asking the job step to stop (USR1)\"\n"
+            "    STOPPED=1\n"
+            "    : > \"$STOP_REQUEST\" 2>/dev/null\n"
+            "    [ -n \"$STEP\" ] && kill -s USR1 \"$STEP\" 2>/dev/null\n"
+            "}\n"
+            "trap 'forward USR1' USR1\n"
+            "trap 'forward TERM' TERM\n"
+            "\n",
+            JOB_STOP_REQUEST_PREFIX, JOB_STOP_MARKER_PREFIX);
     put_grid_comment(f, o);
     fprintf(f, "RUN_ARGS=(--output \"$OUTPUT\"");
     if (o->dp)
@@ -150,12 +189,11 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
         fprintf(f, " --ulysses %d", o->ulysses);
     if (o->anything)
         fprintf(f, " --anything");
-    fprintf(f, ")\n");
-    if (o->topology) {
-        fprintf(f, "export CPDIT_TOPOLOGY=");
+    if (o->topology && !o->dp && !o->ring && !o->ulysses && o->manifest_auto) {
+        fprintf(f, " --topology ");
         put_quoted(f, o->topology);
-        fputc('\n', f);
     }
+    fprintf(f, ")\n");
     if (o->cpus_per_task)
         fprintf(f, "# BLAS threads per rank: the CPUs of its task.\n"
                    "export OPENBLAS_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
@@ -169,22 +207,14 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
             "    LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1)\n"
             "else\n"
             "    LAUNCH=(mpirun --bind-to none)\n"
+            "    # When Slurm signals mpirun itself (TERM at the time limit reaches every process\n"
+            "    # of the job), mpirun waits this long before it passes TERM to the ranks and as\n"
+            "    # long again before KILL. Open MPI's default, 1 s, can be shorter than one sampler\n"
+            "    # step; the ranks have Slurm's TERM already and stop cleanly meanwhile.\n"
+            "    export OMPI_MCA_odls_base_sigkill_timeout=\"${OMPI_MCA_odls_base_sigkill_timeout:-%d}\"\n"
             "fi\n"
             "\n"
-            "# cpdit's own record of a stop: a run that a signal ended early writes this marker.\n"
-            "# It is checked as well as the exit code because mpirun returns 1, not the ranks' 3,\n"
-            "# when it was signalled itself (SIGTERM at the time limit).\n"
-            "STOP_MARKER=\"$OUTPUT/%s-${SLURM_JOB_ID}\"\n"
-            "rm -f \"$STOP_MARKER\"\n"
-            "\n"
-            "STEP=\n"
-            "forward() { # SIG: pass a signal to the job step\n"
-            "    echo \"cpdit-job: SIG$1 received, forwarding it to the job step\"\n"
-            "    [ -n \"$STEP\" ] && kill -s \"$1\" \"$STEP\" 2>/dev/null\n"
-            "}\n"
-            "trap 'forward USR1' USR1\n"
-            "trap 'forward TERM' TERM\n"
-            "\n"
+            "[ -n \"$STOPPED\" ] && requeue \"stopped before the job step started\"\n"
             "echo \"cpdit-job: job ${SLURM_JOB_ID} (restart ${SLURM_RESTART_COUNT:-0}) "
             "starts: ${LAUNCH[*]} $CPDIT run $MANIFEST ${RUN_ARGS[*]}\"\n"
             "\"${LAUNCH[@]}\" \"$CPDIT\" run \"$MANIFEST\" \"${RUN_ARGS[@]}\" &\n"
@@ -198,15 +228,13 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
             "done\n"
             "\n"
             "if [ $rc -eq 3 ] || [ -e \"$STOP_MARKER\" ]; then\n"
-            "    echo \"cpdit-job: stopped early (exit $rc); requeueing job ${SLURM_JOB_ID}\"\n"
-            "    rm -f \"$STOP_MARKER\"\n"
-            "    scontrol requeue \"${SLURM_JOB_ID}\"\n"
-            "    exit 0\n"
+            "    requeue \"stopped early (exit $rc)\"\n"
             "fi\n"
+            "rm -f \"$STOP_REQUEST\"\n"
             "echo \"cpdit-job: cpdit exited with $rc (0 all done, 2 bad input or output folder in use,\"\n"
             "echo \"cpdit-job: 4 some items failed: see $OUTPUT/index*.jsonl)\"\n"
             "exit $rc\n",
-            JOB_STOP_MARKER_PREFIX);
+            JOB_SBATCH_MPIRUN_KILL_WAIT_S);
     if (fclose(f) != 0 || !text) {
         free(text);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "submit", "out of memory");

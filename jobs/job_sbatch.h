@@ -5,12 +5,19 @@
  *     else the tasks per node asked for, default 1), --cpus-per-task, --time, --partition,
  *     --account, --qos, --array=0-(K-1), and the extra options given after `--`;
  *   - --signal=B:USR1@LEAD: Slurm signals the batch shell LEAD seconds before the time
- *     limit; a trap forwards the signal to the job step (srun and mpirun both forward USR1
- *     to the ranks), cpdit stops after the current sampler step and exits 3;
+ *     limit; the trap (USR1 and TERM) creates the stop-request file OUTPUT/.cpdit-stop-request-
+ *     $SLURM_JOB_ID (job_slurm.h) and sends USR1 to the launcher (srun and mpirun both pass
+ *     USR1 on to the ranks without ending the step; mpirun kills the ranks on TERM); cpdit
+ *     stops after the current sampler step and exits 3. A request that comes before the step
+ *     starts requeues at once;
  *   - --requeue and --open-mode=append logs in the output folder (slurm-%j.out, or
  *     slurm-%A_%a.out for arrays);
  *   - the launcher is chosen when the job starts: `srun --mpi=pmix` when `srun --mpi=list`
- *     names pmix, else `mpirun` (which takes hosts and slots from the allocation);
+ *     names pmix, else `mpirun` (which takes hosts and slots from the allocation), with
+ *     OMPI_MCA_odls_base_sigkill_timeout=JOB_SBATCH_MPIRUN_KILL_WAIT_S unless set;
+ *   - the grid: given (--dp/--ring/--ulysses), the manifest's, or for parallel: auto the
+ *     planner at job start with --topology FILE (from `cpdit submit --topology` or
+ *     $CPDIT_TOPOLOGY at submit time), else $CPDIT_TOPOLOGY at job time, else a quick probe;
  *   - after the step: exit 3, or the runner's stop marker OUTPUT/.cpdit-stopped-$SLURM_JOB_ID
  *     (needed because mpirun returns 1, not the ranks' 3, when it was signalled), → echo and
  *     `scontrol requeue $SLURM_JOB_ID`; otherwise the script exits with the step's status.
@@ -28,7 +35,9 @@ extern "C" {
 
 #define JOB_SBATCH_FILE_NAME "cpdit-job.sbatch"
 #define JOB_SBATCH_SIGNAL_LEAD_S 120 /* seconds of warning before the time limit */
+#define JOB_SBATCH_MPIRUN_KILL_WAIT_S 10 /* mpirun's TERM-to-KILL wait (odls_base_sigkill_timeout) */
 #define JOB_STOP_MARKER_PREFIX ".cpdit-stopped" /* + "-JOBID" inside Slurm */
+#define JOB_STOP_REQUEST_PREFIX ".cpdit-stop-request" /* + "-JOBID"; written by the script */
 
 typedef struct job_sbatch_options {
     const char *cpdit;      /* absolute path of the cpdit program */

@@ -1,23 +1,44 @@
 /* job_signal.c — the stop flag: SIGUSR1 / SIGTERM set it, the runner and the sampler poll it
  * (see job_run.h). The handler only stores to volatile sig_atomic_t variables, which is all a
- * signal handler may safely do. */
+ * signal handler may safely do. A watched stop-request file (the sbatch script's record of a
+ * signal, which survives a signal that came before the handler was installed) sets the flag
+ * too; it is looked at no more often than JOB_STOP_FILE_POLL_S. A test hold point
+ * (CPDIT_TEST_HOLD) lets tests signal a run at a chosen moment. */
 #include "jobs/job_run.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "lib/cp/comm.h"
+
+#define JOB_STOP_FILE_POLL_S 1.0   /* seconds between looks at the stop-request file */
+#define TEST_HOLD_POLL_US 20000    /* microseconds between looks at the hold file */
+#define TEST_HOLD_MAX_S 120.0      /* a hold never lasts longer than this */
 
 static volatile sig_atomic_t stop_flag = 0;
 static volatile sig_atomic_t stop_signal = 0;
 static struct sigaction old_usr1, old_term;
 static int installed = 0; /* nesting depth: the CLI may install before job_run does */
+static char *watch_path = NULL;
+static double watch_last = -1e300;
 
 static void on_stop_signal(int sig)
 {
     stop_flag = 1;
     stop_signal = sig;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 cpdit_status job_stop_install(cpdit_error *err)
@@ -53,7 +74,28 @@ void job_stop_uninstall(void)
     installed = 0;
 }
 
-int job_stop_requested(void) { return stop_flag != 0; }
+void job_stop_watch_file(const char *path)
+{
+    free(watch_path);
+    watch_path = path ? strdup(path) : NULL;
+    watch_last = -1e300;
+}
+
+int job_stop_requested(void)
+{
+    if (stop_flag)
+        return 1;
+    if (watch_path) {
+        double now = mono_now();
+        if (now - watch_last >= JOB_STOP_FILE_POLL_S) {
+            watch_last = now;
+            struct stat sb;
+            if (stat(watch_path, &sb) == 0)
+                stop_flag = 1;
+        }
+    }
+    return stop_flag != 0;
+}
 int job_stop_signal_number(void) { return (int)stop_signal; }
 void job_stop_request(void) { stop_flag = 1; }
 
@@ -72,4 +114,31 @@ int job_stop_agreed(const cp_grid *g)
     if (cpdit_comm_allreduce(g->cp, &v, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &err) != CPDIT_OK)
         return 1; /* the group cannot talk: stopping is the safe answer */
     return v != 0;
+}
+
+int job_stop_agree_world(MPI_Comm world)
+{
+    int v = job_stop_requested(), any = v;
+    if (MPI_Allreduce(&v, &any, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
+        any = 1; /* the ranks cannot talk: stopping is the safe answer */
+    if (any)
+        job_stop_request();
+    return any;
+}
+
+void job_test_hold(const char *point, int rank)
+{
+    const char *spec = getenv("CPDIT_TEST_HOLD");
+    size_t n = point ? strlen(point) : 0;
+    if (!spec || !n || strncmp(spec, point, n) != 0 || spec[n] != ':' || !spec[n + 1])
+        return;
+    const char *file = spec + n + 1;
+    struct stat sb;
+    if (stat(file, &sb) != 0)
+        return;
+    fprintf(stderr, "[cpdit] test hold at %s: rank %d pid %ld waits while %s exists\n", point,
+            rank, (long)getpid(), file);
+    fflush(stderr);
+    for (double t0 = mono_now(); stat(file, &sb) == 0 && mono_now() - t0 < TEST_HOLD_MAX_S;)
+        usleep(TEST_HOLD_POLL_US);
 }

@@ -69,3 +69,11 @@ void job_slurm_stop_marker_name(const job_slurm_info *s, char *out, size_t size)
     else
         snprintf(out, size, "%s", JOB_STOP_MARKER_PREFIX);
 }
+
+void job_slurm_stop_request_name(const job_slurm_info *s, char *out, size_t size)
+{
+    if (s && s->job_id[0])
+        snprintf(out, size, "%s-%s", JOB_STOP_REQUEST_PREFIX, s->job_id);
+    else if (size)
+        out[0] = '\0';
+}

@@ -22,6 +22,10 @@
  *   .cpdit-stopped-JOBID (.cpdit-stopped outside Slurm)   the stop marker: written when a
  *        stop signal ended the run early, removed when the next run of that job starts. The
  *        sbatch script requeues on it as well as on exit 3 (mpirun exits 1 when signalled).
+ *   .cpdit-stop-request-JOBID (inside Slurm only)   the sbatch script's record of a stop
+ *        signal: its trap creates it before passing the signal on, and removes it before the
+ *        step starts and after it ends. Group leaders watch it (job_stop_watch_file): a
+ *        signal that came before cpdit's handlers were installed is not lost.
  *   .cpdit-run.json   {"manifest": ABSOLUTE PATH, "array_task_count": K}: what `cpdit
  *        status OUTPUT` needs to count the items.
  *
@@ -71,6 +75,8 @@ int job_slurm_in_share(const job_slurm_info *s, uint64_t index);
 /* The file names of this run (see above), into out (size bytes). */
 void job_slurm_index_name(const job_slurm_info *s, char *out, size_t size);
 void job_slurm_stop_marker_name(const job_slurm_info *s, char *out, size_t size);
+/* The stop-request file's name; "" outside Slurm (no job id): nothing is watched. */
+void job_slurm_stop_request_name(const job_slurm_info *s, char *out, size_t size);
 
 /* ---------------------------------------------------------------- the lock (job_lock.c) */
 typedef struct job_lock job_lock;

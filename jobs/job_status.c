@@ -186,15 +186,19 @@ cpdit_status job_status_command(const char *output_dir, const char *manifest_pat
     job_items_close(it);
     if (!st) {
         uint64_t t[4] = {0, 0, 0, 0};
-        fprintf(out, "output:  %s\nmanifest: %s\n", m->output_dir, m->path);
+        fprintf(out, "output:   %s\nmanifest: %s\n", m->output_dir, m->path);
+        if (shares > 1)
+            fprintf(out, "array:    %d tasks; task k renders the items whose index is k modulo "
+                         "%d (index.task-k-of-%d.jsonl)\n", shares, shares, shares);
         for (int k = 0; k < shares; k++) {
             uint64_t *c = &cnt[k * 4];
             for (int j = 0; j < 4; j++)
                 t[j] += c[j];
             if (shares > 1)
-                fprintf(out, "task %d: %llu items, %llu done, %llu failed, %llu left\n", k,
-                        (unsigned long long)c[0], (unsigned long long)c[1],
-                        (unsigned long long)c[2], (unsigned long long)c[3]);
+                fprintf(out, "array task %d of %d: %llu items, %llu done, %llu failed, "
+                        "%llu left\n", k, shares, (unsigned long long)c[0],
+                        (unsigned long long)c[1], (unsigned long long)c[2],
+                        (unsigned long long)c[3]);
         }
         fprintf(out, "total: %llu items, %llu done, %llu failed, %llu left\n",
                 (unsigned long long)t[0], (unsigned long long)t[1], (unsigned long long)t[2],

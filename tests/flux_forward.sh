@@ -125,6 +125,28 @@ else
     echo "FAIL: C in BFL layout: cpdit forward failed"; fail=1
 fi
 
+# weights streamed block by block (--weight-memory below the model): exactly the resident
+# result on both paths, with the next block made ahead on the helper thread (prefetch) or not
+for path in native fp32; do
+    ref=$tmp/A.out.safetensors
+    [ $path = native ] && ref=$tmp/A.bf16.safetensors
+    for pf in "" --no-weight-prefetch; do
+        if forward "$tmp/A" "$tmp/A.in.safetensors" "$tmp/A.stream.safetensors" \
+            --weight-format $path --weight-memory 1K --verbose $pf 2>"$tmp/stream.log"; then
+            check "A streamed ($path${pf:+, $pf}) = resident" "$TOOL" compare \
+                "$tmp/A.stream.safetensors" "$ref" --tol 0
+            ahead=$(sed -n 's/.*streamed per block.* \([0-9]*\) blocks made ahead.*/\1/p' "$tmp/stream.log")
+            # 2 double + 2 single blocks and the globals, used in the order 0 1 2 3 4 0: with
+            # prefetch every block after the first is made ahead (5), without none is
+            want=5; [ -n "$pf" ] && want=0
+            [ "$ahead" = "$want" ] && echo "ok: A streamed ($path${pf:+, $pf}): $ahead blocks made ahead" ||
+                { echo "FAIL: A streamed ($path${pf:+, $pf}): '$ahead' blocks made ahead, want $want"; cat "$tmp/stream.log"; fail=1; }
+        else
+            echo "FAIL: A streamed ($path${pf:+, $pf}): cpdit forward failed"; cat "$tmp/stream.log"; fail=1
+        fi
+    done
+done
+
 # clear errors: a wrongly shaped input, a missing weight
 "$TOOL" make-inputs "$tmp/bad.in.safetensors" --model "$tmp/B" --batch 1 --txt 3 --img-h 2 \
     --img-w 2 --seed 4 >/dev/null 2>&1

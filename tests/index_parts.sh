@@ -1,9 +1,9 @@
 #!/bin/sh
 # index_parts.sh — one writer per index file per node (jobs/job_index.h, NODE PARTS): with
 # dp 2 and the second group's leader on "another node" (CPDIT_NODE_NAME), group 0 appends to
-# index.jsonl and group 1 to index.node-nodeB.jsonl; `cpdit status` counts the union; the
-# next run's resume merges the part into index.jsonl and removes it: one line per item, no
-# duplicates. Uses tests/test_job_run_tool (a fake render hook). Exit 77 without mpirun.
+# index.jsonl and group 1 to index.node-nodeB.jsonl; rank 0's progress and `cpdit status`
+# count both; the next run's resume merges the part into index.jsonl and removes it: one
+# line per item, no duplicates. Uses tests/test_job_run_tool (a fake render hook). Exit 77 without mpirun.
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 : "${CPDIT:?CPDIT is set by make check}"
 top_builddir=${top_builddir:-.}
@@ -30,6 +30,10 @@ rc=$?
 a=$(wc -l < "$out/index.jsonl"); b=$(wc -l < "$out/index.node-nodeB.jsonl")
 [ "$a" -eq 3 ] && [ "$b" -eq 3 ] || fail "index.jsonl $a lines, part $b lines; expected 3 and 3"
 grep -q '"node":' "$out/index.jsonl" && fail "node recorded outside Slurm"
+# rank 0's progress counts the other node's part too: the last line says all 6
+tail_progress=$(grep 'progress: ' "$work/run1.log" | tail -n 1)
+echo "$tail_progress" | grep -q 'progress: 6/6 items' ||
+    { fail "progress counts only rank 0's node: '$tail_progress'"; cat "$work/run1.log"; }
 # group 1 renders the odd items
 odd=$(sed 's/^{"index":\([0-9]*\),.*/\1/' "$out/index.node-nodeB.jsonl" | awk '$1 % 2 == 1' | wc -l)
 [ "$odd" -eq 3 ] || fail "the part file holds items of group 0"

@@ -26,7 +26,7 @@ prompts:
   - a red fox in fresh snow
   - 一只戴着帽子的猫
 YAML
-for run in "1 one" "4 four --dp 2 --ulysses 2"; do
+for run in "1 one" "4 four --dp 2 --ulysses 2 --verbose"; do
     set -- $run
     np=$1; name=$2; shift 2
     "$MPI_RUN" -np "$np" "$CPDIT" run "$work/m.yaml" --output "$work/$name" --weight-format fp32 "$@" \
@@ -39,5 +39,27 @@ for run in "1 one" "4 four --dp 2 --ulysses 2"; do
 done
 "$tool" compare "$work/one" "$work/four" --max-diff 1 --max-fraction 0.001 ||
     fail "4 ranks vs 1 rank"
+
+# where the time went (issue 16): every index line has its phases, and they add up to no more
+# than the item's wall time; --verbose prints plain step and item lines (the log is a file,
+# not a terminal), and the summary the mean per phase
+for name in one four; do
+    awk -v name="$name" '
+        function num(key,   m) {
+            if (!match($0, "\"" key "\":[0-9.e+-]+")) { print "FAIL: " name ": no " key; bad = 1; return 0 }
+            return substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0
+        }
+        { t = num("text_s") + num("sample_s") + num("vae_load_s") + num("vae_s") + num("write_s")
+          s = num("seconds")
+          if (num("steps") == 0 || $0 !~ /"times":\{[^}]*"steps":2,/) { print "FAIL: " name ": times.steps is not 2: " $0; bad = 1 }
+          if (t > s * 1.01 + 0.001 || t < s * 0.5) { print "FAIL: " name ": phases " t " s vs item " s " s"; bad = 1 } }
+        END { exit bad }' "$work/$name/index.jsonl" || status=1
+done
+grep -q '^\[cpdit\] item 1 step 2/2 [0-9.]* s$' "$work/four.log" || fail "--verbose: no step lines"
+grep -q '^\[cpdit\] item 0 done in [0-9.]* s: text [0-9.]* s, 2 steps' "$work/four.log" ||
+    fail "--verbose: no item line"
+grep -q '^time per item (mean over 2): text [0-9.]* s, sampler [0-9.]* s' "$work/four.log" ||
+    fail "summary: no time per item"
+grep -q 'step 1/2' "$work/one.log" && fail "step lines without --verbose"
 [ $status -eq 0 ] && echo "ok: job_pipeline.sh"
 exit $status

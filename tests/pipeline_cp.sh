@@ -52,6 +52,9 @@ done
 # each run reports its decode time
 grep -q "vae decode: .*split over the CP group" "$work/u2.log" ||
     { echo "FAIL: u2 does not report a split decode"; cat "$work/u2.log"; fail=1; }
+# ... and where the item's time went (text, steps, vae, write)
+grep -q "^cpdit: times: text [0-9.]* s, [0-9]* steps [0-9.]* s (.* s/step, slowest [0-9.]* s), vae [0-9.]* s.*, write [0-9.]* s$" "$work/u2.log" ||
+    { echo "FAIL: u2 does not report its times"; fail=1; }
 if run vpoff 2 --ulysses 2 --ring 1 --vae-parallel off; then
     grep -q "vae decode: .*(CP rank 0)" "$work/vpoff.log" || { echo "FAIL: vpoff log"; fail=1; }
     "$CMP" "$ref" "$work"/vpoff/*.png 1 >"$work/cmp" 2>&1 &&

@@ -11,9 +11,9 @@
 #     the holder, nothing duplicated; then `scancel --signal=USR1 --batch` mid-run → the job
 #     stops within a step, requeues itself, and finishes with exactly the right images (no
 #     duplicates, no temporary files), the index lines of the second run saying restart 1.
-#  4. the mpirun launcher (CPDIT_LAUNCHER=mpirun) and SIGTERM: mpirun exits 1 although the
-#     ranks stopped cleanly (3); the script requeues on the runner's stop marker; the set
-#     completes.
+#  4. the mpirun launcher (CPDIT_LAUNCHER=mpirun) and SIGTERM to every process of the job (as
+#     at the time limit): mpirun exits 1 although the ranks stopped cleanly (3); the script
+#     requeues on the runner's stop marker; the set completes.
 #  5. a bad manifest → refused by submit with FILE:LINE:COL (exit 2), nothing queued.
 # Exit 77 (skip) only when the Slurm or munge programs are missing or will not start here.
 : "${CPDIT:?CPDIT is set by make check}"
@@ -90,6 +90,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
@@ -119,16 +120,26 @@ export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
 
 # ---------------------------------------------------------------- helpers
 job_states() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 | sort | tr '\n' ' '; }
-# wait_job ID SECONDS: until no task of the job is pending or running; a task that a requeue
-# left waiting for its begin time (Slurm holds requeued jobs ~2 min) is released at once.
+# release_requeued ID: Slurm holds a requeued job until its credential lifetime has passed
+# (cred_expire, 2 min); bring its begin time forward to 3 s from now. Not to "now": slurmd
+# refuses ("Job credential revoked") a launch credential made in the same second as the
+# requeue revoked the old one, and the run would fail without starting.
+release_requeued() {
+    e=$(scontrol show job "$1" 2>/dev/null | grep 'Reason=BeginTime' >/dev/null &&
+        scontrol show job "$1" | sed -n 's/.*EligibleTime=\([0-9T:-]*\).*/\1/p' | head -n 1)
+    [ -n "$e" ] || return 0
+    e=$(date -d "$e" +%s 2>/dev/null) || return 0
+    [ $((e - $(date +%s))) -gt 10 ] && scontrol update jobid="$1" StartTime=now+3 >/dev/null 2>&1
+    return 0
+}
+# wait_job ID SECONDS: until no task of the job is pending or running (requeued tasks
+# released as above)
 wait_job() {
     t=0
     while [ $t -lt $(($2 * 5)) ]; do
         s=$(job_states "$1")
         case "$s" in *PENDING*|*RUNNING*|*REQUEUE*|*COMPLETING*|*CONFIGURING*) ;; *) return 0 ;; esac
-        if scontrol show job "$1" 2>/dev/null | grep -q 'Reason=BeginTime'; then
-            scontrol update jobid="$1" StartTime=now >/dev/null 2>&1
-        fi
+        release_requeued "$1"
         sleep 0.2; t=$((t + 1))
     done
     fail "job $1 still '$s' after $2 s"
@@ -216,8 +227,14 @@ else
         grep -q "\"array_job_id\":\"$j2\",\"array_task_id\":$k,\"array_task_count\":2" $f ||
             fail "$f: the array ids are not recorded"
     done
-    "$CPDIT" status array | grep -q '^task 1: 3 items, 3 done, 0 failed, 0 left' ||
-        fail "cpdit status array: per-task line"
+    "$CPDIT" status array > status-array.out 2>&1
+    for k in 0 1; do
+        grep -q "^array task $k of 2: 3 items, 3 done, 0 failed, 0 left" status-array.out ||
+            { fail "cpdit status array: the line of task $k"; cat status-array.out; }
+    done
+    grep -q '^array:    2 tasks' status-array.out || fail "cpdit status array: no array line"
+    grep -q "6 items in the manifest" array/slurm-${j2}_0.out ||
+        { fail "array task 0's summary does not name the manifest's count"; cat array/slurm-${j2}_0.out; }
     echo "case 2: array $j2 $s in $(( $(date +%s) - t1 )) s"
 fi
 
@@ -258,7 +275,9 @@ else
     stopped_at=$(lines long)
     # stopped after a step of the item in progress, long before that item could end
     [ "$stopped_at" -eq "$before" ] || fail "$((stopped_at - before)) images finished after USR1"
-    grep -q 'stopped by SIGUSR1' "long/slurm-$j3.out" || fail "job $j3's log: no 'stopped by SIGUSR1'"
+    # the trap records the request in a file and signals srun; cpdit may see either first
+    grep -Eq 'stopped by (SIGUSR1|a stop request)' "long/slurm-$j3.out" ||
+        fail "job $j3's log: no 'stopped by SIGUSR1'"
     grep -q 'stopped early (exit 3); requeueing job' "long/slurm-$j3.out" ||
         { fail "job $j3's log does not say it requeues on exit 3"; cat "long/slurm-$j3.out"; }
     wait_job "$j3" 120
@@ -267,14 +286,14 @@ else
     check_set long 6
     grep -q '"restart_count":1' long/index.jsonl || fail "no index line from the requeued run (restart 1)"
     grep -q '"restart_count":0' long/index.jsonl || fail "no index line from the first run (restart 0)"
-    ls -a long | grep -q '^\.cpdit-stopped' && fail "a stop marker was left: $(ls -a long | grep stopped)"
+    ls -a long | grep -q '^\.cpdit-stop' && fail "a stop marker or request was left: $(ls -a long | grep stop)"
     echo "case 3: second job $j4 refused; job $j3: USR1 with $before images done, requeued" \
          "${stop_s} s later with $stopped_at, then $s in $(( $(date +%s) - t1 )) s"
 fi
 
 # ---------------------------------------------------------------- 4. mpirun, SIGTERM, stop marker
-# mpirun returns 1 when it is signalled itself, although the ranks stop cleanly and exit 3:
-# the script requeues on the runner's stop marker.
+# SIGTERM to every process of the job (as at the time limit): the ranks stop cleanly and exit
+# 3, but mpirun, signalled itself, returns 1: the script requeues on the runner's stop marker.
 t1=$(date +%s)
 j5=$(CPDIT_LAUNCHER=mpirun "$CPDIT" submit term.yaml --ntasks-per-node 2 2> submit5.err)
 if [ $? -ne 0 ] || [ -z "$j5" ]; then
@@ -282,16 +301,23 @@ if [ $? -ne 0 ] || [ -z "$j5" ]; then
 else
     wait_lines term 1 90 || fail "job $j5: no image after 90 s"
     grep -q 'starts: mpirun' "term/slurm-$j5.out" || fail "job $j5 did not use mpirun"
-    scancel --signal=TERM --batch "$j5" || fail "scancel --signal=TERM --batch $j5"
+    before=$(lines term)
+    scancel --signal=TERM --full "$j5" || fail "scancel --signal=TERM --full $j5"
+    # mpirun waits odls_base_sigkill_timeout (10 s in the script) before it ends
     i=0
-    until scontrol show job "$j5" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    until scontrol show job "$j5" | grep -q 'Restarts=1' || [ $i -gt 600 ]; do sleep 0.1; i=$((i + 1)); done
     scontrol show job "$j5" | grep -q 'Restarts=1' ||
-        { fail "job $j5 did not requeue within 30 s of SIGTERM"; cat "term/slurm-$j5.out"; }
+        { fail "job $j5 did not requeue within 60 s of SIGTERM"; cat "term/slurm-$j5.out"; }
     rc5=$(sed -n 's/.*stopped early (exit \([0-9]*\)); requeueing.*/\1/p' "term/slurm-$j5.out" | head -n 1)
+    [ "${rc5:-x}" != 3 ] || fail "mpirun exited 3: the stop marker was not what requeued the job"
+    stopped_at=$(lines term)
+    [ $((stopped_at - before)) -le 2 ] || fail "$((stopped_at - before)) images finished after SIGTERM"
     wait_job "$j5" 120
     s=$(job_states "$j5")
     [ "$s" = "COMPLETED " ] || { fail "job $j5 after the requeue: '$s'"; cat "term/slurm-$j5.out"; }
     check_set term 4
+    ls -a term | grep -q '^\.cpdit-stop' && fail "a stop marker or request was left: $(ls -a term | grep stop)"
+    grep -q '"restart_count":1' term/index.jsonl || fail "no index line from the requeued mpirun run"
     echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued on the stop marker, then $s" \
          "in $(( $(date +%s) - t1 )) s"
 fi

@@ -50,6 +50,17 @@ case_ gpu-grid-override batch.yaml --nodes 2 --gpus-per-node 4 --dp 2 --ring 1 -
 case_ array batch.yaml --array 4 --partition debug --time 1:00:00 --signal-lead 300
 case_ extra-options batch.yaml --topology topo.json -- --constraint=h100 --mail-type END --exclusive
 
+# parallel: auto takes the topology file from $CPDIT_TOPOLOGY at submit time as from --topology
+(cd "$work" && CPDIT_TOPOLOGY=envtopo.json "$CPDIT" submit batch.yaml --dry-run) > "$work/env.sbatch" 2>&1 ||
+    fail "CPDIT_TOPOLOGY at submit: exit $?"
+grep -q "^RUN_ARGS=(--output \"\$OUTPUT\" --topology '$work/envtopo.json')\$" "$work/env.sbatch" ||
+    { fail "CPDIT_TOPOLOGY at submit: not passed as --topology"; grep RUN_ARGS "$work/env.sbatch"; }
+# a fixed grid: the topology file is not passed on (and the script says so)
+(cd "$work" && "$CPDIT" submit grid.yaml --dry-run --topology t.json) > "$work/fixed.sbatch" 2>&1
+grep '^RUN_ARGS' "$work/fixed.sbatch" | grep -q -- '--topology' && fail "fixed grid: --topology passed"
+grep -q 'the grid is fixed above, so it is not passed on' "$work/fixed.sbatch" ||
+    fail "fixed grid with --topology: no comment"
+
 # nothing was written by the dry runs
 [ -e "$work/out" ] || [ -e "$work/results" ] && fail "--dry-run wrote files: $(ls "$work")"
 

@@ -6,7 +6,10 @@
  *   heads that do not divide the Ulysses degree -> +anything on exactly those grids;
  *   one PCIe node whose 8-way all-to-all is congested -> no large Ulysses degree;
  *   the tiny model on 16 ranks -> all data-parallel;
- *   measured winners in "tuned" win over predictions; tune's rewrite keeps every other key. */
+ *   measured winners in "tuned" win over predictions; tune's rewrite keeps every other key;
+ *   times measured at the model's own shapes (compute.shapes) replace FLOPs / rate exactly
+ *   for the shapes measured, and only for the model and size they were measured for. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +256,62 @@ static void test_uneven_and_tuned(void)
     topo_file_free(&t);
 }
 
+static void test_model_shapes(void)
+{
+    topology t;
+    model_shape s;
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (load(&t, &s, "cpu_4ranks.json", "builtin:tiny", 512, 512)) {
+        CHECK(0);
+        return;
+    }
+    /* 512 text + 1024 image tokens, 6 heads of 16 */
+    cm_options o = {0, 4, 1};
+    cm_prediction *p0 = NULL, *p1 = NULL;
+    int n0 = 0, n1 = 0;
+    CHECK(cm_rank(&t, &s, &o, NULL, &p0, &n0, &err) == CPDIT_OK);
+    json_t *e = json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "model", "builtin:tiny", "width", 512,
+                          "height", 512, "txt_tokens", 512, "img_tokens", 1024, "ranks", 4);
+    json_t *lin = json_pack("[{s:i,s:f},{s:i,s:f},{s:i,s:f}]", "cp", 1, "time_s", 0.4, "cp", 2,
+                            "time_s", 0.2, "cp", 4, "time_s", 0.1);
+    json_t *att = json_pack("[{s:i,s:i,s:i,s:i,s:f},{s:i,s:i,s:i,s:i,s:f}]", "sq", 1536, "skv",
+                            1536, "heads", 6, "head_dim", 16, "time_s", 0.05, "sq", 1536, "skv",
+                            1536, "heads", 3, "head_dim", 16, "time_s", 0.03);
+    json_object_set_new(e, "linear", lin);
+    json_object_set_new(e, "attention", att);
+    CHECK(topo_file_add_shapes(&t, e, &err) == CPDIT_OK);
+    CHECK(t.n_shapes == 1 && t.shapes[0].n_linear == 3 && t.shapes[0].n_attn == 2);
+    CHECK(cm_rank(&t, &s, &o, NULL, &p1, &n1, &err) == CPDIT_OK && n1 == n0);
+    const cm_prediction *loc = find(p1, n1, 4, 1, 1, CP_RING_P2P);
+    const cm_prediction *u2 = find(p1, n1, 2, 1, 2, CP_RING_P2P);
+    const cm_prediction *r2 = find(p1, n1, 2, 2, 1, CP_RING_P2P);
+    const cm_prediction *r2_0 = find(p0, n0, 2, 2, 1, CP_RING_P2P);
+    CHECK(loc && loc->at_shapes && loc->linear_s == 0.4);
+    CHECK_NEAR(loc->attn_s, 4 * 0.05, 1e-12); /* 2 double + 2 single blocks */
+    CHECK(u2 && u2->at_shapes && u2->linear_s == 0.2);
+    CHECK_NEAR(u2->attn_s, 4 * 0.03, 1e-12);
+    /* ring blocks (768 x 768) were not measured: the rate, as before; the linear time is */
+    CHECK(r2 && r2_0 && !r2->at_shapes && r2->linear_s == 0.2);
+    CHECK_NEAR(r2->attn_s, r2_0->attn_s, 1e-15);
+    free(p1);
+    /* another size: the shapes do not apply */
+    model_shape s2;
+    CHECK(model_shape_load(&s2, "builtin:tiny", 256, 512, 0, &err) == CPDIT_OK);
+    CHECK(cm_rank(&t, &s2, &o, NULL, &p1, &n1, &err) == CPDIT_OK);
+    for (int i = 0; i < n1; i++)
+        CHECK(!p1[i].at_shapes && p1[i].linear_s != 0.4 && p1[i].linear_s != 0.2);
+    /* a second entry for the same model and size replaces the first */
+    json_t *e2 = json_pack("{s:s,s:i,s:i,s:i,s:i,s:[{s:i,s:f}]}", "model", "builtin:tiny",
+                           "width", 512, "height", 512, "txt_tokens", 512, "img_tokens", 1024,
+                           "linear", "cp", 1, "time_s", 0.7);
+    CHECK(topo_file_add_shapes(&t, e2, &err) == CPDIT_OK);
+    CHECK(t.n_shapes == 1 && t.shapes[0].n_linear == 1 && t.shapes[0].linear[0].time_s == 0.7);
+    free(p0);
+    free(p1);
+    topo_file_free(&t);
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -261,5 +320,6 @@ int main(void)
     test_two_nodes();
     test_pcie();
     test_uneven_and_tuned();
+    test_model_shapes();
     TEST_MAIN_END();
 }

@@ -51,6 +51,7 @@ tu = [e for e in t.get("tuned", []) if e["model"] == "builtin:tiny" and e["width
 assert len(tu) == 1, t.get("tuned")
 assert all(tu[0]["chosen"][k] == ch[k] for k in ("dp", "ring", "ulysses", "variant"))
 assert t["format"] == 1 and "links" in t and "compute" in t
+assert [e for e in t["compute"].get("shapes", []) if e["model"] == "builtin:tiny" and e["width"] == 128], "no compute.shapes for the model"
 print("report ok: chosen", ch, "measured", best["measured_s"])
 PY
 }
@@ -62,7 +63,10 @@ fi
 cp cpdit-topology.json topo.json
 "$MPI_RUN" -np 2 "$CPDIT" tune $args --topology topo.json --report rep2 > out2 2> err2 ||
     { cat err2; bad "second tune exit $?"; }
-[ "$(grep -c '"model": "builtin:tiny"' topo.json)" -eq 1 ] || bad "tuned entry duplicated"
+if [ -n "${PYTHON3:-}" ]; then
+    "$PYTHON3" -c 'import json,sys; t=json.load(open(sys.argv[1])); n=[e["model"] for e in t["tuned"]].count("builtin:tiny"); assert n == 1, n; assert len(t["compute"]["shapes"]) == 1' topo.json ||
+        bad "tuned entry or compute.shapes duplicated"
+fi
 chosen2=$(grep '^chosen: ' out2)
 plan=$("$CPDIT" plan --topology topo.json --model builtin:tiny --width 128 --height 128 \
     --max-sequence-length 64 2> /dev/null | tail -n 1)

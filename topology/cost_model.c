@@ -138,12 +138,21 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
     p->ring_class = axis_class(t, N, R, U, 1);
     cm_variant_name(c, p->variant, sizeof p->variant);
 
-    /* compute */
-    p->linear_s = model_shape_linear_flops(s, s->txt_tokens, s->img_tokens) * (l / S) /
-                  t->sgemm_flops;
+    /* compute: times measured at this model's shapes when the file has them (compute.shapes,
+     * probe_shapes.h), else FLOPs over the generic rates */
+    const topo_shapes *ms = topo_find_shapes(t, s->key, s->width, s->height, s->txt_tokens,
+                                             s->img_tokens);
+    const double lin_m = topo_shapes_linear_s(ms, cp);
+    const double att_full = topo_shapes_attn_s(ms, (int)G, (int)S, (int)h, (int)D);
+    const double att_block = topo_shapes_attn_s(ms, (int)G, (int)G, (int)h, (int)D);
+    p->linear_s = lin_m > 0 ? lin_m
+                            : model_shape_linear_flops(s, s->txt_tokens, s->img_tokens) *
+                                  (l / S) / t->sgemm_flops;
+    p->at_shapes = lin_m > 0 && (R == 1 || c->ring_mode == CP_RING_ALLGATHER ? att_full > 0
+                                                                              : att_block > 0);
     double attn_call = 0, comm_call = 0, hidden_call = 0;
     if (R == 1) {
-        attn_call = 4 * G * S * h * D / t->attention_flops;
+        attn_call = att_full > 0 ? att_full : 4 * G * S * h * D / t->attention_flops;
     } else {
         int used;
         topo_fit f = topo_fit_for(t, (topo_class)p->ring_class, &used);
@@ -151,11 +160,11 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
         const double bytes = 2 * G * h * D * FLOAT_BYTES; /* one K/V block */
         const double tx = f.alpha_s + bytes / (f.beta_Bps / share);
         if (c->ring_mode == CP_RING_ALLGATHER) {
-            attn_call = 4 * G * S * h * D / t->attention_flops;
+            attn_call = att_full > 0 ? att_full : 4 * G * S * h * D / t->attention_flops;
             double tm = topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class, bytes);
             comm_call += tm > 0 ? tm : (R - 1) * tx;
         } else {
-            const double tc = 4 * G * G * h * D / t->attention_flops;
+            const double tc = att_block > 0 ? att_block : 4 * G * G * h * D / t->attention_flops;
             const double eta = (gpu || p->ring_class == TOPO_CROSS_NODE) ? CM_OVERLAP_DMA
                                                                           : CM_OVERLAP_SHM;
             const double hide = eta * (tc < tx ? tc : tx);

@@ -60,6 +60,7 @@ typedef struct cm_prediction {
     double images_per_hour;  /* dp * 3600 / latency_s */
     double score_s;          /* the objective: ceil(images / dp) * latency_s */
     double measured_s;       /* step_s measured by cpdit tune (tuned section), 0 if none */
+    int at_shapes;           /* compute from times measured at the model's own shapes */
 } cm_prediction;
 
 typedef struct cm_options {

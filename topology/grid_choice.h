@@ -3,14 +3,18 @@
  * (cost_model.h), with the order of sources of topology/COST-MODEL.md:
  *   1. the topology file: the path given (--topology), else $CPDIT_TOPOLOGY: measured winners
  *      of `cpdit tune` for this model, size and rank count, else the cost model's best;
- *   2. else the documented default: every rank data-parallel for a batch (dp = N), one
- *      Ulysses group of all ranks for a single image — and the reason says that no topology
- *      file was found, so an admin knows to run `cpdit probe`.
- * Runs on one rank (no MPI); the caller broadcasts the answer.
+ *   2. else (grid_choice_world only) the probe's quick mode run at job start over every rank
+ *      (a few seconds), and the cost model on what it measured;
+ *   3. when that probe fails: every rank data-parallel, and the reason says why.
+ * grid_choice_auto is step 1 on one rank (without a file: the documented default, all ranks
+ * data-parallel or one Ulysses group for one image); grid_choice_world is the collective
+ * whole that `cpdit run` calls.
  */
 #ifndef CPDIT_GRID_CHOICE_H
 #define CPDIT_GRID_CHOICE_H
 
+#include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/core/cpdit_error.h"
@@ -20,6 +24,9 @@ extern "C" {
 #endif
 
 #define GRID_CHOICE_REASON_MAX 512
+/* The job-start probe: the quick sweep (probe.h) with 2 timed trials of ~20 ms each. */
+#define GRID_CHOICE_PROBE_TRIALS 2
+#define GRID_CHOICE_PROBE_TARGET_S 0.02
 
 typedef struct grid_choice {
     int dp, ring, ulysses;
@@ -40,6 +47,24 @@ typedef struct grid_choice_request {
  * whose config cannot be read, sizes not multiples of 16. */
 cpdit_status grid_choice_auto(const grid_choice_request *rq, grid_choice *out,
                               cpdit_error *err);
+
+/* Collective over comm (rq->ranks is taken from comm): rank 0's --topology / $CPDIT_TOPOLOGY
+ * decides; with a file, grid_choice_auto on rank 0, the answer broadcast. Without one (and
+ * more than one rank) the quick probe (grid_choice_probe_options) runs on every rank and
+ * rank 0 plans on its document. A failing probe (agreed by every rank) is not an error: the
+ * answer is every rank data-parallel with the probe's message in the reason. Every rank
+ * returns the same status and *out. Errors: INPUT as grid_choice_auto (bad file, model,
+ * sizes), checked before any probe. */
+struct cpdit_probe_options;
+cpdit_status grid_choice_world(MPI_Comm comm, const grid_choice_request *rq, grid_choice *out,
+                               cpdit_error *err);
+
+/* The options of the job-start probe: the quick sweep, shorter timings, no log. */
+void grid_choice_probe_options(struct cpdit_probe_options *o);
+
+/* "dp D ring R ulysses U VARIANT (reason)" — the summary's and index's line — into buf; just
+ * the reason when the grid was given (dp 0). */
+const char *grid_choice_line(const grid_choice *gc, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

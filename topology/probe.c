@@ -15,6 +15,7 @@
 #include "lib/io/atomic_file.h"
 #include "topology/link_bench.h"
 #include "topology/link_fit.h"
+#include "topology/probe_shapes.h"
 #include "topology/topology_hwloc.h"
 
 #define WHERE_PROBE "probe"
@@ -597,7 +598,12 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
 
     json_t *doc = NULL, *hosts = NULL, *links = NULL, *compute = NULL;
     cpdit_status st = CPDIT_OK;
-    if (s.rank == 0) {
+    /* tests: a local failure on one rank, which every rank must agree on (probe.h) */
+    const char *fail = getenv(PROBE_FAIL_ENV);
+    if (fail && *fail && atoi(fail) == s.rank)
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE,
+                             "rank %d: failure injected by $%s", s.rank, PROBE_FAIL_ENV);
+    if (st == CPDIT_OK && s.rank == 0) {
         char created[32];
         utc_now(created, sizeof created);
         doc = json_object();
@@ -646,6 +652,22 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
             fprintf(o->log, "probe: compute rates (SGEMM, attention kernel)\n");
         if ((st = measure_compute(&s, compute, err)) != CPDIT_OK)
             goto done;
+        if (o->shape) {
+            if (s.rank == 0 && o->log)
+                fprintf(o->log, "probe: GEMMs and attention at the shapes of %s, %dx%d\n",
+                        o->shape->key, o->shape->width, o->shape->height);
+            json_t *entry = NULL;
+            st = probe_shapes_measure(s.ctl, o->shape, o->shape_ranks > 0 ? o->shape_ranks
+                                                                          : s.size,
+                                      o->quick, &entry, err);
+            if (st != CPDIT_OK)
+                goto done;
+            if (s.rank == 0) {
+                json_t *arr = json_array();
+                json_array_append_new(arr, entry);
+                json_object_set_new(compute, "shapes", arr);
+            }
+        }
         if (s.rank == 0) {
             json_object_set_new(compute, "threads_per_rank",
                                 json_integer(cpdit_host_gemm_threads()));

@@ -38,6 +38,9 @@ extern "C" {
 #define CPDIT_TOPOLOGY_FORMAT 1
 #define CPDIT_TOPOLOGY_DEFAULT_FILE "cpdit-topology.json"
 #define PROBE_MAX_SIZES 32
+/* Tests: CPDIT_PROBE_FAIL_RANK=R makes rank R fail locally at the probe's start (a RUNTIME
+ * error every rank agrees on), to check that callers fall back instead of hanging. */
+#define PROBE_FAIL_ENV "CPDIT_PROBE_FAIL_RANK"
 
 typedef enum probe_class {
     PROBE_SAME_NUMA = 0,
@@ -88,6 +91,10 @@ typedef struct cpdit_probe_options {
     int warmup, trials, max_iters; /* see link_bench_opts */
     double target_s;
     FILE *log;              /* progress lines on rank 0; NULL = quiet */
+    /* with compute: also time the GEMMs and attention calls of this model and image size for
+     * grids of shape_ranks ranks (0 = all) into compute.shapes (probe_shapes.h); NULL = not */
+    const struct model_shape *shape;
+    int shape_ranks;
     const probe_transport *nccl; /* PROBE_NCCL_HOOK, NULL = MPI only */
 } cpdit_probe_options;
 

@@ -104,6 +104,130 @@ static cpdit_status read_tuned(topology *t, json_t *root, cpdit_error *err)
     return CPDIT_OK;
 }
 
+static void free_shapes(topology *t)
+{
+    for (int i = 0; i < t->n_shapes; i++) {
+        free(t->shapes[i].model);
+        free(t->shapes[i].linear);
+        free(t->shapes[i].attn);
+    }
+    free(t->shapes);
+    t->shapes = NULL;
+    t->n_shapes = 0;
+}
+
+/* compute.shapes[] (probe_shapes.h); entries without a model string are skipped. */
+static cpdit_status read_shapes(topology *t, json_t *root, cpdit_error *err)
+{
+    json_t *arr = json_object_get(json_object_get(root, "compute"), "shapes");
+    free_shapes(t);
+    size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+    t->shapes = calloc(n ? n : 1, sizeof *t->shapes);
+    if (!t->shapes)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(arr, i), *m = json_object_get(e, "model");
+        json_t *lin = json_object_get(e, "linear"), *att = json_object_get(e, "attention");
+        if (!json_is_string(m))
+            continue;
+        topo_shapes *d = &t->shapes[t->n_shapes++];
+        d->model = strdup(json_string_value(m));
+        d->width = get_int(e, "width", 0);
+        d->height = get_int(e, "height", 0);
+        d->txt_tokens = get_int(e, "txt_tokens", 0);
+        d->img_tokens = get_int(e, "img_tokens", 0);
+        d->ranks = get_int(e, "ranks", 0);
+        size_t nl = json_is_array(lin) ? json_array_size(lin) : 0;
+        size_t na = json_is_array(att) ? json_array_size(att) : 0;
+        d->linear = calloc(nl ? nl : 1, sizeof *d->linear);
+        d->attn = calloc(na ? na : 1, sizeof *d->attn);
+        if (!d->model || !d->linear || !d->attn)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path, "out of memory");
+        for (size_t j = 0; j < nl; j++) {
+            json_t *x = json_array_get(lin, j);
+            topo_shape_linear *y = &d->linear[d->n_linear];
+            y->cp = get_int(x, "cp", 0);
+            get_num(x, "time_s", &y->time_s);
+            d->n_linear += y->cp > 0 && y->time_s > 0;
+        }
+        for (size_t j = 0; j < na; j++) {
+            json_t *x = json_array_get(att, j);
+            topo_shape_attn *y = &d->attn[d->n_attn];
+            y->sq = get_int(x, "sq", 0);
+            y->skv = get_int(x, "skv", 0);
+            y->heads = get_int(x, "heads", 0);
+            y->head_dim = get_int(x, "head_dim", 0);
+            get_num(x, "time_s", &y->time_s);
+            d->n_attn += y->sq > 0 && y->skv > 0 && y->time_s > 0;
+        }
+    }
+    return CPDIT_OK;
+}
+
+const topo_shapes *topo_find_shapes(const topology *t, const char *model, int width, int height,
+                                    int txt_tokens, int img_tokens)
+{
+    for (int i = 0; i < t->n_shapes; i++) {
+        const topo_shapes *e = &t->shapes[i];
+        if (e->width == width && e->height == height && e->txt_tokens == txt_tokens &&
+            e->img_tokens == img_tokens && strcmp(e->model, model) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+double topo_shapes_linear_s(const topo_shapes *e, int cp)
+{
+    for (int i = 0; e && i < e->n_linear; i++)
+        if (e->linear[i].cp == cp)
+            return e->linear[i].time_s;
+    return 0;
+}
+
+double topo_shapes_attn_s(const topo_shapes *e, int sq, int skv, int heads, int head_dim)
+{
+    for (int i = 0; e && i < e->n_attn; i++) {
+        const topo_shape_attn *a = &e->attn[i];
+        if (a->sq == sq && a->skv == skv && a->heads == heads && a->head_dim == head_dim)
+            return a->time_s;
+    }
+    return 0;
+}
+
+cpdit_status topo_file_add_shapes(topology *t, void *entry_, cpdit_error *err)
+{
+    json_t *entry = entry_, *root = t->json;
+    json_t *comp = json_object_get(root, "compute");
+    if (!json_is_object(entry) || !json_is_object(comp)) {
+        json_decref(entry);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path,
+                               "no compute section to add the model's shapes to");
+    }
+    json_t *arr = json_object_get(comp, "shapes");
+    if (!json_is_array(arr)) {
+        arr = json_array();
+        if (!arr || json_object_set_new(comp, "shapes", arr)) {
+            json_decref(entry);
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path, "out of memory");
+        }
+    }
+    static const char *const keys[] = {"width", "height", "txt_tokens", "img_tokens"};
+    size_t at = json_array_size(arr);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *x = json_array_get(arr, i);
+        int same = json_equal(json_object_get(x, "model"), json_object_get(entry, "model"));
+        for (int k = 0; k < 4; k++)
+            same &= get_int(x, keys[k], -1) == get_int(entry, keys[k], -2);
+        if (same)
+            at = i;
+    }
+    if (at < json_array_size(arr))
+        json_array_set_new(arr, at, entry);
+    else
+        json_array_append_new(arr, entry);
+    return read_shapes(t, root, err);
+}
+
 static cpdit_status read_hosts(topology *t, json_t *root, cpdit_error *err)
 {
     json_t *hosts = json_object_get(root, "hosts");
@@ -330,7 +454,8 @@ static cpdit_status read_doc(topology *t, json_t *root, cpdit_error *err)
     if (t->attention_flops <= 0)
         t->attention_flops = t->sgemm_flops; /* not measured: assume SGEMM speed */
     t->threads_per_rank = get_int(comp, "threads_per_rank", 1);
-    return read_tuned(t, root, err);
+    cpdit_status sst = read_shapes(t, root, err);
+    return sst ? sst : read_tuned(t, root, err);
 }
 
 cpdit_status topo_file_parse(topology *t, const char *text, const char *name, cpdit_error *err)
@@ -387,6 +512,7 @@ void topo_file_free(topology *t)
     free(t->p2p);
     free(t->coll);
     free_tuned(t);
+    free_shapes(t);
     if (t->json)
         json_decref((json_t *)t->json);
     free(t->path);

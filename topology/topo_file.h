@@ -99,6 +99,24 @@ typedef struct topo_tuned {
     int n_measured;
 } topo_tuned;
 
+/* compute.shapes[]: times measured at one model's own shapes (probe_shapes.h). */
+typedef struct topo_shape_linear {
+    int cp;        /* context-parallel degree */
+    double time_s; /* every linear layer of one forward on one rank */
+} topo_shape_linear;
+typedef struct topo_shape_attn {
+    int sq, skv, heads, head_dim;
+    double time_s; /* one attention-kernel call */
+} topo_shape_attn;
+typedef struct topo_shapes {
+    char *model;
+    int width, height, txt_tokens, img_tokens, ranks;
+    topo_shape_linear *linear;
+    int n_linear;
+    topo_shape_attn *attn;
+    int n_attn;
+} topo_shapes;
+
 typedef struct topology {
     char *path;           /* the file read (owned) */
     int ranks;
@@ -116,6 +134,8 @@ typedef struct topology {
     int n_coll;
     topo_tuned *tuned;
     int n_tuned;
+    topo_shapes *shapes;  /* compute.shapes */
+    int n_shapes;
     void *json;           /* the whole document (jansson json_t *), kept for rewriting */
 } topology;
 
@@ -144,6 +164,19 @@ double topo_coll_time(const topology *t, topo_coll_op op, int group_size, topo_c
 /* The tuned entry for (model, width, height, ranks), or NULL. */
 const topo_tuned *topo_find_tuned(const topology *t, const char *model, int width, int height,
                                   int ranks);
+
+/* The compute.shapes entry measured for (model, width, height, text and image tokens), or
+ * NULL. */
+const topo_shapes *topo_find_shapes(const topology *t, const char *model, int width, int height,
+                                    int txt_tokens, int img_tokens);
+/* Measured times from a shapes entry; 0 when that shape was not measured. */
+double topo_shapes_linear_s(const topo_shapes *e, int cp);
+double topo_shapes_attn_s(const topo_shapes *e, int sq, int skv, int heads, int head_dim);
+
+/* Put entry (a jansson object as probe_shapes_measure makes; the reference is taken) into the
+ * document's compute.shapes, replacing one for the same model, size and tokens, and reread
+ * the shapes. The file is not written (topo_file_save_tuned writes the whole document). */
+cpdit_status topo_file_add_shapes(topology *t, void *entry, cpdit_error *err);
 
 /* Replace (or append) the tuned entry for e's (model, width, height, ranks) in the file's
  * JSON and write the whole document back to t->path atomically (temporary file + rename),

@@ -204,6 +204,12 @@ flux_weight_layout flux_transformer_layout(const flux_transformer *m)
     return m->layout;
 }
 
+void flux_transformer_set_weight_prefetch(flux_transformer *m, int on)
+{
+    if (m->wl_open)
+        weight_loader_set_prefetch(&m->wl, on);
+}
+
 void flux_transformer_set_weight_cache(flux_transformer *m, size_t bytes)
 {
     m->weight_budget = bytes;
@@ -239,6 +245,8 @@ void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats 
     s->matrix_bytes = m->wl.matrix_bytes;
     s->largest_group_bytes = m->wl.largest_group_bytes;
     s->create_seconds = m->wl.create_seconds;
+    s->stall_seconds = m->wl.stall_seconds;
+    s->prefetched_groups = m->wl.prefetched_groups;
     s->bytes_read = m->wl.bytes_read;
 }
 

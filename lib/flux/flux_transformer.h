@@ -84,6 +84,11 @@ flux_weight_layout flux_transformer_layout(const flux_transformer *m);
  * Call before the first forward. */
 void flux_transformer_set_weight_cache(flux_transformer *m, size_t bytes);
 
+/* Streaming only: read and convert the next block's weights on a helper thread while the
+ * current block computes (default on; two blocks' weights in memory at once). Off: every block
+ * is made when it is needed (for comparison). */
+void flux_transformer_set_weight_prefetch(flux_transformer *m, int on);
+
 /* How the linear layers compute (kernels/backend.h): CPDIT_WEIGHT_NATIVE (the default: from
  * the stored dtype, bf16 as bf16) or CPDIT_WEIGHT_F32 (converted once; the exact reference).
  * Call before the first forward. */
@@ -112,7 +117,9 @@ typedef struct flux_weight_stats {
     int shared;                 /* 1: in memory shared by the node's ranks */
     size_t matrix_bytes;        /* linear layers in the backend's form */
     size_t largest_group_bytes; /* the largest block's */
-    double create_seconds;      /* reading + converting/packing so far */
+    double create_seconds;      /* reading + converting/packing so far (either thread) */
+    double stall_seconds;       /* of which the forward waited for (streaming) */
+    unsigned long long prefetched_groups; /* streamed blocks that were made ahead */
     unsigned long long bytes_read; /* bytes of linear weights read from the files so far */
 } flux_weight_stats;
 void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s);

@@ -238,6 +238,9 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err)
     if (st)
         return st;
     m->wl_open = 1;
+    /* streamed blocks (weights over the budget): the next one is read and converted while
+     * the current one computes, in FLUX's order (globals, doubles, singles, globals) */
+    weight_loader_set_prefetch(&m->wl, 1);
     bind_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;

@@ -427,9 +427,13 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     const int cfg_par = cfg && run->cfg_comm && run->cfg_comm->size == 2;
     const int cfg_rank = cfg_par ? run->cfg_comm->rank : 0;
 
+    pipeline_timings tm_local, *tm = run->timings ? run->timings : &tm_local;
+    memset(tm, 0, sizeof *tm);
     gen_buffers b;
     memset(&b, 0, sizeof b);
+    double t_phase = now_seconds();
     st = prepare_item(p, prm, run, cfg, L, lh, lw, S, &b, err);
+    tm->text_s = now_seconds() - t_phase;
     if ((st = group_agree(g, cfg_par ? run->cfg_comm : NULL, st, err)))
         goto done;
     const size_t n_noise = (size_t)C * lh * lw;
@@ -508,9 +512,17 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         }
         }
         flow_euler_step(b.x, b.v, (size_t)ilen * W64, sigma, sigma_next);
+        const double t_step = now_seconds() - t0;
+        tm->sample_s += t_step;
+        if (tm->steps == 0 || t_step < tm->step_min_s)
+            tm->step_min_s = t_step;
+        if (t_step > tm->step_max_s)
+            tm->step_max_s = t_step;
+        tm->steps++;
         if (run->progress && cp_rank == 0 && cfg_rank == 0)
-            run->progress(i + 1, prm->steps, now_seconds() - t0, run->ctx);
+            run->progress(i + 1, prm->steps, t_step, run->ctx);
     }
+    t_phase = now_seconds();
 
     /* 5. gather the image tokens in order, decode on CP rank 0 */
     if (g) {
@@ -529,8 +541,11 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if ((st = check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
-    if (!p->vae)
+    if (!p->vae) {
+        const double t_load = now_seconds();
         st = vae_decoder_load(&p->vae, p->model_dir, err);
+        tm->vae_load_s = now_seconds() - t_load;
+    }
     if (!st)
         vae_decoder_set_backend(p->vae, p->be);
     if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
@@ -581,6 +596,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     }
     *rgb = pix;
 done:
+    if (t_phase > 0.0 && tm->steps == prm->steps && !tm->vae_s)
+        tm->vae_s = now_seconds() - t_phase - tm->vae_load_s;
     gen_buffers_free(&b);
     return st;
 forward_failed:

@@ -47,6 +47,17 @@ typedef void (*pipeline_progress_fn)(int step, int steps, double step_seconds, v
  * CPDIT_ERR_RUNTIME with what = "stopped". */
 typedef int (*pipeline_stop_fn)(void *ctx);
 
+/* Where one item's time went, in wall seconds on this rank (pipeline_generate fills it on
+ * every rank; the group leader's figures are the ones reported). */
+typedef struct pipeline_timings {
+    double text_s;     /* tokenizers + CLIP + T5 (both prompts with true CFG) */
+    double sample_s;   /* every sampler step (transformer forwards, CFG, Euler) */
+    int steps;         /* sampler steps completed */
+    double step_min_s, step_max_s;
+    double vae_load_s; /* loading the VAE (the first decode only; 0 after) */
+    double vae_s;      /* gathering the latents, VAE decode, conversion to RGB8 */
+} pipeline_timings;
+
 typedef struct pipeline_run {
     const cp_grid *grid;            /* the CP group (cp_size ranks) this item runs on */
     cp_attention_config attn;       /* variant, anything (backend and kernel: the pipeline's) */
@@ -66,6 +77,8 @@ typedef struct pipeline_run {
      * --vae-tiling / manifest vae_tiling: true). */
     int vae_single_rank;
     int vae_tiling;
+    pipeline_timings *timings; /* NULL, or filled by pipeline_generate (also on failure: the
+                                  phases that ran) */
 } pipeline_run;
 
 /* Where and how the models run. Zero-initialised = the defaults. */

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,27 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     return CPDIT_OK;
 }
 
+/* The prefetch thread: one group's matrices made ahead (next_w), its status and costs. */
+struct weight_prefetch {
+    pthread_t thread;
+    int running;      /* started and not joined */
+    int group;        /* the group it makes */
+    const weight_loader *wl;
+    cpdit_status st;
+    cpdit_error err;
+    double seconds;   /* its time reading and converting */
+    unsigned long long bytes;
+};
+
+static void prefetch_join(weight_loader *wl);
+static void prefetch_discard(weight_loader *wl);
+
 void weight_loader_close(weight_loader *wl)
 {
     if (!wl)
         return;
+    prefetch_discard(wl);
+    free(wl->pf);
     for (size_t i = 0; i < wl->n_params; i++) {
         if (wl->params[i]->w)
             wl->be->weight_free(wl->params[i]->w);
@@ -452,6 +470,76 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
     return CPDIT_OK;
 }
 
+/* ------------------------------------------------------------------ streaming, prefetch */
+
+static void *prefetch_main(void *arg)
+{
+    struct weight_prefetch *pf = arg;
+    const weight_loader *wl = pf->wl;
+    const double t0 = now_seconds();
+    for (size_t i = 0; i < wl->n_params && !pf->st; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_MATRIX || p->group != pf->group)
+            continue;
+        pf->st = create_param(wl, p, NULL, 1, &p->next_w, &pf->err);
+        pf->bytes += p->nelem * cpdit_dtype_size(p->t->dtype);
+    }
+    pf->seconds = now_seconds() - t0;
+    return NULL;
+}
+
+/* Wait for the thread (if running) and account for its work. */
+static void prefetch_join(weight_loader *wl)
+{
+    struct weight_prefetch *pf = wl->pf;
+    if (!pf || !pf->running)
+        return;
+    const double t0 = now_seconds();
+    pthread_join(pf->thread, NULL);
+    pf->running = 0;
+    wl->stall_seconds += now_seconds() - t0;
+    wl->create_seconds += pf->seconds;
+    wl->bytes_read += pf->bytes;
+}
+
+/* Join, and free what it made (a group nobody asked for, or after a failure). */
+static void prefetch_discard(weight_loader *wl)
+{
+    if (!wl->pf)
+        return;
+    prefetch_join(wl);
+    for (size_t i = 0; i < wl->n_params; i++)
+        if (wl->params[i]->next_w) {
+            wl->be->weight_free(wl->params[i]->next_w);
+            wl->params[i]->next_w = NULL;
+        }
+    wl->pf->group = -1;
+}
+
+/* Start making group g ahead (nothing when it cannot start: acquire makes it then). */
+static void prefetch_start(weight_loader *wl, int g)
+{
+    if (!wl->pf && !(wl->pf = calloc(1, sizeof *wl->pf)))
+        return;
+    struct weight_prefetch *pf = wl->pf;
+    pf->wl = wl;
+    pf->group = g;
+    pf->st = CPDIT_OK;
+    cpdit_error_clear(&pf->err);
+    pf->seconds = 0.0;
+    pf->bytes = 0;
+    pf->running = pthread_create(&pf->thread, NULL, prefetch_main, pf) == 0;
+    if (!pf->running)
+        pf->group = -1;
+}
+
+void weight_loader_set_prefetch(weight_loader *wl, int on)
+{
+    if (!on)
+        prefetch_discard(wl);
+    wl->prefetch = on != 0;
+}
+
 cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
 {
     if (!wl->prepared)
@@ -459,6 +547,20 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
                                "weights used before weight_loader_prepare");
     if (wl->resident || wl->current_group == g)
         return CPDIT_OK;
+    /* made ahead? (a prefetch of another group is dropped: the order changed) */
+    int ready = 0;
+    if (wl->pf && wl->pf->group == g) {
+        prefetch_join(wl);
+        if (wl->pf->st) {
+            cpdit_status st = wl->pf->st;
+            *err = wl->pf->err;
+            prefetch_discard(wl);
+            return st;
+        }
+        ready = 1;
+    } else {
+        prefetch_discard(wl);
+    }
     for (size_t i = 0; i < wl->n_params; i++) { /* the previous group's go */
         weight_param *p = wl->params[i];
         if (p->kind == WEIGHT_MATRIX && p->group == wl->current_group && p->w) {
@@ -468,20 +570,38 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
         }
     }
     wl->current_group = -1;
-    const double t0 = now_seconds();
     cpdit_status st = CPDIT_OK;
-    for (size_t i = 0; i < wl->n_params && !st; i++) {
-        weight_param *p = wl->params[i];
-        if (p->kind != WEIGHT_MATRIX || p->group != g)
-            continue;
-        st = create_param(wl, p, NULL, 1, &p->w, err);
-        wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
-        publish(p);
+    if (ready) {
+        for (size_t i = 0; i < wl->n_params; i++) {
+            weight_param *p = wl->params[i];
+            if (p->kind != WEIGHT_MATRIX || p->group != g)
+                continue;
+            p->w = p->next_w;
+            p->next_w = NULL;
+            publish(p);
+        }
+        wl->pf->group = -1;
+        wl->prefetched_groups++;
+    } else {
+        const double t0 = now_seconds();
+        for (size_t i = 0; i < wl->n_params && !st; i++) {
+            weight_param *p = wl->params[i];
+            if (p->kind != WEIGHT_MATRIX || p->group != g)
+                continue;
+            st = create_param(wl, p, NULL, 1, &p->w, err);
+            wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
+            publish(p);
+        }
+        const double dt = now_seconds() - t0;
+        wl->create_seconds += dt;
+        wl->stall_seconds += dt;
     }
-    wl->create_seconds += now_seconds() - t0;
-    if (!st)
-        wl->current_group = g;
-    return st;
+    if (st)
+        return st;
+    wl->current_group = g;
+    if (wl->prefetch && wl->n_groups > 1)
+        prefetch_start(wl, (g + 1) % wl->n_groups);
+    return CPDIT_OK;
 }
 
 cpdit_status weight_loader_gather_rows(const weight_param *p, const int32_t *ids, size_t n,

@@ -12,6 +12,9 @@
  *                                                     when all fit in budget ("resident"),
  *                                                     else created per group at acquire
  *   weight_loader_acquire(&wl, g) / release(&wl, g)    around the use of group g
+ *   weight_loader_set_prefetch(&wl, 1)                 streaming: while group g is in use, a
+ *                                                     helper thread reads and converts group
+ *                                                     (g + 1) mod n_groups (the FLUX order)
  * Kinds:
  *   WEIGHT_VECTOR  norms, biases: fp32 in the backend's memory (kernels/backend.h), always
  *                  loaded; on a host-memory backend in place from the map when the file holds
@@ -58,6 +61,7 @@ typedef struct weight_param {
     const cpdit_weight **wdst;     /* MATRIX: filled with its weight while usable (or NULL) */
     const float **fdst;            /* VECTOR: filled with its fp32 values (or NULL) */
     cpdit_weight *w;               /* MATRIX: the weight while it exists */
+    cpdit_weight *next_w;          /* MATRIX: made ahead by the prefetch thread (its group's) */
     const float *f32;              /* VECTOR: fp32 values */
     size_t arena_offset;           /* MATRIX: offset of its storage in the arena */
 } weight_param;
@@ -98,9 +102,15 @@ typedef struct weight_loader {
     int current_group;             /* streaming: the group whose matrices exist, or -1 */
     size_t matrix_bytes;           /* all matrices in the backend's form */
     size_t largest_group_bytes;
+    /* streaming with prefetch (weight_loader_set_prefetch) */
+    int prefetch;                  /* 1: make the next group ahead on a helper thread */
+    struct weight_prefetch *pf;    /* the helper's state (NULL until first used) */
     /* statistics */
-    double create_seconds;         /* time spent reading and converting matrices */
+    double create_seconds;         /* time spent reading and converting matrices (on the
+                                      compute thread or the prefetch thread) */
+    double stall_seconds;          /* time acquire waited for them on the compute thread */
     unsigned long long bytes_read; /* bytes of matrices read from the map (counted per read) */
+    unsigned long long prefetched_groups; /* groups that were ready (or in the making) ahead */
 } weight_loader;
 
 /* be: the backend that makes and holds the weights (NULL: cpdit_backend_default()).
@@ -142,8 +152,18 @@ void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops);
 cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weight_format format,
                                    cpdit_error *err);
 
-/* Make group g's matrices usable (streaming: create them, freeing the previous group's). */
+/* Make group g's matrices usable (streaming: create them, freeing the previous group's; with
+ * prefetch on, take them from the helper thread when it made them, then start it on group
+ * (g + 1) mod n_groups). A prefetch that failed reports its error here, when its group is
+ * acquired. */
 cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err);
+
+/* Streaming only (resident weights need nothing ahead): on = 1 makes acquire overlap the next
+ * group's read and conversion with the use of the current one, at the cost of holding two
+ * groups' matrices at once. The backend's weight_create must be safe to call from a second
+ * thread while the first computes (the CPU backend's is). Without threads, or when the
+ * thread cannot start, acquire makes every group itself. */
+void weight_loader_set_prefetch(weight_loader *wl, int on);
 
 /* A weight of p made now for the caller, freed with be->weight_free (streaming users that run
  * forwards concurrently). */

@@ -1,0 +1,129 @@
+#!/bin/sh
+# job_stop.sh — a stop request at a chosen moment of `cpdit run MANIFEST` (the real pipeline,
+# built-in tiny model, 2 ranks as dp 2), made deterministic with the test hold points of
+# jobs/job_run.h (CPDIT_TEST_HOLD=POINT:FILE: the ranks wait at POINT while FILE exists and
+# print their pids):
+#  A. SIGUSR1 to rank 0 ALONE while the model is being opened → both ranks stop before the
+#     first item (they agree after the open): exit 3, the stop marker, no PNG, no index line,
+#     no temporary file, no lock; the rerun renders every item once and removes the marker.
+#  B. inside "Slurm" (SLURM_JOB_ID set, no signal at all): the sbatch script's stop-request
+#     file .cpdit-stop-request-JOBID appears during the open → exit 3 and .cpdit-stopped-JOBID.
+#  C. SIGUSR1 to both ranks while each writes the PNG of its first item → those two items
+#     are finished (PNG and index line), nothing else: exit 3; the rerun renders exactly the
+#     rest (one index line per item, no duplicates).
+# Exit 77 (skip) without mpirun.
+: "${MPI_RUN:?MPI_RUN is set by make check}"
+: "${CPDIT:?CPDIT is set by make check}"
+work=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-stop-XXXXXX") || exit 1
+pids=
+trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+cat > "$work/m.yaml" <<'YAML'
+model: builtin:tiny
+output: {dir: out}
+defaults: {steps: 2, width: 32, height: 32}
+seeds: [1, 2, 3]
+prompts: [a red fox, a blue bird]
+YAML
+N=6
+hold="$work/hold"
+
+# start POINT NAME [env...]: cpdit in the background, held at POINT
+start() {
+    point=$1 name=$2
+    shift 2
+    : > "$hold"
+    "$MPI_RUN" -np 2 env CPDIT_TEST_HOLD="$point:$hold" "$@" "$CPDIT" run "$work/m.yaml" \
+        --output "$work/out" --dp 2 > "$work/$name.log" 2>&1 &
+    run_pid=$!
+    pids="$pids $run_pid"
+}
+# held_pid RANK SECONDS: the pid of a rank waiting at the hold point
+held_pid() {
+    i=0
+    while [ $i -lt $(($2 * 10)) ]; do
+        hp=$(sed -n "s/.*test hold at [a-z]*: rank $1 pid \([0-9]*\) .*/\1/p" "$work/$name.log" | head -n 1)
+        [ -n "$hp" ] && { echo "$hp"; return 0; }
+        kill -0 "$run_pid" 2>/dev/null || break
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
+pngs() { ls "$work/out" 2>/dev/null | grep -c '\.png$'; }
+lines() { cat "$work/out"/index*.jsonl 2>/dev/null | wc -l; }
+clean_folder() { # no temporary file, no lock, no stop request left
+    ls -a "$work/out" | grep -q '\.tmp' && fail "$1: temporary files: $(ls -a "$work/out" | grep tmp)"
+    ls -a "$work/out" | grep -q '^\.cpdit-lock' && fail "$1: a lock was left"
+}
+rerun() { # NAME: the rest of the items, each exactly once
+    "$MPI_RUN" -np 2 "$CPDIT" run "$work/m.yaml" --output "$work/out" --dp 2 > "$work/$1.log" 2>&1 ||
+        { fail "$1: exit $?"; cat "$work/$1.log"; }
+    [ "$(pngs)" -eq $N ] || fail "$1: $(pngs) PNGs, expected $N"
+    [ "$(lines)" -eq $N ] || fail "$1: $(lines) index lines, expected $N"
+    u=$(cat "$work/out"/index*.jsonl | sed 's/.*"file":"\([^"]*\)".*/\1/' | sort -u | wc -l)
+    [ "$u" -eq $N ] || fail "$1: $u distinct files in the index, expected $N"
+    ls -a "$work/out" | grep -q '^\.cpdit-stop' && fail "$1: a stop marker was left"
+    clean_folder "$1"
+}
+
+# ---------------------------------------------------------------- A. USR1 to rank 0 during open
+start open a
+if p=$(held_pid 0 120); then
+    held_pid 1 120 > /dev/null || fail "A: rank 1 did not reach the hold point"
+    kill -USR1 "$p"
+    rm -f "$hold"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 3 ] || { fail "A: exit $rc, expected 3"; cat "$work/a.log"; }
+    [ -f "$work/out/.cpdit-stopped" ] || fail "A: no stop marker: $(ls -a "$work/out")"
+    [ "$(pngs)" -eq 0 ] || fail "A: $(pngs) PNGs after a stop during the open"
+    [ "$(lines)" -eq 0 ] || fail "A: $(lines) index lines after a stop during the open"
+    grep -q 'a stop was requested while the model was being opened' "$work/a.log" ||
+        fail "A: the log does not say the stop came during the open"
+    grep -q 'stopped by SIGUSR1: 6 items left' "$work/a.log" || { fail "A: summary"; cat "$work/a.log"; }
+    clean_folder A
+    rerun a-rerun
+else
+    fail "A: rank 0 did not reach the hold point"; cat "$work/a.log"
+fi
+
+# ---------------------------------------------------------------- B. stop-request file during open
+rm -rf "$work/out"
+mkdir -p "$work/out"
+start open b SLURM_JOB_ID=4242
+if held_pid 0 120 > /dev/null && held_pid 1 120 > /dev/null; then
+    : > "$work/out/.cpdit-stop-request-4242"
+    rm -f "$hold"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 3 ] || { fail "B: exit $rc, expected 3"; cat "$work/b.log"; }
+    [ -f "$work/out/.cpdit-stopped-4242" ] || fail "B: no stop marker: $(ls -a "$work/out")"
+    [ "$(pngs)" -eq 0 ] || fail "B: $(pngs) PNGs"
+    grep -q 'stopped by a stop request: 6 items left' "$work/b.log" || { fail "B: summary"; cat "$work/b.log"; }
+    clean_folder B
+else
+    fail "B: the ranks did not reach the hold point"; cat "$work/b.log"
+fi
+rm -f "$work/out/.cpdit-stop-request-4242" "$work/out/.cpdit-stopped-4242"
+
+# ---------------------------------------------------------------- C. USR1 while the PNGs are written
+rm -rf "$work/out"
+start write c
+if p0=$(held_pid 0 120) && p1=$(held_pid 1 120); then
+    kill -USR1 "$p0" "$p1"
+    rm -f "$hold"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 3 ] || { fail "C: exit $rc, expected 3"; cat "$work/c.log"; }
+    [ -f "$work/out/.cpdit-stopped" ] || fail "C: no stop marker"
+    [ "$(pngs)" -eq 2 ] || fail "C: $(pngs) PNGs, expected 2 (the item each rank was writing)"
+    [ "$(lines)" -eq 2 ] || fail "C: $(lines) index lines, expected 2"
+    grep -q 'stopped by SIGUSR1: 4 items left' "$work/c.log" || { fail "C: summary"; cat "$work/c.log"; }
+    clean_folder C
+    rerun c-rerun
+else
+    fail "C: the ranks did not reach the hold point"; cat "$work/c.log"
+fi
+exit $status

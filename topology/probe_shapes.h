@@ -1,0 +1,65 @@
+/* probe_shapes.h — compute timed at one model's own shapes: the linear layers (GEMMs
+ * M x K x N) and attention-kernel calls (Sq x Skv, heads, head dim) that one transformer step
+ * runs on a rank, for every context-parallel degree a grid of `ranks` ranks can have. The cost
+ * model then prices a grid with these times instead of FLOPs / a rate measured at other
+ * shapes (a 96-wide GEMM or a head dim of 16 runs far from the rate of a 1024^3 SGEMM).
+ *
+ * What is timed, per CP degree c (c divides ranks), from the layout the run uses
+ * (flux_shard_layout; rank 0's shares: tl text + il image tokens, l = tl + il):
+ *   one forward's linear layers, called in sequence as the model calls them:
+ *     double blocks (x Ld), per stream m in {tl, il}: 4 x (m, E, E) (q, k, v, out),
+ *       (m, E, F), (m, F, E);  single blocks (x Ls): 3 x (l, E, E), (l, E, F), (l, E + F, E);
+ *     embedders and the final projection: (il, in_channels, E), (tl, joint_dim, E),
+ *     (il, E, out_channels);
+ *   the element-wise work of the blocks, as flux_blocks.c calls the backend: per double block
+ *     2 x (LayerNorm + modulation) and 2 x gated residuals over l rows, per single
+ *     block 1 x each plus the concatenation copy; in both 2 x (RMSNorm + RoPE) of q and k and
+ *     GELU over l x F; timed on at most ELEM_MAX_ROWS (1024) rows and scaled (on CPUs, for
+ *     a model as small as builtin:tiny, this is more time than its GEMMs);
+ *   attention, for every split R x U = c: G = ceil(S / R) queries of h = ceil(H / U) heads
+ *     against S keys (R = 1, or the ring all-gather) and against G keys (one ring block).
+ * GEMMs run through the default backend's `linear` with bf16 weights (the pipeline's native
+ * format), attention through its default kernel, with the threads per rank as configured.
+ *
+ * How: every rank runs the same things at once (as in a run: on an oversubscribed or shared
+ * node the ranks share the cores). After a warm-up call of each, rounds time one window of
+ * about 0.1 s (quick: 0.03 s) of each thing, a barrier before each window, in an order rotated
+ * each round so that a change in the machine's load hits every shape alike; a thing's time is
+ * the median window's mean call, the slowest rank's. Calls timed one by one would catch
+ * moments when a rank has a shared core to itself. Shapes above PROBE_SHAPES_CAP_FLOPS per
+ * call are timed on a cut (at least PROBE_SHAPES_MIN_ROWS rows, one head) and scaled
+ * linearly.
+ *
+ * JSON (one entry of the topology file's compute.shapes[], topology/README.md):
+ *   {"model", "width", "height", "txt_tokens", "img_tokens", "ranks",
+ *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s" (= gemm_s + elementwise_s),
+ *                "gemm_s", "elementwise_s", "flops" (of the GEMMs), "flops_per_s"}],
+ *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}]}
+ */
+#ifndef CPDIT_PROBE_SHAPES_H
+#define CPDIT_PROBE_SHAPES_H
+
+#include <jansson.h>
+#include <mpi.h>
+
+#include "lib/core/cpdit_error.h"
+#include "topology/model_shape.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PROBE_SHAPES_MIN_ROWS 256
+#define PROBE_SHAPES_CAP_FLOPS 4e8       /* per timed call: larger shapes are cut */
+#define PROBE_SHAPES_CAP_FLOPS_QUICK 1e8
+
+/* Collective over comm. ranks: the rank count the grids are for (usually comm's size).
+ * On success *out is the entry above on rank 0 (new reference), NULL elsewhere. Local
+ * failures (memory) are agreed on: every rank returns the same status and message. */
+cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks, int quick,
+                                  json_t **out, cpdit_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
