@@ -22,6 +22,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "lib/cp/cp_attention_bench.h"
 #include "kernels/backend_ops.h"
@@ -168,6 +169,7 @@ static int bench_attention(int argc, char **argv)
                                     "(then every grid of the job is measured)");
 
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;
@@ -217,6 +219,7 @@ static int bench_vae(int argc, char **argv)
         if (sizes[i] % 8)
             return cli_usage_error(SUB, "vae: --sizes: %d is not a multiple of 8", sizes[i]);
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
 #include "lib/cp/cp_attention.h"
@@ -560,6 +561,7 @@ int cmd_forward(int argc, char **argv)
         fprintf(stderr, "cpdit: %s: MPI_Init failed\n", SUB);
         return CLI_EXIT_RUNTIME;
     }
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     forward_options o;
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -13,9 +13,9 @@
 #include "lib/io/atomic_file.h"
 #include "jobs/job_run.h"
 #include "topology/model_shape.h"
+#include "kernels/backend.h"
 #include "topology/probe.h"
 #ifdef CPDIT_HAVE_CUDA
-#include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "lib/cp/comm_nccl.h"
 
@@ -37,9 +37,7 @@ static void nccl_release(void *p)
 }
 static cpdit_status nccl_sync(cpdit_error *err)
 {
-    (void)err;
-    cpdit_backend_cuda()->sync(); /* a failure is reported on stderr by the backend */
-    return CPDIT_OK;
+    return cpdit_backend_cuda()->sync(err);
 }
 static const probe_transport nccl_transport = {"nccl", nccl_create, nccl_alloc, nccl_release,
                                                nccl_sync};
@@ -255,6 +253,7 @@ int cmd_probe(int argc, char **argv)
         return cli_usage_error(SUB, "--model times compute: it does not go with --no-compute");
 
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;

@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#ifdef CPDIT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#endif
 
 #define BACKEND_WHERE "backend"
 
@@ -24,6 +27,13 @@ static const cpdit_backend *const *backends(void)
         list[n] = NULL;
     }
     return list;
+}
+
+void cpdit_backends_bind_mpi(void)
+{
+#ifdef CPDIT_HAVE_CUDA
+    cpdit_cuda_bind_device_mpi();
+#endif
 }
 
 int cpdit_backend_available(const cpdit_backend *be, char *why, size_t why_size)

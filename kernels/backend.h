@@ -125,9 +125,11 @@ typedef struct cpdit_backend {
     /* The libraries and device it runs on, one line ("OpenBLAS 0.3.26 SkylakeX, 16 threads";
      * "CUDA 13.0, cuBLASLt 13.0.0, cuDNN 9.13.0, NCCL 2.28.3; NVIDIA H200"). */
     void (*describe)(char *buf, size_t size);
-    /* Wait until every op queued so far has finished (timing, and before host code reads
-     * what a download wrote asynchronously). A no-op on the CPU. */
-    void (*sync)(void);
+    /* Wait until every op queued so far has finished (timing; the end of a forward). Returns
+     * CPDIT_OK, or CPDIT_ERR_RUNTIME (err filled, when given) when an op queued since the last
+     * status failed on the device: the void ops cannot say so themselves. Always OK on the
+     * CPU. */
+    cpdit_status (*sync)(cpdit_error *err);
 
     /* Memory for activations: bytes rounded up to the backend's alignment; free(NULL) is fine.
      * alloc returns NULL when memory runs out. */
@@ -266,6 +268,11 @@ const cpdit_backend *cpdit_backend_by_name(const char *name);
  * backend without a device is skipped); never NULL (the CPU backend is always built and
  * always available). */
 const cpdit_backend *cpdit_backend_default(void);
+
+/* After MPI_Init, on every rank (collective over MPI_COMM_WORLD): backends that need it bind
+ * this process to its device (cuda: local rank on the node from MPI's shared-memory split,
+ * modulo the devices). A no-op in a CPU-only build. */
+void cpdit_backends_bind_mpi(void);
 
 /* be->available(why, size) (1: usable here). */
 int cpdit_backend_available(const cpdit_backend *be, char *why, size_t why_size);

@@ -705,7 +705,10 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
                 best = -1.0;
                 break;
             }
-            be->sync(); /* an asynchronous backend has finished the call */
+            if (be->sync(err)) { /* an asynchronous backend has finished the call */
+                best = -1.0;
+                break;
+            }
             const double t = now_s() - t0;
             if (r >= 0 && t < best)
                 best = t;

@@ -127,13 +127,16 @@ static void bench_table_linear(int M, int K, int N)
     be->upload(b, zeros, (size_t)N * 4);
     double best = 1e30;
     for (int it = 0; it < WARMUP + ITERS; it++) {
-        be->sync();
+        be->sync(NULL);
         const double t0 = wall_s();
         if (be->linear(y, N, x, K, w, b, M, K, N, 0, &err)) {
             fprintf(stderr, "cuda_bench: table linear: %s\n", err.what);
             exit(1);
         }
-        be->sync();
+        if (be->sync(&err)) {
+            fprintf(stderr, "cuda_bench: table linear: %s\n", err.what);
+            exit(1);
+        }
         const double t = wall_s() - t0;
         if (it >= WARMUP && t < best)
             best = t;

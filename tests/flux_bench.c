@@ -39,6 +39,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
 {
     cpdit_host_runtime_init(argc, argv);
     MPI_Init(&argc, &argv);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

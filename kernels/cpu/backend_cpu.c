@@ -109,9 +109,10 @@ static void cpu_describe(char *buf, size_t size)
     blas_runtime_describe(buf, size);
 }
 
-static void cpu_sync(void)
+static cpdit_status cpu_sync(cpdit_error *err)
 {
-    /* every CPU op has finished when it returns */
+    (void)err; /* every CPU op has finished when it returns */
+    return CPDIT_OK;
 }
 
 /* ------------------------------------------------------------------ the table */

@@ -53,22 +53,30 @@ typedef struct cuda_state {
 static cuda_state S = {PTHREAD_ONCE_INIT, 0, "", -1, NULL, NULL, NULL,
                        PTHREAD_MUTEX_INITIALIZER, "", NULL, 0};
 
-/* The device of this process: local rank (MPI shared-memory split) modulo the devices. */
-static int pick_device(int ndev)
+/* The device chosen by cpdit_cuda_bind_device_mpi (-1: none, device 0). */
+static int bound_device = -1;
+
+void cpdit_cuda_bind_device_mpi(void)
 {
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (!init || fin || ndev <= 0)
-        return 0;
+    if (!init || fin)
+        return;
     MPI_Comm node;
     int local = 0;
+    /* collective: every rank splits, with or without a device */
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
         MPI_SUCCESS)
-        return 0;
+        return;
     MPI_Comm_rank(node, &local);
     MPI_Comm_free(&node);
-    return local % ndev;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev <= 0) {
+        cudaGetLastError();
+        return;
+    }
+    bound_device = local % ndev;
 }
 
 static void init_once(void)
@@ -81,7 +89,7 @@ static void init_once(void)
         cudaGetLastError();
         return;
     }
-    S.device = pick_device(ndev);
+    S.device = bound_device >= 0 && bound_device < ndev ? bound_device : 0;
     if ((e = cudaSetDevice(S.device)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&S.stream, cudaStreamNonBlocking)) != cudaSuccess) {
         snprintf(S.init_error, sizeof S.init_error, "device %d: %s", S.device,
@@ -219,10 +227,13 @@ static void cuda_describe(char *buf, size_t size)
     cpdit_cuda_describe(buf, size);
 }
 
-static void cuda_sync(void)
+static cpdit_status cuda_sync(cpdit_error *err)
 {
-    if (ready())
-        latch("cudaStreamSynchronize", (int)cudaStreamSynchronize(S.stream));
+    if (!ready())
+        return not_ready(err);
+    cudaError_t e = cudaStreamSynchronize(S.stream);
+    cpdit_status st = latched_status(err); /* an earlier void op's failure first */
+    return st ? st : rc_status((int)e, "cudaStreamSynchronize", err);
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -612,7 +623,12 @@ static const cpdit_attention_kernel *const cuda_kernels[] = {&cuda_flash_kernel,
 
 static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
 {
-    return ready() ? cpdit_cuda_conv2d_pack(w, Cout, Cin, K) : NULL;
+    if (!ready())
+        return NULL;
+    /* the packer copies on the legacy stream, which does not wait for our non-blocking one:
+     * let queued kernels finish with the cached blocks it may be handed */
+    latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream));
+    return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
 }
 
 static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)

@@ -13,8 +13,9 @@
  *     for head dims that are multiples of 32 up to 256, the reference otherwise;
  *     "cuda-reference": cuBLAS SGEMMs + softmax with LSE, any shape);
  *   - the VAE's convolutions through cuDNN (NHWC, fp32), GroupNorm + activation fused.
- * The device: on first use, the process's local rank on its node (MPI's shared-memory split,
- * when MPI is initialised; never SLURM_* alone) modulo the visible devices; else device 0.
+ * The device: the process's local rank on its node (MPI's shared-memory split, done by
+ * cpdit_cuda_bind_device_mpi right after MPI_Init; never SLURM_* alone) modulo the visible
+ * devices; device 0 when not bound. The first use initialises (lazily, no collective).
  * Errors inside void ops (a failed launch) are reported on stderr at once and latched: the
  * next op that returns a status (linear, attention, conv2d) fails with that message.
  */
@@ -26,6 +27,12 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Bind this process to its device: local rank on the node (MPI_Comm_split_type(SHARED) of
+ * MPI_COMM_WORLD) modulo the visible devices. Collective over MPI_COMM_WORLD; call right after
+ * MPI_Init on every rank (cpdit_backends_bind_mpi does), before the backend's first use.
+ * Without it (or without MPI) the backend uses device 0. */
+void cpdit_cuda_bind_device_mpi(void);
 
 /* The compute stream (a cudaStream_t) after initialising the backend on its device
  * (NULL when that failed: err filled). GPU communicators wait on / are waited for by it. */

@@ -454,7 +454,7 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
             return st;
     }
     be->download(out, f->stage, (size_t)a->B * a->img * out_dim * sizeof(float));
-    return CPDIT_OK;
+    return be->sync(err); /* a device op that failed since the last status says so here */
 }
 
 /* With a grid: make a local failure (out of memory converting a block, ...) everyone's

@@ -365,6 +365,7 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
     if (!st) {
         be->rms_norm(w.h, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
         be->download(last_hidden, w.h, M * D * sizeof(float));
+        st = be->sync(err); /* a device op that failed since the last status says so here */
     }
     work_free(be, &w);
     return st;

@@ -535,6 +535,8 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
             be->download(out + (size_t)b * pix, chw, pix * sizeof *chw);
         }
     }
+    if (st == CPDIT_OK)
+        st = be->sync(err); /* a device op that failed since the last status says so here */
     pool_release(&ctx);
     be->free(ctx.ws);
     be->free(zin);
