@@ -9,7 +9,8 @@
  *                           time per call, GFLOP/s and GB/s.
  *   cpdit bench vae         FLUX.1's VAE decoder (random weights) split by rows over all
  *                           ranks of the job: time, GFLOP/s, % of the SGEMM rate of one rank
- *                           measured in the same run (per rank), peak RSS per rank.
+ *                           measured in the same run (per rank), peak RSS per rank; a row
+ *                           per weight format (fp32 SGEMM, native bf16 GEMM).
  * Every table starts with the build line (BLAS core in use, MPI, CUDA).
  */
 #include "config.h"
@@ -197,12 +198,16 @@ static double now_s(void)
 #define VAE_BENCH_SGEMM_N 1024
 #define KIB_PER_MIB 1024.0
 
-/* `cpdit bench vae [--sizes 256,512] [--iters N]`: one row per image size (multiples of 8). */
+/* `cpdit bench vae [--sizes 256,512] [--iters N] [--weight-format fp32|native]`: one row per
+ * image size (multiples of 8) and weight format (both unless one is named). */
 static int bench_vae(int argc, char **argv)
 {
     static const struct option opts[] = {{"sizes", required_argument, 0, 's'},
                                          {"iters", required_argument, 0, 'n'},
+                                         {"weight-format", required_argument, 0, 'F'},
                                          {0, 0, 0, 0}};
+    cpdit_weight_format formats[2] = {CPDIT_WEIGHT_F32, CPDIT_WEIGHT_NATIVE};
+    int n_formats = 2, fmt;
     int sizes[MAX_LIST] = {256, 512}, n_sizes = 2, c;
     long iters = 1;
     optind = 1;
@@ -211,6 +216,13 @@ static int bench_vae(int argc, char **argv)
         switch (c) {
         case 's': if ((n_sizes = parse_int_list("--sizes", optarg, sizes, MAX_LIST)) < 0) return CLI_EXIT_USAGE; break;
         case 'n': if (cli_parse_int(SUB, "--iters", optarg, 1, 100, &iters)) return CLI_EXIT_USAGE; break;
+        case 'F':
+            if ((fmt = cpdit_weight_format_from_name(optarg)) < 0)
+                return cli_usage_error(SUB, "vae: --weight-format: '%s'; use fp32 or native",
+                                       optarg);
+            formats[0] = (cpdit_weight_format)fmt;
+            n_formats = 1;
+            break;
         default:
             return cli_usage_error(SUB, "vae: unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -245,16 +257,19 @@ static int bench_vae(int argc, char **argv)
         printf("# FLUX.1 VAE decode (128/256/512/512, 2 layers, 32 groups), %d rank(s), "
                "%d BLAS thread(s) per rank; SGEMM n=%d on one rank: %.1f GFLOP/s\n", size,
                cpdit_host_gemm_threads(), VAE_BENCH_SGEMM_N, sgemm);
-        printf("%-9s %5s %10s %9s %8s %13s\n", "size", "ranks", "time_s", "GFLOP/s",
-               "%SGEMM", "peak_RSS_MiB");
+        printf("%-9s %6s %5s %10s %9s %8s %13s\n", "size", "wfmt", "ranks", "time_s",
+               "GFLOP/s", "%SGEMM", "peak_RSS_MiB");
     }
-    /* warm-up: packs the weights */
     const int lc = cfg.latent_channels;
-    float z1[16 * 1 * 1] = {0};
-    if (st == CPDIT_OK && lc <= 16)
-        st = vae_decode_group(d, g, z1, 1, 1, 1, NULL, &err);
     float *img = NULL;
-    for (int i = 0; i < n_sizes && st == CPDIT_OK; i++) {
+    for (int k = 0; k < n_sizes * n_formats && st == CPDIT_OK; k++) {
+        const int i = k / n_formats;
+        const cpdit_weight_format wf = formats[k % n_formats];
+        vae_decoder_set_weight_format(d, wf);
+        /* warm-up: packs the weights (the random weights stand for FLUX's bf16 checkpoint) */
+        float z1[16 * 1 * 1] = {0};
+        if (st == CPDIT_OK && lc <= 16)
+            st = vae_decode_group(d, g, z1, 1, 1, 1, NULL, &err);
         const int h = sizes[i] / 8, w = sizes[i] / 8;
         float *z = malloc((size_t)lc * h * w * sizeof *z);
         free(img);
@@ -264,8 +279,8 @@ static int bench_vae(int argc, char **argv)
             st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, "bench", "out of memory");
             break;
         }
-        for (size_t k = 0; k < (size_t)lc * h * w; k++)
-            z[k] = (float)((k * 2654435761u) % 2001) / 1000.0f - 1.0f;
+        for (size_t q = 0; q < (size_t)lc * h * w; q++)
+            z[q] = (float)((q * 2654435761u) % 2001) / 1000.0f - 1.0f;
         double best = 1e300;
         for (int it = 0; it < iters && st == CPDIT_OK; it++) {
             MPI_Barrier(MPI_COMM_WORLD);
@@ -284,7 +299,8 @@ static int bench_vae(int argc, char **argv)
         char label[32];
         snprintf(label, sizeof label, "%dx%d", sizes[i], sizes[i]);
         if (rank == 0 && st == CPDIT_OK)
-            printf("%-9s %5d %10.3f %9.1f %7.1f%% %13.0f\n", label, size, best, gf,
+            printf("%-9s %6s %5d %10.3f %9.1f %7.1f%% %13.0f\n", label,
+                   wf == CPDIT_WEIGHT_F32 ? "fp32" : "native", size, best, gf,
                    sgemm > 0 ? 100.0 * gf / size / sgemm : 0.0, rss);
         fflush(stdout);
     }

@@ -42,10 +42,18 @@ static void shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
         snprintf(buf + used, size - used, ")");
 }
 
+/* --weight-format of the options (native when not given). */
+static cpdit_weight_format forward_format(const forward_options *opt)
+{
+    const int f = opt->weight_format ? cpdit_weight_format_from_name(opt->weight_format) : -1;
+    return f < 0 ? CPDIT_WEIGHT_NATIVE : (cpdit_weight_format)f;
+}
+
 /* The decoder and the latent of the input file: *z (B, C, h, w) malloc'd. */
 static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
-                                const char *backend, vae_decoder **d, float **z, int *B, int *h,
-                                int *w, cpdit_error *err)
+                                const char *backend, cpdit_weight_format format,
+                                vae_decoder **d, float **z, int *B, int *h, int *w,
+                                cpdit_error *err)
 {
     safetensors_file *in = NULL;
     const safetensors_tensor *t = NULL;
@@ -54,8 +62,10 @@ static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
     cpdit_status st = cpdit_backend_resolve(backend, &be, err); /* --backend */
     if (st == CPDIT_OK)
         st = vae_decoder_load(d, model_dir, err);
-    if (st == CPDIT_OK)
+    if (st == CPDIT_OK) { /* --weight-format: native (bf16 convolutions) by default, or fp32 */
         vae_decoder_set_backend(*d, be);
+        vae_decoder_set_weight_format(*d, format);
+    }
     if (st == CPDIT_OK)
         st = safetensors_open(&in, inputs_path, err);
     if (st == CPDIT_OK && !(t = safetensors_find(in, VAE_INPUT_NAME)))
@@ -124,7 +134,8 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
     cp_grid *g = NULL;
     int B = 0, h = 0, w = 0;
     const int rank = opt->world_rank, size = opt->world_size;
-    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, &d, &z, &B, &h, &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, forward_format(opt), &d,
+                                  &z, &B, &h, &w, err);
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     st = agree(st, err, rank, size);
@@ -158,7 +169,8 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     float *z = NULL, *img = NULL;
     int B = 0, h = 0, w = 0;
     const double t0 = now_s();
-    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, &d, &z, &B, &h, &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, forward_format(opt), &d,
+                                  &z, &B, &h, &w, err);
     if (st == CPDIT_OK && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     if (st == CPDIT_OK)

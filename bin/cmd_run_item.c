@@ -141,7 +141,7 @@ int run_item(const run_item_options *o)
     /* CFG-parallel: with true CFG and two or more data-parallel groups, groups 0 and 1 run
      * the prompt and the negative prompt side by side (ranks paired by CP coordinates) */
     cpdit_comm *cfg_comm = NULL;
-    const int cfg = o->true_cfg > 1.0f && o->negative_prompt && o->negative_prompt[0];
+    const int cfg = o->true_cfg > 1.0f && o->negative_prompt; /* "" too, as diffusers */
     if (!st && cfg && g->dp >= 2) {
         MPI_Comm pair = MPI_COMM_NULL;
         MPI_Comm_split(cpdit_comm_mpi_handle(g->dp_comm), g->dp_index < 2 ? 0 : MPI_UNDEFINED,

@@ -173,13 +173,14 @@ static const cli_command commands[] = {
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
      "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
      cmd_tokenize},
-    {"bench", "benchmarks that print tables (attention, kernel)",
+    {"bench", "benchmarks that print tables (attention, kernel, ops, vae)",
      "usage: cpdit bench attention [--batch B] [--txt T] [--img I] [--heads H] [--head-dim D]\n"
      "                             [--iters N] [--warmup N] [--variants LIST] [--anything]\n"
      "                             [--ring R --ulysses U] [--sgemm-n N]\n"
      "       cpdit bench kernel [--batch B] [--heads H] [--head-dims 64,128]\n"
      "                          [--seq-lens 1024,4096] [--reps N]\n"
      "       cpdit bench ops [--backend NAME] [--op NAME] [--reps N]\n"
+     "       cpdit bench vae [--sizes 256,512] [--iters N] [--weight-format fp32|native]\n"
      "\n"
      "attention: run under mpirun -np N. Times every context-parallel variant (ring,\n"
      "ring-allgather, ulysses, unified, unified-allgather; or LIST) on every ring x ulysses\n"
@@ -188,6 +189,9 @@ static const cli_command commands[] = {
      "kernel: the local CPU attention kernel's FLOP rate next to the BLAS SGEMM rate.\n"
      "ops: every op of the kernel table (the conformance suite's cases, largest shape) on\n"
      "every backend and attention kernel: time per call, GFLOP/s and GB/s.\n"
+     "vae: FLUX.1's VAE decoder (random weights) split by rows over the ranks of the job,\n"
+     "with fp32 and with native (bf16) convolutions (or the one named): time, GFLOP/s, % of\n"
+     "one rank's SGEMM rate measured in the same run, peak RSS per rank.\n"
      "Each table starts with the build line, including the BLAS kernels in use.\n",
      cmd_bench},
     {"builtin", "list the built-in models or write one out as a diffusers folder",

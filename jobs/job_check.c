@@ -104,7 +104,7 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         fprintf(out, "%s\n", b->n_sizes > CHECK_SIZES_SHOWN ? " ..." : "");
         fprintf(out, "defaults:  steps %d, guidance %g, true_cfg %g, max_sequence_length %d%s\n",
                 b->steps, b->guidance, b->true_cfg, b->max_sequence_length,
-                b->negative_prompt[0] ? ", with a negative prompt" : "");
+                b->negative_prompt ? ", with a negative prompt" : "");
         print_grid(out, &m->parallel);
         fprintf(out, "output:    %s/%s (index %s/%s)\n", m->output_dir, m->name_template,
                 m->output_dir, JOB_INDEX_FILE_NAME);

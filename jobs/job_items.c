@@ -370,8 +370,8 @@ cpdit_status job_item_copy(job_item *dst, const job_item *src, cpdit_error *err)
 {
     *dst = *src;
     dst->prompt = strdup(src->prompt);
-    dst->negative_prompt = strdup(src->negative_prompt ? src->negative_prompt : "");
-    if (!dst->prompt || !dst->negative_prompt) {
+    dst->negative_prompt = src->negative_prompt ? strdup(src->negative_prompt) : NULL;
+    if (!dst->prompt || (src->negative_prompt && !dst->negative_prompt)) {
         job_item_free(dst);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "items", "out of memory");
     }

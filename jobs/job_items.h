@@ -54,7 +54,7 @@ typedef struct job_item {
     uint64_t index;        /* 0-based, in the order described above */
     uint64_t prompt_index; /* 0-based: inline prompts, then the prompts file's */
     char *prompt;          /* UTF-8 */
-    char *negative_prompt; /* "" = none */
+    char *negative_prompt; /* NULL: none; "" = the empty prompt (true CFG on, as diffusers) */
     uint64_t seed;
     int width, height; /* pixels */
     int steps;

@@ -461,7 +461,7 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
                                   {"steps", steps},      {"guidance", guidance},
                                   {"model", m->model},   {"index", index},
                                   {"Software", sw},      {"negative_prompt", x->negative_prompt}};
-        int n_text = x->negative_prompt && x->negative_prompt[0] ? 8 : 7;
+        int n_text = x->negative_prompt ? 8 : 7;
         char *path = job_path_join(m->output_dir, x->file);
         cpdit_error perr;
         cpdit_error_clear(&perr);

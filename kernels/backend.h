@@ -105,9 +105,10 @@ typedef struct cpdit_weight_desc {
     int data_persists;       /* data stays valid and unchanged while the weight lives (a
                                 read-only map): the backend may use it in place */
     cpdit_weight_format format;
-    void *storage;           /* NULL: the backend allocates; else weight_bytes(desc) bytes owned
-                                by the caller (e.g. memory shared by the ranks of a node),
-                                aligned to 64, outliving the weight */
+    void *storage;           /* NULL: the backend allocates; else weight_bytes(desc) bytes of
+                                the backend's memory owned by the caller (a streaming slot from
+                                be->alloc; for a host-memory backend also memory shared by the
+                                ranks of a node), aligned to 64, outliving the weight */
     int fill;                /* with storage: 1 = write the weight into it; 0 = it already
                                 holds it (another process wrote it), data is not read */
 } cpdit_weight_desc;
@@ -222,6 +223,12 @@ typedef struct cpdit_backend {
     /* Convolution weights (Cout, Cin, K, K) host fp32 (PyTorch's layout) -> the backend's
      * packed form for conv2d, in backend memory (release with free); NULL when out of memory. */
     float *(*conv2d_pack)(const float *w, int Cout, int Cin, int K);
+    /* conv2d_pack for a weight format (may be NULL: conv2d_pack, fp32, whatever is asked):
+     * CPDIT_WEIGHT_F32 = conv2d_pack (the exact reference); CPDIT_WEIGHT_NATIVE = the
+     * backend's fast form (CPU with AVX512-BF16: bf16 panels for the bf16 GEMM, inputs rounded
+     * to bf16, fp32 sums; elsewhere fp32). conv2d tells the forms apart by itself. */
+    float *(*conv2d_pack_format)(const float *w, int Cout, int Cin, int K,
+                                 cpdit_weight_format format);
     /* Bytes of workspace conv2d needs for this width, Cin and K (0 for K = 1). */
     size_t (*conv2d_workspace_bytes)(int W, int Cin, int K);
     /* Output rows [r0, r1) of y (rows, W, Cout) = conv KxK, stride 1, zero "same" padding, of

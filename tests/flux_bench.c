@@ -3,6 +3,7 @@
  *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
  *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
  *          [--weight-format native|fp32] [--no-weight-sharing] [--backend cpu|cuda]
+ *          [--weight-memory-mib M [--no-weight-prefetch]]
  *
  * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
  * as cpdit forward splits them; after one warm-up forward, K timed forwards (default 3) run
@@ -23,7 +24,10 @@
  *              made in memory after the first step)
  * Weights are made once before the first forward and kept (budget unlimited), as a sampler loop
  * would: in the stored dtype (--weight-format native, default) or fp32; in node-shared memory
- * unless --no-weight-sharing.
+ * unless --no-weight-sharing. With --weight-memory-mib M below the model's size they are
+ * streamed block by block at every forward instead (the next block made on a helper thread
+ * unless --no-weight-prefetch); a second line then says, per timed forward, how long making
+ * the weights took and how long the forward waited for them.
  * --backend (default cpu): the kernel table the forward runs on; the grid's communicators
  * move that backend's memory (GPU communicators for cuda). The sgemm/bf16mm columns are the
  * host's rates whatever the backend.
@@ -115,7 +119,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *model_dir = NULL;
     int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
-    int header = 0, no_share = 0;
+    int header = 0, no_share = 0, no_prefetch = 0;
+    size_t budget = SIZE_MAX;
     const char *wformat = "native", *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -123,6 +128,7 @@ int main(int argc, char **argv)
         if (!strcmp(k, "--anything")) { anything = 1; continue; }
         if (!strcmp(k, "--header")) { header = 1; continue; }
         if (!strcmp(k, "--no-weight-sharing")) { no_share = 1; continue; }
+        if (!strcmp(k, "--no-weight-prefetch")) { no_prefetch = 1; continue; }
         if (!strcmp(k, "--model")) model_dir = v;
         else if (!strcmp(k, "--batch")) B = atoi(v);
         else if (!strcmp(k, "--txt")) T = atoi(v);
@@ -134,6 +140,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
         else if (!strcmp(k, "--weight-format")) wformat = v;
         else if (!strcmp(k, "--backend")) backend = v;
+        else if (!strcmp(k, "--weight-memory-mib")) budget = (size_t)atoll(v) << 20;
         else {
             if (rank == 0)
                 fprintf(stderr, "flux_bench: unknown option %s\n", k);
@@ -164,7 +171,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    flux_transformer_set_weight_cache(m, SIZE_MAX);
+    flux_transformer_set_weight_cache(m, budget);
+    if (no_prefetch)
+        flux_transformer_set_weight_prefetch(m, 0);
     flux_transformer_set_weight_format(m,
                                        (cpdit_weight_format)cpdit_weight_format_from_name(wformat));
     weight_sharer *sharer = NULL;
@@ -268,6 +277,12 @@ int main(int argc, char **argv)
                gd_text, size, wformat, T, I, best * 1e3, sum / reps * 1e3, flops * 1e-9, rate,
                sgemm, sgemm > 0 ? 100.0 * rate / sgemm : 0.0, bf16mm, (double)max_peak / 1024.0,
                (double)max_pss / 1024.0, max_rd / 1048576.0);
+        if (!ws1.resident)
+            printf("# streamed per block (%s): making the weights %.3f s per forward, the "
+                   "forward waited %.3f s of it (rank 0)\n",
+                   no_prefetch ? "no prefetch" : "next block made ahead",
+                   (ws1.create_seconds - ws0.create_seconds) / reps,
+                   (ws1.stall_seconds - ws0.stall_seconds) / reps);
         fflush(stdout);
     }
     rc = 0;

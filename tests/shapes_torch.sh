@@ -21,7 +21,7 @@ set -- "a large red circle in the center on a blue background" \
     echo "model: $work/model"
     echo "output: {dir: $work/cpdit, name: \"{index:02d}.png\"}"
     echo "defaults: {steps: $STEPS, width: 128, height: 128, max_sequence_length: 32,"
-    echo "           true_cfg: $CFG, negative_prompt: \" \"}"
+    echo "           true_cfg: $CFG, negative_prompt: \"\"}"
     echo "seeds: [$SEED]"
     echo "prompts:"
     for p in "$@"; do echo "  - $p"; done

@@ -167,15 +167,15 @@ static void check_specs(void)
 
     setenv("CPDIT_CACHE", "/c", 1);
     CHECK(builtin_model_cache_dir("builtin:tiny", p, sizeof p, &err) == CPDIT_OK);
-    CHECK(!strcmp(p, "/c/builtin-tiny-v1"));
+    CHECK(!strcmp(p, "/c/builtin-tiny-v2"));
     unsetenv("CPDIT_CACHE");
     setenv("XDG_CACHE_HOME", "/x", 1);
     CHECK(builtin_model_cache_dir("builtin:tiny", p, sizeof p, &err) == CPDIT_OK);
-    CHECK(!strcmp(p, "/x/cpdit/builtin-tiny-v1"));
+    CHECK(!strcmp(p, "/x/cpdit/builtin-tiny-v2"));
     unsetenv("XDG_CACHE_HOME");
     setenv("HOME", "/h", 1);
     CHECK(builtin_model_cache_dir("builtin:tiny", p, sizeof p, &err) == CPDIT_OK);
-    CHECK(!strcmp(p, "/h/.cache/cpdit/builtin-tiny-v1"));
+    CHECK(!strcmp(p, "/h/.cache/cpdit/builtin-tiny-v2"));
     CHECK(builtin_model_cache_dir("builtin:tiny", p, 8, &err) == CPDIT_ERR_INPUT);
     CHECK(builtin_model_cache_dir("builtin:huge", p, sizeof p, &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "builtin:tiny");
@@ -467,7 +467,7 @@ static void check_concurrent(const char *root)
     cpdit_error err;
     char p[1024];
     CHECK(builtin_model_path("builtin:tiny", p, sizeof p, &err) == CPDIT_OK);
-    char *want = tmp_path(cache, "builtin-tiny-v1");
+    char *want = tmp_path(cache, "builtin-tiny-v2");
     CHECK(!strcmp(p, want));
     CHECK(builtin_model_is_complete("tiny", p));
     CHECK(tmp_count_entries(cache) == 1); /* one folder, no temporary folders left */

@@ -294,6 +294,24 @@ static void test_model_shapes(void)
     /* ring blocks (768 x 768) were not measured: the rate, as before; the linear time is */
     CHECK(r2 && r2_0 && !r2->at_shapes && r2->linear_s == 0.2);
     CHECK_NEAR(r2->attn_s, r2_0->attn_s, 1e-15);
+    /* a measured sync cost: 3 sync points per attention call on ring 2 (2 agreements + 1
+     * step), 4 on Ulysses 2 (2 agreements + 2 all-to-alls); 4 calls per step */
+    cm_prediction *p2 = NULL;
+    int n2 = 0;
+    json_t *e3 = json_deep_copy(json_array_get(json_object_get(json_object_get(t.json,
+                                                                               "compute"),
+                                                               "shapes"), 0));
+    json_object_set_new(e3, "sync_s", json_real(0.001));
+    CHECK(topo_file_add_shapes(&t, e3, &err) == CPDIT_OK && t.shapes[0].sync_s == 0.001);
+    CHECK(cm_rank(&t, &s, &o, NULL, &p2, &n2, &err) == CPDIT_OK);
+    const cm_prediction *r2s = find(p2, n2, 2, 2, 1, CP_RING_P2P);
+    const cm_prediction *u2s = find(p2, n2, 2, 1, 2, CP_RING_P2P);
+    const cm_prediction *locs = find(p2, n2, 4, 1, 1, CP_RING_P2P);
+    CHECK(r2s && u2s && locs);
+    CHECK_NEAR(r2s->comm_s - r2->comm_s, 4 * 3 * 0.001, 1e-12);
+    CHECK_NEAR(u2s->comm_s - u2->comm_s, 4 * 4 * 0.001, 1e-12);
+    CHECK(locs->comm_s == 0 && locs->step_s == loc->step_s);
+    free(p2);
     free(p1);
     /* another size: the shapes do not apply */
     model_shape s2;

@@ -26,7 +26,7 @@ static job_item make_item(uint64_t index, const char *prompt, const char *file)
     memset(&x, 0, sizeof x);
     x.index = index;
     x.prompt = (char *)prompt;
-    x.negative_prompt = (char *)"";
+    x.negative_prompt = NULL;
     x.seed = 100 + index;
     x.width = x.height = IMG_SIDE;
     x.steps = 4;

@@ -71,6 +71,7 @@ for x in e["linear"] + e["attention"]:
 for x in e["linear"]:
     assert x["gemm_s"] > 0 and x["elementwise_s"] > 0, x
     assert abs(x["gemm_s"] + x["elementwise_s"] - x["time_s"]) <= 1e-5 * x["time_s"], x
+assert e["sync_s"] >= 0 and e["sync_chunk_s"] > 0, e
 l1 = [x for x in e["linear"] if x["cp"] == 1][0]
 # 2 double + 2 single blocks of hidden 96, MLP 384, and the embedders, over 528 tokens
 E, F = 96, 384

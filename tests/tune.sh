@@ -2,10 +2,13 @@
 # tune.sh — `cpdit tune` on builtin:tiny under 2 ranks (small image, 1 timed round): the
 # quick probe writes the topology file, report.json has the candidates with predicted and
 # measured times and chosen = the measured fastest, the topology file records it ("tuned",
-# replaced on a rerun, not appended), `cpdit plan` then chooses the measured winner, and bad
-# input fails on every rank with exit 2 instead of hanging.
+# replaced on a rerun, not appended), `cpdit plan` then chooses the measured winner; bad input
+# (missing folder, unknown built-in, width 100, a format-2 topology file) fails on every rank
+# with exit 2, and a failure on one rank only (the start-up probe, injected on rank 1 with
+# CPDIT_PROBE_FAIL_RANK) ends every rank with exit 1 instead of hanging.
 : "${CPDIT:?CPDIT is set by make check}"
 : "${MPI_RUN:?MPI_RUN is set by make check}"
+srcdir_abs=$(cd "${top_srcdir:-.}" && pwd) || exit 1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -82,5 +85,23 @@ CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune --model builtin:tiny --widt
 rc=$?
 [ $rc -eq 2 ] || bad "width 100: exit $rc (want 2)"
 grep -q "multiple of 16" err4 || bad "width message: $(cat err4)"
+CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune --model builtin:nope --width 128 \
+    --height 128 > /dev/null 2> err5
+rc=$?
+[ $rc -eq 2 ] || bad "unknown built-in model: exit $rc (want 2)"
+grep -q "nope" err5 || bad "unknown model message: $(cat err5)"
+CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune $args \
+    --topology "$srcdir_abs/tests/data/topology/format2.json" > /dev/null 2> err6
+rc=$?
+[ $rc -eq 2 ] || bad "format 2 topology: exit $rc (want 2)"
+grep -q "format 2" err6 || bad "format 2 message: $(cat err6)"
+# one rank fails (the quick probe at start, no file here): every rank stops, exit 1, no hang
+mkdir nofile && cd nofile || exit 1
+CPDIT_PROBE_FAIL_RANK=1 CPDIT_MPI_TIMEOUT=120 "$MPI_RUN" -np 2 "$CPDIT" tune $args \
+    > /dev/null 2> err7
+rc=$?
+[ $rc -eq 1 ] || bad "probe failing on rank 1: exit $rc (want 1; 124 = hung)"
+grep -q "rank 1: failure injected" err7 || bad "rank 1 failure message: $(cat err7)"
+cd .. || exit 1
 "$CPDIT" tune --help | grep -q -- "--top K" || bad "tune --help"
 exit $fail

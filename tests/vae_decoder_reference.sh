@@ -17,7 +17,7 @@ rc=$?
 MPI_RUN=${MPI_RUN:-tests/mpi-run.sh}
 CPDIT=${CPDIT:-$top_builddir/cpdit}
 for c in flux_like three_level; do
-    $MPI_RUN -np 3 "$CPDIT" forward --model "$tmp/$c/model" --component vae \
+    $MPI_RUN -np 3 "$CPDIT" forward --model "$tmp/$c/model" --component vae --weight-format fp32 \
         --inputs "$tmp/$c/inputs.safetensors" --output "$tmp/$c/par.safetensors" || exit 1
     "$top_builddir/tests/test_vae_decoder" --compare "$tmp/$c/par.safetensors" \
         "$tmp/$c/expected.safetensors" || exit 1

@@ -183,6 +183,24 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
         int wide = p->ring_class > p->ulysses_class ? p->ring_class : p->ulysses_class;
         topo_fit f = topo_fit_for(t, (topo_class)wide, NULL);
         comm_call += 2 * ceil(log2((double)cp)) * f.alpha_s;
+        /* every sync point waits for peers that a shared node has descheduled (measured with
+         * the model's shapes): the agreements, the all-to-alls, the ring's steps */
+        if (ms && ms->sync_s > 0) {
+            /* a collective measured by the probe (all ranks calling) already holds its wait */
+            const double l_ = ceil_div(S, cp);
+            const int a2a_measured =
+                U > 1 && topo_coll_time(t, TOPO_ALLTOALL, U, (topo_class)p->ulysses_class,
+                                        3 * l_ * H * D * FLOAT_BYTES) > 0;
+            const int ag_measured =
+                R > 1 && c->ring_mode == CP_RING_ALLGATHER &&
+                topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class,
+                               2 * G * h * D * FLOAT_BYTES) > 0;
+            const int syncs = 2 + (U > 1 && !a2a_measured ? 2 : 0) +
+                              (R > 1 ? (c->ring_mode == CP_RING_ALLGATHER ? !ag_measured
+                                                                           : R - 1)
+                                     : 0);
+            comm_call += syncs * ms->sync_s;
+        }
     }
     p->attn_s = calls * attn_call;
     p->compute_s = p->linear_s + p->attn_s;

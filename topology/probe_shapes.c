@@ -23,6 +23,7 @@
 #define MAX_ATTN 256
 #define MAX_WEIGHTS 64
 #define ELEM_MAX_ROWS 1024 /* element-wise work timed on at most this many rows, scaled */
+#define ELEM_MAX_ROWS_QUICK 256
 
 /* One GEMM of a forward: y (m, n) = x (m, k) W^T, `count` times per forward. */
 typedef struct gemm_step {
@@ -54,6 +55,7 @@ typedef struct shape_list {
     int nl;
     attn_shape a[MAX_ATTN];
     int na;
+    double chunk_s, sync_s; /* sync: per small all-reduce between chunks of chunk_s work */
 } shape_list;
 
 static void seq_add(linseq *q, int m, int k, int n, int count)
@@ -134,7 +136,8 @@ static cpdit_status collect(shape_list *L, const model_shape *s, int ranks, doub
         seq_add(q, q->tl, s->joint_dim, E, 1);
         seq_add(q, q->il, E, s->out_channels, 1);
         q->E = E, q->F = F, q->H = H, q->D = s->head_dim, q->Ld = Ld, q->Ls = Ls;
-        q->rows_cut = q->tl + q->il < ELEM_MAX_ROWS ? q->tl + q->il : ELEM_MAX_ROWS;
+        const int max_rows = cap < PROBE_SHAPES_CAP_FLOPS ? ELEM_MAX_ROWS_QUICK : ELEM_MAX_ROWS;
+        q->rows_cut = q->tl + q->il < max_rows ? q->tl + q->il : max_rows;
         for (int i = 0; i < q->n; i++) {
             gemm_step *g = &q->g[i];
             g->m_cut = gemm_cut(g, cap);
@@ -292,10 +295,10 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
 typedef struct timed {
     const linseq *seq;
     int elem;
+    int sync;     /* a small all-reduce over the ranks after every call (a run's sync point) */
     const cpdit_attention_kernel *kern;
     cpdit_attention_args args;
     double scale; /* full shape / cut */
-    long calls;   /* per window, the same on every rank */
     double win[MAX_REPS];
 } timed;
 
@@ -342,6 +345,15 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
     return st;
 }
 
+/* What cp_attention's agreement does between two pieces of work: a small all-reduce (here
+ * of a stop flag: 1 when any rank says 1). */
+static int sync_point(MPI_Comm comm, int flag)
+{
+    long v = flag;
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_LONG, MPI_MAX, comm);
+    return v != 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -349,13 +361,14 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The time of one call of each of the n things as a run sees it, every rank busy with the
- * same work: a warm-up call of each (which sets the calls per window, about target_s, the
- * minimum over ranks), then reps rounds; a round times one window of every thing, a barrier
- * before each (the ranks share the cores as in a run), in an order rotated by one each round
- * so that a change in the machine's load hits every shape alike; the median window's mean.
- * Short calls timed one by one would catch moments when a rank has a shared core to itself.
- * Collective: every rank makes the same MPI calls even after a failure (then skips the
- * calls); returns the first failure. */
+ * same work: a warm-up call of each, then reps rounds; a round times one window of every
+ * thing (calls until about target_s has passed: a sync thing's ranks agree in its all-reduce
+ * when to stop, so that they make the same calls), a barrier before each window (the ranks
+ * share the cores as in a run), in an order rotated by one each round so that a change in
+ * the machine's load hits every shape alike; the median window's mean call. Short calls
+ * timed one by one would catch moments when a rank has a shared core to itself. Collective:
+ * every rank makes the same MPI calls even after a failure (then skips the work); returns
+ * the first failure. */
 static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, double target_s,
                              double *out, cpdit_error *err)
 {
@@ -363,22 +376,26 @@ static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, 
     reps = reps > MAX_REPS ? MAX_REPS : reps;
     for (int i = 0; i < n; i++) {
         MPI_Barrier(comm);
-        const double t0 = now_s();
         if (!st)
             st = call_once(b, &x[i], err);
-        const double first = now_s() - t0;
-        long c = first > 0 ? (long)(target_s / first) : MAX_CALLS;
-        x[i].calls = c < 1 ? 1 : c > MAX_CALLS ? MAX_CALLS : c;
-        MPI_Allreduce(MPI_IN_PLACE, &x[i].calls, 1, MPI_LONG, MPI_MIN, comm);
+        if (x[i].sync)
+            sync_point(comm, 1);
     }
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < n; k++) {
             timed *y = &x[(k + r) % n];
             MPI_Barrier(comm);
             const double t0 = now_s();
-            for (long i = 0; !st && i < y->calls; i++)
-                st = call_once(b, y, err);
-            y->win[r] = (now_s() - t0) / (double)y->calls;
+            long calls = 0;
+            for (int stop = 0; !stop;) {
+                if (!st)
+                    st = call_once(b, y, err);
+                calls++;
+                stop = now_s() - t0 >= target_s || calls >= MAX_CALLS;
+                if (y->sync) /* even after a failure: the others wait in it */
+                    stop = sync_point(comm, stop);
+            }
+            y->win[r] = (now_s() - t0) / (double)calls;
         }
     for (int i = 0; i < n; i++) {
         qsort(x[i].win, (size_t)reps, sizeof x[i].win[0], cmp_double);
@@ -414,6 +431,8 @@ static json_t *entry_json(const shape_list *L, const model_shape *s, int ranks)
     }
     json_object_set_new(e, "linear", lin);
     json_object_set_new(e, "attention", att);
+    json_object_set_new(e, "sync_s", json_real(L->sync_s));
+    json_object_set_new(e, "sync_chunk_s", json_real(L->chunk_s));
     return e;
 }
 
@@ -432,7 +451,8 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     const int reps = quick ? REPS_QUICK : REPS, D = s->head_dim;
     cpdit_status st = L ? collect(L, s, ranks > 0 ? ranks : 1, cap, err)
                         : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_SHAPES, "out of memory");
-    const int n = st ? 0 : 2 * L->nl + L->na; /* linear, element-wise per cp; attention */
+    /* linear, element-wise per cp; attention; a chunk of work without and with a sync */
+    const int n = st ? 0 : 2 * L->nl + L->na + 2;
     if (!st)
         st = alloc_bufs(&b, L, D, err);
     if (!st) {
@@ -457,6 +477,12 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
                                          1.0f / sqrtf((float)D), NULL, 0};
         y->scale = ((double)a->sq / a->sq_cut) * ((double)a->h / h);
     }
+    if (!st) { /* the GEMMs of the largest CP degree: the work between a run's sync points */
+        timed *c = &x[2 * L->nl + L->na];
+        c[0].seq = c[1].seq = &L->lin[L->nl - 1];
+        c[0].scale = c[1].scale = 1;
+        c[1].sync = ranks > 1;
+    }
     if ((st = job_agree_status(comm, st, err)))
         goto out;
     /* every rank: the same things in the same order, in step; then the slowest rank's time */
@@ -470,6 +496,11 @@ cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks
     }
     for (int i = 0; i < L->na; i++)
         L->a[i].t = t[2 * L->nl + i];
+    L->chunk_s = t[2 * L->nl + L->na];
+    L->sync_s = t[2 * L->nl + L->na + 1] - L->chunk_s;
+    int size;
+    MPI_Comm_size(comm, &size);
+    L->sync_s = L->sync_s > 0 && size > 1 ? L->sync_s : 0;
     if (rank == 0)
         *out = entry_json(L, s, ranks);
 out:

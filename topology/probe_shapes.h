@@ -14,7 +14,7 @@
  *   the element-wise work of the blocks, as flux_blocks.c calls the backend: per double block
  *     2 x (LayerNorm + modulation) and 2 x gated residuals over l rows, per single
  *     block 1 x each plus the concatenation copy; in both 2 x (RMSNorm + RoPE) of q and k and
- *     GELU over l x F; timed on at most ELEM_MAX_ROWS (1024) rows and scaled (on CPUs, for
+ *     GELU over l x F; timed on at most 1024 rows (quick: 256) and scaled (on CPUs, for
  *     a model as small as builtin:tiny, this is more time than its GEMMs);
  *   attention, for every split R x U = c: G = ceil(S / R) queries of h = ceil(H / U) heads
  *     against S keys (R = 1, or the ring all-gather) and against G keys (one ring block).
@@ -30,11 +30,18 @@
  * call are timed on a cut (at least PROBE_SHAPES_MIN_ROWS rows, one head) and scaled
  * linearly.
  *
+ * Sync cost: the GEMMs of the largest CP degree (a run's work between two sync points) timed
+ * in windows without and with a small all-reduce after every call; sync_s = the difference
+ * per call (0 on one rank). On a node with a free core per rank it is about the all-reduce's
+ * latency; on an oversubscribed or shared node it is the wait for descheduled peers, which
+ * an idle ping-pong does not see.
+ *
  * JSON (one entry of the topology file's compute.shapes[], topology/README.md):
  *   {"model", "width", "height", "txt_tokens", "img_tokens", "ranks",
  *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s" (= gemm_s + elementwise_s),
  *                "gemm_s", "elementwise_s", "flops" (of the GEMMs), "flops_per_s"}],
- *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}]}
+ *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}],
+ *    "sync_s", "sync_chunk_s"}
  */
 #ifndef CPDIT_PROBE_SHAPES_H
 #define CPDIT_PROBE_SHAPES_H
@@ -51,7 +58,7 @@ extern "C" {
 
 #define PROBE_SHAPES_MIN_ROWS 256
 #define PROBE_SHAPES_CAP_FLOPS 4e8       /* per timed call: larger shapes are cut */
-#define PROBE_SHAPES_CAP_FLOPS_QUICK 1e8
+#define PROBE_SHAPES_CAP_FLOPS_QUICK 2e7 /* the job-start probe: seconds, not tens */
 
 /* Collective over comm. ranks: the rank count the grids are for (usually comm's size).
  * On success *out is the entry above on rank 0 (new reference), NULL elsewhere. Local

@@ -137,6 +137,7 @@ static cpdit_status read_shapes(topology *t, json_t *root, cpdit_error *err)
         d->txt_tokens = get_int(e, "txt_tokens", 0);
         d->img_tokens = get_int(e, "img_tokens", 0);
         d->ranks = get_int(e, "ranks", 0);
+        get_num(e, "sync_s", &d->sync_s);
         size_t nl = json_is_array(lin) ? json_array_size(lin) : 0;
         size_t na = json_is_array(att) ? json_array_size(att) : 0;
         d->linear = calloc(nl ? nl : 1, sizeof *d->linear);

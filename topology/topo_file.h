@@ -115,6 +115,8 @@ typedef struct topo_shapes {
     int n_linear;
     topo_shape_attn *attn;
     int n_attn;
+    double sync_s;  /* what one sync point (a small all-reduce between two chunks of work, all
+                     * ranks busy) adds: waiting for descheduled peers on a shared node */
 } topo_shapes;
 
 typedef struct topology {

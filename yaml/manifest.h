@@ -96,7 +96,7 @@ typedef struct manifest_settings {
     double guidance;
     double true_cfg;
     int max_sequence_length;
-    char *negative_prompt; /* "" = none; never NULL in base */
+    char *negative_prompt; /* NULL: none; "" = the empty prompt (true CFG on, as diffusers) */
     uint64_t seed;
     int width, height;
     manifest_seeds seeds;

@@ -562,8 +562,6 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
     if (seen[K_SIZES] && (dseen[2] || dseen[3]))
         return not_both(c, seen[K_SIZES], "sizes", dseen[2] ? dseen[2] : dseen[3],
                         "defaults.width/height");
-    if (!b->negative_prompt && !(b->negative_prompt = strdup("")))
-        return oom(c);
     /* Without seeds:/sizes:, the defaults give one seed and one size. */
     if (!(b->set & MANIFEST_SET_SEEDS)) {
         b->seeds.start = b->seed;

@@ -276,6 +276,7 @@ struct cpdit_weight {
     int rows, cols;
     cpdit_cuda_dtype type; /* bf16 (NATIVE) or fp32 (F32) */
     void *data;            /* device, (rows, cols) row-major */
+    int owned;             /* data from cpdit_cuda_alloc (else the caller's storage) */
 };
 
 static cpdit_cuda_dtype weight_type(const cpdit_weight_desc *d)
@@ -298,10 +299,6 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
     if (d->rows < 0 || d->cols < 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE, "weight of %d x %d", d->rows,
                                d->cols);
-    if (d->storage)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
-                               "the cuda backend keeps weights in device memory; caller "
-                               "storage (node-shared host memory) is for host backends");
     if (!cpdit_dtype_is_float(d->dtype) || d->dtype == CPDIT_DTYPE_F64)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
                                "weights of dtype %s are not supported (F32, F16, BF16, F8)",
@@ -314,7 +311,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
     w->cols = d->cols;
     w->type = weight_type(d);
     const size_t bytes = cuda_weight_bytes(d);
-    w->data = cpdit_cuda_alloc(bytes);
+    w->owned = !d->storage; /* storage: device memory of the caller (a streaming slot) */
+    w->data = d->storage ? d->storage : cpdit_cuda_alloc(bytes);
     if (!w->data) {
         free(w);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
@@ -327,7 +325,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
     cpdit_status st = CPDIT_OK;
     const int as_stored = (w->type == CPDIT_CUDA_F32 && d->dtype == CPDIT_DTYPE_F32) ||
                           (w->type == CPDIT_CUDA_BF16 && d->dtype == CPDIT_DTYPE_BF16);
-    if (!as_stored && n) {
+    const int write = !d->storage || d->fill; /* fill 0: the storage holds it already */
+    if (write && !as_stored && n) {
         float *f = malloc(n * sizeof *f);
         st = f ? cpdit_dtype_to_f32(f, d->data, d->dtype, n, err)
                : cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "out of memory");
@@ -339,7 +338,7 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
         tmp = f;
         src = f;
     }
-    if (!st && n) {
+    if (!st && n && write) {
         cudaError_t e = cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, S.stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(S.stream);
@@ -347,7 +346,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
     }
     free(tmp);
     if (st) {
-        cpdit_cuda_free(w->data);
+        if (w->owned)
+            cpdit_cuda_free(w->data);
         free(w);
         return st;
     }
@@ -359,7 +359,8 @@ static void cuda_weight_free(cpdit_weight *w)
 {
     if (!w)
         return;
-    cuda_free(w->data);
+    if (w->owned)
+        cuda_free(w->data);
     free(w);
 }
 

@@ -47,6 +47,7 @@ struct pipeline {
     int latent_channels;       /* transformer in_channels / 4 */
     const cpdit_backend *be;   /* every model runs on it */
     const cpdit_attention_kernel *attn_kernel;
+    cpdit_weight_format weight_format; /* of every model (pipeline_options.format) */
     cp_attention_ws attn_ws;   /* CP attention's workspace, kept between steps */
     double decode_seconds;     /* VAE decodes on this rank as CP rank 0: wall time, count */
     long decodes;
@@ -96,6 +97,7 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     flux_transformer_set_weight_cache(p->transformer,
                                       wo->budget ? wo->budget : weight_budget_default(1));
     flux_transformer_set_weight_format(p->transformer, wo->format);
+    p->weight_format = wo->format;
     if (wo->arena)
         flux_transformer_set_weight_arena(p->transformer, wo->arena);
     /* made now, by every rank together (sharing ranks meet in the loader), by the backend */
@@ -139,6 +141,16 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.backend = p->be;
     topt.attention_kernel = p->attn_kernel->name;
     topt.weight_format = wo->format;
+    if (wo->arena) {
+        /* one copy per node: the text encoders stay resident when what memory is left after
+         * the transformer holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix */
+        topt.arena = wo->arena;
+        const size_t tbytes = flux_transformer_weight_bytes(p->transformer);
+        const size_t left = !wo->budget ? weight_budget_default(1) /* free memory, now */
+                            : wo->budget > tbytes ? wo->budget - tbytes : 0;
+        if (left > topt.cache_bytes)
+            topt.cache_bytes = left;
+    }
     if ((st = text_encoders_load(dir, &topt, &p->text, err)))
         goto fail;
     if (text_encoders_pooled_dim(p->text) != tc->pooled_projection_dim ||
@@ -423,7 +435,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     int lh, lw;
     flux_latent_dims(prm->height, prm->width, &lh, &lw, NULL);
     const int S = (lh / FLUX_PACK) * (lw / FLUX_PACK);
-    const int cfg = prm->true_cfg > 1.0f && prm->negative_prompt && prm->negative_prompt[0];
+    const int cfg = prm->true_cfg > 1.0f && prm->negative_prompt; /* "" too, as diffusers */
     const int cfg_par = cfg && run->cfg_comm && run->cfg_comm->size == 2;
     const int cfg_rank = cfg_par ? run->cfg_comm->rank : 0;
 
@@ -544,6 +556,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     if (!p->vae) {
         const double t_load = now_seconds();
         st = vae_decoder_load(&p->vae, p->model_dir, err);
+        if (!st) /* bf16 convolutions by default, fp32 with --weight-format fp32 */
+            vae_decoder_set_weight_format(p->vae, p->weight_format);
         tm->vae_load_s = now_seconds() - t_load;
     }
     if (!st)

@@ -31,7 +31,7 @@ typedef struct pipeline pipeline;
 /* What one item asks for. */
 typedef struct pipeline_params {
     const char *prompt;
-    const char *negative_prompt; /* NULL or "": none */
+    const char *negative_prompt; /* NULL: none; "" is the empty prompt (CFG on) */
     uint64_t seed;               /* torch.Generator("cpu").manual_seed(seed) */
     int width, height;           /* pixels, multiples of 16 */
     int steps;                   /* >= 1 */

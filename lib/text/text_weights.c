@@ -18,6 +18,7 @@ text_encoder_options text_encoder_options_default(void)
     o.attention_kernel = NULL;
     o.cache_bytes = TEXT_ENCODER_DEFAULT_CACHE_BYTES;
     o.weight_format = CPDIT_WEIGHT_NATIVE;
+    o.arena = NULL;
     return o;
 }
 
@@ -165,6 +166,8 @@ cpdit_status text_weights_finish(text_weights *tw, const text_encoder_options *o
                                unused);
     const size_t budget = opt ? opt->cache_bytes : TEXT_ENCODER_DEFAULT_CACHE_BYTES;
     const cpdit_weight_format fmt = opt ? opt->weight_format : CPDIT_WEIGHT_NATIVE;
+    if (opt && opt->arena)
+        weight_loader_set_arena(&tw->wl, opt->arena);
     cpdit_status st = weight_loader_prepare(&tw->wl, budget, fmt, err);
     if (st)
         return st;

@@ -42,10 +42,13 @@ typedef struct text_encoder_options {
     const char *attention_kernel;  /* the backend's kernel name; NULL = its default */
     size_t cache_bytes;            /* see the memory policy above; 0 = always stream */
     cpdit_weight_format weight_format; /* CPDIT_WEIGHT_NATIVE (default) or CPDIT_WEIGHT_F32 */
+    const weight_arena_ops *arena; /* NULL, or node-shared storage for the resident matrices
+                                      (lib/weights/weight_shared_mpi.h): one copy per node;
+                                      every sharing rank must load the encoders together */
 } text_encoder_options;
 
 /* backend NULL, attention_kernel NULL, cache_bytes TEXT_ENCODER_DEFAULT_CACHE_BYTES,
- * weight_format NATIVE. */
+ * weight_format NATIVE, arena NULL. */
 text_encoder_options text_encoder_options_default(void);
 
 /* Activations by their transformers (ACT2FN) names. */

@@ -348,8 +348,14 @@ static cpdit_status prepare(vae_decoder *d, const cpdit_backend *be, cpdit_error
             be->upload(d->be_params, d->params, d->n_floats * sizeof(float));
     }
     for (int i = 0; i < n && st == CPDIT_OK; i++) {
-        list[i]->packed = be->conv2d_pack(P(d, list[i]->w), list[i]->cout, list[i]->cin,
-                                          list[i]->k);
+        const cpdit_weight_format f =
+            d->format == CPDIT_WEIGHT_NATIVE && !d->stored_f32 ? CPDIT_WEIGHT_NATIVE
+                                                               : CPDIT_WEIGHT_F32;
+        list[i]->packed =
+            be->conv2d_pack_format
+                ? be->conv2d_pack_format(P(d, list[i]->w), list[i]->cout, list[i]->cin,
+                                         list[i]->k, f)
+                : be->conv2d_pack(P(d, list[i]->w), list[i]->cout, list[i]->cin, list[i]->k);
         if (!list[i]->packed)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae",
                                  "out of memory packing the convolution weights");

@@ -215,6 +215,13 @@ int vae_decoder_convs(vae_decoder *d, vae_conv_p **list)
     return n;
 }
 
+void vae_decoder_set_weight_format(vae_decoder *d, cpdit_weight_format format)
+{
+    if (d->format != format)
+        vae_decoder_unpack(d);
+    d->format = format;
+}
+
 void vae_decoder_unpack(vae_decoder *d)
 {
     if (!d->packed_be)
@@ -281,6 +288,7 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     if (!d)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
     d->config = *c;
+    d->format = CPDIT_WEIGHT_F32;
     d->act = (cpdit_activation)act;
     table_builder tb = {d, CPDIT_OK, err};
     build_table(&tb);
@@ -380,6 +388,8 @@ cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, 
                                    t->name, got, want);
         }
         vae_decoder_unpack(d);
+        if (e->ndim == 4 && t->dtype == CPDIT_DTYPE_F32) /* fp32 on disk: native is fp32 */
+            d->stored_f32 = 1;
         cpdit_status st = safetensors_tensor_read_f32(t, d->params + e->offset, e->count, err);
         if (st != CPDIT_OK)
             return st;

@@ -78,6 +78,12 @@ int vae_decoder_param_at(vae_decoder *d, size_t i, vae_param_info *info);
  * a missing tensor, a shape that is not the expected one. */
 cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, cpdit_error *err);
 
+/* How the convolutions compute (kernels/backend.h): CPDIT_WEIGHT_F32 (the default here: fp32
+ * weights, SGEMM, the exact reference) or CPDIT_WEIGHT_NATIVE (the backend's fast form, the
+ * CPU's bf16 GEMM: inputs rounded to bf16, ~1e-3 relative per convolution; a checkpoint whose
+ * convolution weights are fp32 stays fp32). Call before a decode; changing it repacks. */
+void vae_decoder_set_weight_format(vae_decoder *d, cpdit_weight_format format);
+
 /* Config (vae/config.json) and weights of a model folder: a pipeline root with vae/, or the
  * VAE's own folder. */
 /* Read and validate model_dir's vae/config.json (a pipeline root or the vae folder itself)

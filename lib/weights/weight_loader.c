@@ -62,6 +62,7 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     wl->set = set;
     wl->be = be ? be : cpdit_backend_default();
     wl->current_group = -1;
+    wl->current_slot = 1;
     wl->where = strdup(where ? where : "weights");
     wl->used = calloc(safetensors_set_count(set) + 1, 1);
     if (!wl->where || !wl->used) {
@@ -76,6 +77,7 @@ struct weight_prefetch {
     pthread_t thread;
     int running;      /* started and not joined */
     int group;        /* the group it makes */
+    char *slot;       /* into this streaming slot */
     const weight_loader *wl;
     cpdit_status st;
     cpdit_error err;
@@ -98,6 +100,9 @@ void weight_loader_close(weight_loader *wl)
         free(wl->params[i]);
     }
     free(wl->params);
+    for (int k = 0; k < 2; k++)
+        if (wl->slot[k])
+            wl->be->free(wl->slot[k]);
     if (wl->arena && wl->arena_shared)
         wl->arena_ops.release(wl->arena_ops.ctx, wl->arena, wl->arena_bytes);
     else
@@ -455,6 +460,7 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
         const cpdit_weight_desc d = desc_of(wl, p);
         const size_t b = round_up(wl->be->weight_bytes(&d));
         p->arena_offset = wl->matrix_bytes;
+        p->group_offset = group_bytes[p->group];
         wl->matrix_bytes += b;
         group_bytes[p->group] += b;
     }
@@ -464,6 +470,8 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
             wl->largest_group_bytes = group_bytes[g];
     free(group_bytes);
     wl->resident = wl->matrix_bytes <= budget;
+    if (wl->have_arena_ops && wl->arena_ops.agree) /* sharing processes decide together */
+        wl->resident = wl->arena_ops.agree(wl->arena_ops.ctx, wl->resident);
     if (wl->resident && (st = create_resident(wl, err)))
         return st;
     wl->prepared = 1;
@@ -481,7 +489,7 @@ static void *prefetch_main(void *arg)
         weight_param *p = wl->params[i];
         if (p->kind != WEIGHT_MATRIX || p->group != pf->group)
             continue;
-        pf->st = create_param(wl, p, NULL, 1, &p->next_w, &pf->err);
+        pf->st = create_param(wl, p, pf->slot + p->group_offset, 1, &p->next_w, &pf->err);
         pf->bytes += p->nelem * cpdit_dtype_size(p->t->dtype);
     }
     pf->seconds = now_seconds() - t0;
@@ -516,12 +524,24 @@ static void prefetch_discard(weight_loader *wl)
     wl->pf->group = -1;
 }
 
-/* Start making group g ahead (nothing when it cannot start: acquire makes it then). */
+/* Streaming slot k (backend memory, made on first use); NULL when out of memory. */
+static char *slot_get(weight_loader *wl, int k)
+{
+    if (!wl->slot[k] && wl->largest_group_bytes)
+        wl->slot[k] = wl->be->alloc(wl->largest_group_bytes);
+    return wl->slot[k];
+}
+
+/* Start making group g ahead, into the slot the current group does not use (nothing when it
+ * cannot start: acquire makes it then). */
 static void prefetch_start(weight_loader *wl, int g)
 {
     if (!wl->pf && !(wl->pf = calloc(1, sizeof *wl->pf)))
         return;
     struct weight_prefetch *pf = wl->pf;
+    pf->slot = slot_get(wl, 1 - wl->current_slot);
+    if (!pf->slot)
+        return;
     pf->wl = wl;
     pf->group = g;
     pf->st = CPDIT_OK;
@@ -582,13 +602,23 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
         }
         wl->pf->group = -1;
         wl->prefetched_groups++;
+        wl->current_slot = 1 - wl->current_slot;
     } else {
+        /* nothing of the old group or a prefetch is alive: any slot is free; with prefetch
+         * the other one, without it always slot 0 (one slot's memory) */
+        const int k = wl->prefetch ? 1 - wl->current_slot : 0;
+        char *slot = slot_get(wl, k);
+        if (!slot && wl->largest_group_bytes)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                                   "out of memory for a streamed block (%zu MiB)",
+                                   wl->largest_group_bytes >> 20);
+        wl->current_slot = k;
         const double t0 = now_seconds();
         for (size_t i = 0; i < wl->n_params && !st; i++) {
             weight_param *p = wl->params[i];
             if (p->kind != WEIGHT_MATRIX || p->group != g)
                 continue;
-            st = create_param(wl, p, NULL, 1, &p->w, err);
+            st = create_param(wl, p, slot ? slot + p->group_offset : NULL, 1, &p->w, err);
             wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
             publish(p);
         }
@@ -625,13 +655,15 @@ size_t weight_loader_bytes(const weight_loader *wl)
         const weight_param *p = wl->params[i];
         if (is_vector(p) && !vector_in_place(p) && !vector_on_backend(wl, p))
             b += round_up(p->nelem * sizeof(float));
-        else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared) {
+        else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared && wl->resident) {
             const cpdit_weight_desc d = desc_of(wl, p);
             b += round_up(wl->be->weight_bytes(&d));
         }
     }
     if (wl->arena_shared)
         b += wl->arena_bytes;
+    for (int k = 0; k < 2; k++) /* streaming: the slots, whole */
+        b += wl->slot[k] ? wl->largest_group_bytes : 0;
     return b + wl->be_vector_bytes;
 }
 

@@ -64,6 +64,7 @@ typedef struct weight_param {
     cpdit_weight *next_w;          /* MATRIX: made ahead by the prefetch thread (its group's) */
     const float *f32;              /* VECTOR: fp32 values */
     size_t arena_offset;           /* MATRIX: offset of its storage in the arena */
+    size_t group_offset;           /* MATRIX: offset of its storage in its group's slot */
 } weight_param;
 
 /* Storage of the resident weights, given by a caller that shares it (lib/cp/node_shared.h):
@@ -76,6 +77,11 @@ typedef struct weight_arena_ops {
     int (*ready)(void *ctx, cpdit_error *err);
     void (*release)(void *ctx, void *mem, size_t bytes);
     void *ctx;
+    /* May be NULL. Called by every sharing process in prepare with its own decision (1 = the
+     * weights fit its budget: resident in the shared arena); returns the decision of all of
+     * them (1 only when all said 1), so that no process waits alone in alloc when their
+     * budgets (free memory, read at slightly different times) disagree. */
+    int (*agree)(void *ctx, int resident);
 } weight_arena_ops;
 
 typedef struct weight_loader {
@@ -100,6 +106,11 @@ typedef struct weight_loader {
     weight_arena_ops arena_ops;
     int have_arena_ops;
     int current_group;             /* streaming: the group whose matrices exist, or -1 */
+    /* streaming: two slots of largest_group_bytes of backend memory, made on first use and
+     * reused by every block (the current group in one, the prefetched one in the other), so
+     * streaming allocates and faults in no memory per block */
+    void *slot[2];
+    int current_slot;              /* the slot of current_group */
     size_t matrix_bytes;           /* all matrices in the backend's form */
     size_t largest_group_bytes;
     /* streaming with prefetch (weight_loader_set_prefetch) */

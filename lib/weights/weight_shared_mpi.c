@@ -126,8 +126,18 @@ static void arena_release(void *ctx, void *mem, size_t bytes)
         }
 }
 
+/* Resident only when every rank of the node says so. */
+static int arena_agree(void *ctx, int resident)
+{
+    weight_sharer *s = ctx;
+    int all = resident;
+    MPI_Allreduce(&resident, &all, 1, MPI_INT, MPI_MIN, s->node);
+    return all;
+}
+
 weight_arena_ops weight_sharer_arena(weight_sharer *s)
 {
-    weight_arena_ops o = {arena_alloc, arena_ready, arena_release, s};
+    weight_arena_ops o = {.alloc = arena_alloc, .ready = arena_ready,
+                          .release = arena_release, .ctx = s, .agree = arena_agree};
     return o;
 }
