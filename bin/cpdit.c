@@ -81,10 +81,14 @@ static const cli_command commands[] = {
      "The script runs `cpdit run MANIFEST` under `srun --mpi=pmix` (when `srun --mpi=list`\n"
      "has pmix) or mpirun: one task per GPU with --gpus-per-node (each rank takes the GPU of\n"
      "its local rank), else --ntasks-per-node tasks (default 1). Slurm sends USR1 S seconds\n"
-     "(default 120) before the time limit; the script forwards it, cpdit stops after the\n"
-     "current step and the job requeues itself (--requeue); logs go to OUTPUT/slurm-*.out\n"
+     "(default 120) before the time limit; the script's trap (USR1 or TERM) writes a stop\n"
+     "request and sends USR1 to the ranks, cpdit stops after the current step, writes its\n"
+     "stop marker and exits 3, and the script requeues the job; logs go to OUTPUT/slurm-*.out\n"
      "(appended). --array K splits the items into K disjoint shares (item i goes to task\n"
-     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n",
+     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n"
+     "Grid: --dp/--ring/--ulysses, else the manifest's parallel:; for parallel: auto the\n"
+     "script passes --topology FILE (or $CPDIT_TOPOLOGY as set when submitting) to the run;\n"
+     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n",
      cmd_submit},
     {"status", "items done, failed and left in an output folder, per array task",
      "usage: cpdit status OUTPUT_DIR [--manifest M]\n"

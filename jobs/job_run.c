@@ -576,8 +576,11 @@ static void write_stop_marker(const manifest *m, const job_slurm_info *sl,
     char name[64], text[160];
     job_slurm_stop_marker_name(sl, name, sizeof name);
     char *marker = job_path_join(m->output_dir, name);
-    int n = snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
-                     sum->stop_signal, (unsigned long long)sum->left);
+    int n = sum->stop_signal
+                ? snprintf(text, sizeof text, "stopped by signal %d with %llu items left\n",
+                           sum->stop_signal, (unsigned long long)sum->left)
+                : snprintf(text, sizeof text, "stopped by a stop request with %llu items left\n",
+                           (unsigned long long)sum->left);
     cpdit_error merr;
     if (!marker || atomic_write_buffer(marker, text, (size_t)n, &merr))
         fprintf(log, "cpdit: warning: cannot write the stop marker %s\n",

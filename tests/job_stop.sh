@@ -102,6 +102,8 @@ if held_pid 0 120 > /dev/null && held_pid 1 120 > /dev/null; then
     [ -f "$work/out/.cpdit-stopped-4242" ] || fail "B: no stop marker: $(ls -a "$work/out")"
     [ "$(pngs)" -eq 0 ] || fail "B: $(pngs) PNGs"
     grep -q 'stopped by a stop request: 6 items left' "$work/b.log" || { fail "B: summary"; cat "$work/b.log"; }
+    grep -q '^stopped by a stop request with 6 items left$' "$work/out/.cpdit-stopped-4242" ||
+        fail "B: the marker's text: $(cat "$work/out/.cpdit-stopped-4242")"
     clean_folder B
 else
     fail "B: the ranks did not reach the hold point"; cat "$work/b.log"

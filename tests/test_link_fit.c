@@ -71,6 +71,13 @@ int main(void)
     CHECK(f.alpha_s > 0);
     CHECK(f.beta_Bps >= 0);
 
+    /* the largest message no slower than the small ones (a loaded machine's noise): still
+     * a positive bandwidth, the lower bound largest n / its time (the planner refuses 0) */
+    double x2[3] = {8, 4096, 2097152}, y2[3] = {4e-3, 3e-3, 2e-3};
+    CHECK(link_fit_alpha_beta(x2, y2, 3, &f) == 0);
+    CHECK(f.alpha_s > 0 && f.beta_Bps > 0);
+    CHECK(f.beta_Bps >= 2097152 / 2e-3 * (1 - 1e-9));
+
     /* no usable sample */
     double y0[3] = {0, -1, 0};
     CHECK(link_fit_alpha_beta(x1, y0, 3, &f) == -1);

@@ -46,7 +46,9 @@ int link_fit_alpha_beta(const double *bytes, const double *seconds, size_t n, li
         fit->beta_Bps = 1.0 / b;
     } else {
         const double rest = t_at_max - a;
-        fit->beta_Bps = max_x > 0 && rest > 0 ? max_x / rest : 0;
+        /* the largest message took no longer than the fitted latency (noise on a loaded
+         * machine): all of its time as transfer gives a lower bound on the bandwidth */
+        fit->beta_Bps = max_x > 0 ? max_x / (rest > 0 ? rest : t_at_max) : 0;
     }
     fit->alpha_s = a;
     return 0;

@@ -8,7 +8,9 @@
  * which then comes out meaningless or negative). Guards, in order:
  *   - alpha < 0: alpha = 0 and beta refitted through the origin (same weights);
  *   - slope <= 0 (time does not grow with size, e.g. one size only): beta = largest n /
- *     its time minus alpha, or 0 when that is not positive either (= unknown).
+ *     its time minus alpha, or when that is not positive (the largest message was no slower
+ *     than the latency: noise on a loaded machine) largest n / its whole time, a lower
+ *     bound; 0 (unknown) only when every size is 0 bytes.
  * At least one sample with t > 0 is needed.
  */
 #ifndef CPDIT_LINK_FIT_H
