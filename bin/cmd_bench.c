@@ -23,12 +23,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "lib/cp/cp_attention_bench.h"
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/attention_bench.h"
 #include "lib/core/build_info.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/vae/vae_decoder.h"
 
@@ -169,6 +170,7 @@ static int bench_attention(int argc, char **argv)
                                     "(then every grid of the job is measured)");
 
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;
@@ -229,6 +231,7 @@ static int bench_vae(int argc, char **argv)
         if (sizes[i] % 8)
             return cli_usage_error(SUB, "vae: --sizes: %d is not a multiple of 8", sizes[i]);
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -239,19 +242,21 @@ static int bench_vae(int argc, char **argv)
     vae_decoder *d = NULL;
     cp_grid *g = NULL;
     cpdit_status st = vae_decoder_create(&d, &cfg, &err);
-    if (st == CPDIT_OK)
+    if (st == CPDIT_OK) { /* the CPU decode (its SGEMM-relative columns), MPI grid */
+        vae_decoder_set_backend(d, cpdit_backend_cpu());
         vae_decoder_fill_random(d, VAE_BENCH_SEED);
+    }
     if (st == CPDIT_OK)
         st = cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, &err);
     /* the SGEMM rate of one rank while the others wait */
     double sgemm = 0.0;
     if (rank == 0)
-        sgemm = blas_sgemm_gflops(VAE_BENCH_SGEMM_N, 3);
+        sgemm = cpdit_host_sgemm_gflops(VAE_BENCH_SGEMM_N, 3);
     MPI_Bcast(&sgemm, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# FLUX.1 VAE decode (128/256/512/512, 2 layers, 32 groups), %d rank(s), "
                "%d BLAS thread(s) per rank; SGEMM n=%d on one rank: %.1f GFLOP/s\n", size,
-               blas_runtime_get_num_threads(), VAE_BENCH_SGEMM_N, sgemm);
+               cpdit_host_gemm_threads(), VAE_BENCH_SGEMM_N, sgemm);
         printf("%-9s %6s %5s %10s %9s %8s %13s\n", "size", "wfmt", "ranks", "time_s",
                "GFLOP/s", "%SGEMM", "peak_RSS_MiB");
     }

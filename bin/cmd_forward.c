@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
 #include "lib/cp/cp_attention.h"
@@ -447,6 +448,8 @@ static int run_transformer(const forward_options *o)
         }
     }
     if (!st)
+        st = flux_transformer_set_backend(r.model, r.attn.backend, &err);
+    if (!st)
         st = flux_transformer_load_weights(r.model, &err);
     if (!st)
         st = load_inputs(o->inputs, flux_transformer_config_of(r.model), &r.in, &err);
@@ -459,7 +462,8 @@ static int run_transformer(const forward_options *o)
     const double t_load = now_s();
 
     /* grid, layout, batch share */
-    st = cp_grid_create(MPI_COMM_WORLD, 0, o->ring, o->ulysses, &r.grid, &err);
+    st = cp_grid_create_for(MPI_COMM_WORLD, 0, o->ring, o->ulysses, r.attn.backend, &r.grid,
+                            &err);
     if (!st) {
         st = flux_shard_layout(&r.layout, r.grid->cp_size, r.in.T, r.in.I, &err);
         r.have_layout = !st;
@@ -557,6 +561,7 @@ int cmd_forward(int argc, char **argv)
         fprintf(stderr, "cpdit: %s: MPI_Init failed\n", SUB);
         return CLI_EXIT_RUNTIME;
     }
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     forward_options o;
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

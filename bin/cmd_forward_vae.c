@@ -51,15 +51,21 @@ static cpdit_weight_format forward_format(const forward_options *opt)
 
 /* The decoder and the latent of the input file: *z (B, C, h, w) malloc'd. */
 static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
-                                cpdit_weight_format format, vae_decoder **d, float **z, int *B,
-                                int *h, int *w, cpdit_error *err)
+                                const char *backend, cpdit_weight_format format,
+                                vae_decoder **d, float **z, int *B, int *h, int *w,
+                                cpdit_error *err)
 {
     safetensors_file *in = NULL;
     const safetensors_tensor *t = NULL;
+    const cpdit_backend *be = NULL;
     *z = NULL;
-    cpdit_status st = vae_decoder_load(d, model_dir, err);
-    if (st == CPDIT_OK) /* --weight-format: native (bf16 convolutions) by default, or fp32 */
+    cpdit_status st = cpdit_backend_resolve(backend, &be, err); /* --backend */
+    if (st == CPDIT_OK)
+        st = vae_decoder_load(d, model_dir, err);
+    if (st == CPDIT_OK) { /* --weight-format: native (bf16 convolutions) by default, or fp32 */
+        vae_decoder_set_backend(*d, be);
         vae_decoder_set_weight_format(*d, format);
+    }
     if (st == CPDIT_OK)
         st = safetensors_open(&in, inputs_path, err);
     if (st == CPDIT_OK && !(t = safetensors_find(in, VAE_INPUT_NAME)))
@@ -128,13 +134,18 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
     cp_grid *g = NULL;
     int B = 0, h = 0, w = 0;
     const int rank = opt->world_rank, size = opt->world_size;
-    cpdit_status st = load_inputs(opt->model, opt->inputs, forward_format(opt), &d, &z, &B, &h,
-                                   &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, forward_format(opt), &d,
+                                  &z, &B, &h, &w, err);
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     st = agree(st, err, rank, size);
-    if (st == CPDIT_OK)
-        st = agree(cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, err), err, rank, size);
+    if (st == CPDIT_OK) {
+        const cpdit_backend *grid_be = NULL;
+        st = cpdit_backend_resolve(opt->backend, &grid_be, err);
+        if (!st)
+            st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &g, err);
+        st = agree(st, err, rank, size);
+    }
     const double t0 = now_s();
     if (st == CPDIT_OK)
         st = agree(vae_decode_group(d, g, z, B, h, w, img, err), err, rank, size);
@@ -158,8 +169,8 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     float *z = NULL, *img = NULL;
     int B = 0, h = 0, w = 0;
     const double t0 = now_s();
-    cpdit_status st = load_inputs(opt->model, opt->inputs, forward_format(opt), &d, &z, &B, &h,
-                                   &w, err);
+    cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, forward_format(opt), &d,
+                                  &z, &B, &h, &w, err);
     if (st == CPDIT_OK && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
     if (st == CPDIT_OK)

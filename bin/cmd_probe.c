@@ -13,7 +13,59 @@
 #include "lib/io/atomic_file.h"
 #include "jobs/job_run.h"
 #include "topology/model_shape.h"
+#include "kernels/backend.h"
 #include "topology/probe.h"
+#ifdef CPDIT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#include "lib/cp/comm_nccl.h"
+
+/* PROBE_NCCL_HOOK: NCCL links measured beside MPI's, through the cuda backend's memory and
+ * compute stream (lib/cp/comm_nccl.h). */
+static cpdit_status nccl_create(MPI_Comm mpi, cpdit_comm **out, cpdit_error *err)
+{
+    void *stream = cpdit_cuda_compute_stream(err);
+    return stream ? cpdit_comm_gpu_create(mpi, stream, CPDIT_COMM_GPU_NCCL, out, err)
+                  : CPDIT_ERR_RUNTIME;
+}
+static void *nccl_alloc(size_t bytes)
+{
+    return cpdit_backend_cuda()->alloc(bytes);
+}
+static void nccl_release(void *p)
+{
+    cpdit_backend_cuda()->free(p);
+}
+static cpdit_status nccl_sync(cpdit_error *err)
+{
+    return cpdit_backend_cuda()->sync(err);
+}
+static const probe_transport nccl_transport = {"nccl", nccl_create, nccl_alloc, nccl_release,
+                                               nccl_sync};
+
+/* The NCCL transport when every rank of the job has a GPU of its own (NCCL refuses ranks
+ * sharing one), else NULL with the reason on rank 0's log. Collective over MPI_COMM_WORLD. */
+static const probe_transport *nccl_hook(FILE *log, int rank)
+{
+    char why[256] = "";
+    int ok = cpdit_backend_available(cpdit_backend_cuda(), why, sizeof why), all = 0;
+    int device = -1, local_rank = 0, local_size = 1, shared = 0;
+    cpdit_error e;
+    cpdit_error_clear(&e);
+    if (ok && cpdit_cuda_select_device(MPI_COMM_WORLD, &device, &local_rank, &local_size,
+                                       &shared, &e) != CPDIT_OK) {
+        ok = 0;
+        snprintf(why, sizeof why, "%.200s", e.what);
+    } else if (ok && shared) {
+        ok = 0;
+        snprintf(why, sizeof why, "%d ranks share this node's GPUs", local_size);
+    }
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all && log && rank == 0)
+        fprintf(log, "probe: NCCL links not measured: %s\n",
+                why[0] ? why : "not every rank has a GPU of its own");
+    return all ? &nccl_transport : NULL;
+}
+#endif
 
 #define SUB "probe"
 
@@ -201,6 +253,7 @@ int cmd_probe(int argc, char **argv)
         return cli_usage_error(SUB, "--model times compute: it does not go with --no-compute");
 
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;
@@ -211,7 +264,9 @@ int cmd_probe(int argc, char **argv)
         o.pairs_per_class = (int)pairs;
     o.compute = !no_compute;
     o.log = quiet ? NULL : stderr;
-    /* o.nccl: PROBE_NCCL_HOOK — set by the NCCL backend when it is built (probe.h) */
+#ifdef CPDIT_HAVE_CUDA
+    o.nccl = nccl_hook(o.log, rank); /* PROBE_NCCL_HOOK (probe.h) */
+#endif
 
     json_t *doc = NULL;
     cpdit_status st = check_output(output, rank, &err);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
@@ -201,6 +202,7 @@ int cmd_run(int argc, char **argv)
         cpdit_error serr;
         int handlers = job_stop_install(&serr) == CPDIT_OK;
         MPI_Init(NULL, NULL);
+        cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
         if (handlers)
@@ -216,6 +218,7 @@ int cmd_run(int argc, char **argv)
     if (!o.prompt)
         return cli_usage_error(SUB, "--prompt is required without a manifest");
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int code = run_item(&o);
     MPI_Finalize();
     return code;

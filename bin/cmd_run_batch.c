@@ -185,6 +185,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.ctx = &c;
         hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
         hooks.verbose = o->verbose;
+        hooks.backend = pipeline_backend(c.p);
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }

@@ -95,8 +95,11 @@ int run_item(const run_item_options *o)
                 fprintf(stderr, "grid: %s\n", grid_choice_line(&gc, line, sizeof line));
         }
     }
+    const cpdit_backend *grid_be = NULL; /* the grid's communicators move this backend's memory */
     if (!st)
-        st = cp_grid_create(MPI_COMM_WORLD, 0, ring, ulysses, &g, &err);
+        st = cpdit_backend_resolve(o->backend, &grid_be, &err);
+    if (!st)
+        st = cp_grid_create_for(MPI_COMM_WORLD, 0, ring, ulysses, grid_be, &g, &err);
     if (!st)
         st = run_open_pipeline(&p, o->model, o, &err);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,

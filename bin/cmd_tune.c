@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/backend.h"
 #include "bin/cli.h"
 #include "jobs/job_run.h"
 #include "lib/builtin/builtin_model.h"
@@ -291,6 +292,7 @@ int cmd_tune(int argc, char **argv)
     if (!a.report[0])
         return cli_usage_error(SUB, "--report: empty folder name");
     MPI_Init(NULL, NULL);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int code = tune_main(&a);
     MPI_Finalize();
     return code;

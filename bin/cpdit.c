@@ -12,7 +12,7 @@
 
 #include "lib/core/build_info.h"
 #include "bin/cli.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
@@ -292,7 +292,7 @@ int main(int argc, char **argv)
 {
     /* Before anything touches BLAS: make sure the fastest correct kernels for this CPU run
      * (may re-execute the program once with OPENBLAS_CORETYPE set; see blas_runtime.h). */
-    blas_runtime_ensure_best_core(argc, argv);
+    cpdit_host_runtime_init(argc, argv);
 
     if (argc < 2) {
         print_main_help(stderr);

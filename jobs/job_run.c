@@ -680,7 +680,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     cpdit_status st = choose_degrees(m, hooks, world, deg, err);
     cp_grid *g = NULL;
     if (!st)
-        st = cp_grid_create(world, deg[0], deg[1], deg[2], &g, err);
+        st = cp_grid_create_for(world, deg[0], deg[1], deg[2], hooks->backend, &g, err);
     if ((st = job_agree_status(world, st, err))) {
         cp_grid_destroy(g);
         return st;

@@ -92,6 +92,8 @@ typedef struct job_runner_hooks {
     const char *grid_reason;        /* NULL, or one line: why this grid (summary and index) */
     int verbose;                    /* each group leader prints one line per item: where its
                                        time went (plain text on stderr / log) */
+    const struct cpdit_backend *backend; /* whose memory the grid's communicators move
+                                            (cp_grid_create_for); NULL: host memory (MPI) */
 } job_runner_hooks;
 
 typedef struct job_summary {

@@ -8,16 +8,39 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#ifdef CPDIT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#endif
 
 #define BACKEND_WHERE "backend"
 
-/* Best first. A CUDA table joins here (before the CPU one) when it is built. */
+/* Best first: the CUDA table (when built) before the CPU one. */
 static const cpdit_backend *const *backends(void)
 {
-    static const cpdit_backend *list[2];
-    if (!list[0])
-        list[0] = cpdit_backend_cpu();
+    static const cpdit_backend *list[3];
+    if (!list[0]) {
+        int n = 0;
+#ifdef CPDIT_HAVE_CUDA
+        list[n++] = cpdit_backend_cuda();
+#endif
+        list[n++] = cpdit_backend_cpu();
+        list[n] = NULL;
+    }
     return list;
+}
+
+void cpdit_backends_bind_mpi(void)
+{
+#ifdef CPDIT_HAVE_CUDA
+    cpdit_cuda_bind_device_mpi();
+#endif
+}
+
+int cpdit_backend_available(const cpdit_backend *be, char *why, size_t why_size)
+{
+    if (why && why_size)
+        why[0] = '\0';
+    return be && (!be->available || be->available(why, why_size));
 }
 
 const cpdit_backend *const *cpdit_backend_list(void)
@@ -35,7 +58,10 @@ const cpdit_backend *cpdit_backend_by_name(const char *name)
 
 const cpdit_backend *cpdit_backend_default(void)
 {
-    return backends()[0];
+    for (const cpdit_backend *const *b = backends(); *b; b++)
+        if (cpdit_backend_available(*b, NULL, 0))
+            return *b;
+    return cpdit_backend_cpu();
 }
 
 /* "cpu, cuda" into buf. */
@@ -61,6 +87,11 @@ cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out, 
                                "unknown backend '%s'; this build has: %s (or auto)", name,
                                backend_names(names, sizeof names));
     }
+    char why[256];
+    if (!cpdit_backend_available(b, why, sizeof why))
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, BACKEND_WHERE,
+                               "the %s backend is built in but cannot run here: %s", name,
+                               why[0] ? why : "not available");
     *out = b;
     return CPDIT_OK;
 }

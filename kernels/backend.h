@@ -105,9 +105,10 @@ typedef struct cpdit_weight_desc {
     int data_persists;       /* data stays valid and unchanged while the weight lives (a
                                 read-only map): the backend may use it in place */
     cpdit_weight_format format;
-    void *storage;           /* NULL: the backend allocates; else weight_bytes(desc) bytes owned
-                                by the caller (e.g. memory shared by the ranks of a node),
-                                aligned to 64, outliving the weight */
+    void *storage;           /* NULL: the backend allocates; else weight_bytes(desc) bytes of
+                                the backend's memory owned by the caller (a streaming slot from
+                                be->alloc; for a host-memory backend also memory shared by the
+                                ranks of a node), aligned to 64, outliving the weight */
     int fill;                /* with storage: 1 = write the weight into it; 0 = it already
                                 holds it (another process wrote it), data is not read */
 } cpdit_weight_desc;
@@ -115,6 +116,21 @@ typedef struct cpdit_weight_desc {
 typedef struct cpdit_backend {
     const char *name;    /* "cpu", ... */
     const char *summary; /* one line for cpdit --version */
+    /* 1 when the backend's memory is host memory (a host pointer is a valid backend buffer:
+     * the CPU); 0 when it is a device's (upload/download are the only way across). */
+    int host_memory;
+
+    /* Runtime: can this backend run here (a GPU backend: is there a usable device)? Returns
+     * 1, or 0 with the reason in why (when given). Cheap after the first call. */
+    int (*available)(char *why, size_t why_size);
+    /* The libraries and device it runs on, one line ("OpenBLAS 0.3.26 SkylakeX, 16 threads";
+     * "CUDA 13.0, cuBLASLt 13.0.0, cuDNN 9.13.0, NCCL 2.28.3; NVIDIA H200"). */
+    void (*describe)(char *buf, size_t size);
+    /* Wait until every op queued so far has finished (timing; the end of a forward). Returns
+     * CPDIT_OK, or CPDIT_ERR_RUNTIME (err filled, when given) when an op queued since the last
+     * status failed on the device: the void ops cannot say so themselves. Always OK on the
+     * CPU. */
+    cpdit_status (*sync)(cpdit_error *err);
 
     /* Memory for activations: bytes rounded up to the backend's alignment; free(NULL) is fine.
      * alloc returns NULL when memory runs out. */
@@ -245,18 +261,32 @@ typedef struct cpdit_backend {
 /* The CPU backend (kernels/cpu/backend_cpu.c): OpenBLAS SGEMM and loop kernels. */
 const cpdit_backend *cpdit_backend_cpu(void);
 
+/* The CUDA backend (kernels/cuda/backend_cuda.c): only in builds configured --with-cuda
+ * (CPDIT_HAVE_CUDA); listed before the CPU one, picked by default when a device is there. */
+const cpdit_backend *cpdit_backend_cuda(void);
+
 /* The backends compiled in, NULL-terminated, best first (cpdit --version lists them). */
 const cpdit_backend *const *cpdit_backend_list(void);
 
 /* A backend by name ("cpu"); NULL when this build has no such backend. */
 const cpdit_backend *cpdit_backend_by_name(const char *name);
 
-/* The best backend available here (the first of the list that can run: a GPU backend without
- * a device is skipped); never NULL (the CPU backend is always built). */
+/* The best backend available here (the first of the list whose available() says yes: a GPU
+ * backend without a device is skipped); never NULL (the CPU backend is always built and
+ * always available). */
 const cpdit_backend *cpdit_backend_default(void);
 
+/* After MPI_Init, on every rank (collective over MPI_COMM_WORLD): backends that need it bind
+ * this process to its device (cuda: local rank on the node from MPI's shared-memory split,
+ * modulo the devices). A no-op in a CPU-only build. */
+void cpdit_backends_bind_mpi(void);
+
+/* be->available(why, size) (1: usable here). */
+int cpdit_backend_available(const cpdit_backend *be, char *why, size_t why_size);
+
 /* The backend named name (NULL or "" or "auto": cpdit_backend_default()) into *out.
- * CPDIT_ERR_INPUT naming the backends of this build otherwise. */
+ * CPDIT_ERR_INPUT naming the backends of this build otherwise; CPDIT_ERR_RUNTIME when the
+ * backend is built in but cannot run here (no device), with available()'s reason. */
 cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out,
                                    cpdit_error *err);
 

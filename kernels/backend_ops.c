@@ -595,12 +595,21 @@ static const backend_op_case cases[] = {
 };
 #undef S
 
+/* Room for the VAE section's cases (backend_ops_vae.c). */
+#define VAE_CASES_MAX 16
+
 const backend_op_case *const *backend_op_cases(void)
 {
-    static const backend_op_case *list[sizeof cases / sizeof cases[0] + 1];
-    if (!list[0])
+    static const backend_op_case *list[sizeof cases / sizeof cases[0] + VAE_CASES_MAX + 1];
+    if (!list[0]) {
+        size_t n = 0, n_vae = 0;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            list[i] = &cases[i];
+            list[n++] = &cases[i];
+        const backend_op_case *vae = backend_ops_vae_cases(&n_vae);
+        for (size_t i = 0; i < n_vae && i < VAE_CASES_MAX; i++)
+            list[n++] = &vae[i];
+        list[n] = NULL;
+    }
     return list;
 }
 
@@ -696,7 +705,10 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
                 best = -1.0;
                 break;
             }
-            be->download(host, b.out, sizeof(float)); /* waits for an asynchronous backend */
+            if (be->sync(err)) { /* an asynchronous backend has finished the call */
+                best = -1.0;
+                break;
+            }
             const double t = now_s() - t0;
             if (r >= 0 && t < best)
                 best = t;
@@ -721,6 +733,14 @@ cpdit_status backend_ops_bench(FILE *out, const char *only_backend, const char *
     for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
         if (only_backend && strcmp(only_backend, (*b)->name))
             continue;
+        char why[256];
+        if (!cpdit_backend_available(*b, why, sizeof why)) {
+            if (only_backend) /* asked for by name: say so as an error */
+                return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE,
+                                       "the %s backend cannot run here: %s", (*b)->name, why);
+            fprintf(out, "# %s: not available here (%s)\n", (*b)->name, why);
+            continue;
+        }
         for (const backend_op_case *const *c = backend_op_cases(); *c; c++) {
             if (only_op && strcmp(only_op, (*c)->name))
                 continue;

@@ -59,8 +59,11 @@ typedef struct backend_op_case {
     double (*bytes)(const int *d); /* bytes read + written by one call */
 } backend_op_case;
 
-/* The cases, NULL-terminated. */
+/* The cases, NULL-terminated (the VAE section's last). */
 const backend_op_case *const *backend_op_cases(void);
+
+/* The VAE section's cases (kernels/backend_ops_vae.c): n of them. */
+const backend_op_case *backend_ops_vae_cases(size_t *n);
 
 /* Uniform [-1, 1) floats from a seed (xorshift; the same on every machine). */
 void backend_op_fill_uniform(float *x, size_t n, uint64_t seed);

@@ -263,6 +263,92 @@ static void ref_attention_bias(const int *d, const float *in, double *out)
               in + nq + 2 * nk, 0, out);
 }
 
+/* ------------------------------------------------------------------ VAE section */
+
+/* torch.nn.Conv2d(Cin, Cout, K, padding = K / 2) on one band of NHWC rows: xr(r, c, ci) reads
+ * the band with its halo rows (K = 3: x holds rows -1 .. rows), zero outside the columns. */
+static void conv_ref(const int *d, const float *in, int K, double *out)
+{
+    const int rows = d[0], W = d[1], Cin = d[2], Cout = d[3], pad = K / 2;
+    const float *x = in, *w = x + (size_t)(rows + 2 * pad) * W * Cin;
+    const float *b = w + (size_t)Cout * Cin * K * K;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < W; c++)
+            for (int o = 0; o < Cout; o++) {
+                double s = b[o];
+                for (int dy = 0; dy < K; dy++)
+                    for (int dx = 0; dx < K; dx++) {
+                        const int xc = c + dx - pad;
+                        if (xc < 0 || xc >= W)
+                            continue;
+                        const int xr = r + dy; /* row r + dy - pad of the image, stored +pad */
+                        for (int ci = 0; ci < Cin; ci++)
+                            s += (double)w[(((size_t)o * Cin + ci) * K + dy) * K + dx] *
+                                 x[((size_t)xr * W + xc) * Cin + ci];
+                    }
+                out[((size_t)r * W + c) * Cout + o] = s;
+            }
+}
+static void ref_conv3(const int *d, const float *in, double *out)
+{
+    conv_ref(d, in, 3, out);
+}
+static void ref_conv1(const int *d, const float *in, double *out)
+{
+    conv_ref(d, in, 1, out);
+}
+
+/* torch.nn.GroupNorm(G, C, eps 1e-6) over all pixels, channels of group g = [g C/G, (g+1) C/G),
+ * biased variance; then SiLU when asked. */
+static void group_norm_ref(const int *d, const float *in, int silu, double *out)
+{
+    const size_t P = (size_t)d[0];
+    const int C = d[1], G = d[2], cg = C / G;
+    const float *x = in, *gamma = x + P * C, *beta = gamma + C;
+    for (int g = 0; g < G; g++) {
+        double sum = 0, sq = 0;
+        for (size_t p = 0; p < P; p++)
+            for (int c = g * cg; c < (g + 1) * cg; c++)
+                sum += x[p * C + c];
+        const double n = (double)P * cg, mean = sum / n;
+        for (size_t p = 0; p < P; p++)
+            for (int c = g * cg; c < (g + 1) * cg; c++)
+                sq += (x[p * C + c] - mean) * (x[p * C + c] - mean);
+        const double inv = 1.0 / sqrt(sq / n + EPS);
+        for (size_t p = 0; p < P; p++)
+            for (int c = g * cg; c < (g + 1) * cg; c++) {
+                double v = (x[p * C + c] - mean) * inv * gamma[c] + beta[c];
+                out[p * C + c] = silu ? v / (1.0 + exp(-v)) : v;
+            }
+    }
+}
+static void ref_group_norm(const int *d, const float *in, double *out)
+{
+    group_norm_ref(d, in, 0, out);
+}
+static void ref_group_norm_silu(const int *d, const float *in, double *out)
+{
+    group_norm_ref(d, in, 1, out);
+}
+
+/* F.interpolate(scale_factor=2, mode="nearest") in NHWC. */
+static void ref_upsample2x(const int *d, const float *in, double *out)
+{
+    const int rows = d[0], W = d[1], C = d[2];
+    for (int r = 0; r < 2 * rows; r++)
+        for (int c = 0; c < 2 * W; c++)
+            for (int ch = 0; ch < C; ch++)
+                out[((size_t)r * 2 * W + c) * C + ch] = in[((size_t)(r / 2) * W + c / 2) * C + ch];
+}
+
+static void ref_transpose(const int *d, const float *in, double *out)
+{
+    const size_t rows = (size_t)d[0], cols = (size_t)d[1];
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++)
+            out[j * rows + i] = in[i * cols + j];
+}
+
 static const backend_op_reference refs[] = {
     {"linear", ref_linear},
     {"linear-bf16", ref_linear},
@@ -286,6 +372,12 @@ static const backend_op_reference refs[] = {
     {"attention", ref_attention},
     {"attention-causal", ref_attention_causal},
     {"attention-bias", ref_attention_bias},
+    {"conv2d-3x3", ref_conv3},
+    {"conv2d-1x1", ref_conv1},
+    {"group_norm", ref_group_norm},
+    {"group_norm-silu", ref_group_norm_silu},
+    {"upsample2x", ref_upsample2x},
+    {"transpose", ref_transpose},
 };
 
 backend_op_reference_fn backend_op_reference_find(const char *name)

@@ -10,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+#include <time.h>
+
+#include "kernels/backend.h"
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
@@ -89,6 +93,62 @@ static void bench_attention(cpdit_cuda_dtype t, int S, int H, int D)
     cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o), cudaFree(lse);
 }
 
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The kernel table's linear (fp32 x cast to bf16, bf16 weight, fp32 y, bias fused): what the
+ * models get, next to the raw bf16 GEMM above. */
+static void bench_table_linear(int M, int K, int N)
+{
+    const cpdit_backend *be = cpdit_backend_cuda();
+    uint16_t *wh = calloc((size_t)N * K, sizeof *wh);
+    float *x = be->alloc((size_t)M * K * 4), *y = be->alloc((size_t)M * N * 4),
+          *b = be->alloc((size_t)N * 4);
+    cpdit_weight_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = CPDIT_DTYPE_BF16;
+    d.rows = N;
+    d.cols = K;
+    d.data = wh;
+    d.format = CPDIT_WEIGHT_NATIVE;
+    cpdit_weight *w = NULL;
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (!wh || !x || !y || !b || be->weight_create(&w, &d, &err)) {
+        fprintf(stderr, "cuda_bench: table linear setup: %s\n", err.what);
+        exit(1);
+    }
+    float *zeros = calloc((size_t)M * K, sizeof *zeros);
+    be->upload(x, zeros, (size_t)M * K * 4);
+    be->upload(b, zeros, (size_t)N * 4);
+    double best = 1e30;
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        be->sync(NULL);
+        const double t0 = wall_s();
+        if (be->linear(y, N, x, K, w, b, M, K, N, 0, &err)) {
+            fprintf(stderr, "cuda_bench: table linear: %s\n", err.what);
+            exit(1);
+        }
+        if (be->sync(&err)) {
+            fprintf(stderr, "cuda_bench: table linear: %s\n", err.what);
+            exit(1);
+        }
+        const double t = wall_s() - t0;
+        if (it >= WARMUP && t < best)
+            best = t;
+    }
+    printf("%-22s %-24s %10.3f %10.1f\n", "linear table f32-io", "", best * 1e3,
+           2.0 * M * K * N / best / 1e12);
+    printf("  (M %d, K %d, N %d; x cast to bf16, y fp32)\n", M, K, N);
+    be->weight_free(w);
+    be->free(x), be->free(y), be->free(b);
+    free(wh), free(zeros);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0) {
@@ -110,6 +170,8 @@ int main(void)
     bench_linear(g, 4608, 12288, 3072);     /* MLP down */
     bench_linear(g, 4608, 3072, 3 * 3072 + 12288); /* single block fused in */
     cpdit_gemm_lt_destroy(g);
+    bench_table_linear(4608, 3072, 3072);
+    bench_table_linear(4608, 3072, 12288);
     bench_attention(CPDIT_CUDA_BF16, 4608, 24, 128);
     bench_attention(CPDIT_CUDA_F32, 4608, 24, 128);
     return 0;

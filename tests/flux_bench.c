@@ -2,7 +2,7 @@
  *
  *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
  *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
- *          [--weight-format native|fp32] [--no-weight-sharing]
+ *          [--weight-format native|fp32] [--no-weight-sharing] [--backend cpu|cuda]
  *          [--weight-memory-mib M [--no-weight-prefetch]]
  *
  * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
@@ -28,6 +28,9 @@
  * streamed block by block at every forward instead (the next block made on a helper thread
  * unless --no-weight-prefetch); a second line then says, per timed forward, how long making
  * the weights took and how long the forward waited for them.
+ * --backend (default cpu): the kernel table the forward runs on; the grid's communicators
+ * move that backend's memory (GPU communicators for cuda). The sgemm/bf16mm columns are the
+ * host's rates whatever the backend.
  * Prints to stdout from rank 0; never asserts on time (benchmarks do not gate CI).
  */
 #include "config.h"
@@ -40,11 +43,12 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
 #include "lib/cp/grid_mpi.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "lib/weights/weight_shared_mpi.h"
 
 #define BENCH_SGEMM_N 1024
@@ -107,8 +111,9 @@ static double bf16_gemm_gflops(int n, int reps)
 
 int main(int argc, char **argv)
 {
-    blas_runtime_ensure_best_core(argc, argv);
+    cpdit_host_runtime_init(argc, argv);
     MPI_Init(&argc, &argv);
+    cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -116,7 +121,7 @@ int main(int argc, char **argv)
     int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
     int header = 0, no_share = 0, no_prefetch = 0;
     size_t budget = SIZE_MAX;
-    const char *wformat = "native";
+    const char *wformat = "native", *backend = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -134,6 +139,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--reps")) reps = atoi(v);
         else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
         else if (!strcmp(k, "--weight-format")) wformat = v;
+        else if (!strcmp(k, "--backend")) backend = v;
         else if (!strcmp(k, "--weight-memory-mib")) budget = (size_t)atoll(v) << 20;
         else {
             if (rank == 0)
@@ -157,9 +163,10 @@ int main(int argc, char **argv)
     flux_transformer *m = NULL;
     cp_grid *g = NULL;
     cp_seq_layout layout;
+    const cpdit_backend *be = NULL;
     int rc = 1;
-    if (flux_transformer_open(&m, model_dir, &err) ||
-        cp_grid_create(MPI_COMM_WORLD, 0, R, U, &g, &err) ||
+    if (cpdit_backend_resolve(backend, &be, &err) || flux_transformer_open(&m, model_dir, &err) ||
+        cp_grid_create_for(MPI_COMM_WORLD, 0, R, U, be, &g, &err) ||
         flux_shard_layout(&layout, g->cp_size, T, I, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -179,7 +186,8 @@ int main(int argc, char **argv)
         arena = weight_sharer_arena(sharer);
         flux_transformer_set_weight_arena(m, &arena);
     }
-    if (flux_transformer_load_weights(m, &err)) {
+    if (flux_transformer_set_backend(m, be, &err) ||
+        flux_transformer_load_weights(m, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -208,11 +216,11 @@ int main(int argc, char **argv)
     /* SGEMM on rank 0 while the others wait */
     double sgemm = 0, bf16mm = 0;
     if (rank == 0) {
-        const int saved = blas_runtime_get_num_threads();
-        blas_runtime_set_num_threads(sgemm_threads);
-        sgemm = blas_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
+        const int saved = cpdit_host_gemm_threads();
+        cpdit_host_set_gemm_threads(sgemm_threads);
+        sgemm = cpdit_host_sgemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
         bf16mm = bf16_gemm_gflops(BENCH_SGEMM_N, BENCH_SGEMM_REPS);
-        blas_runtime_set_num_threads(saved);
+        cpdit_host_set_gemm_threads(saved);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -224,7 +232,7 @@ int main(int argc, char **argv)
             flux_transformer_weight_stats(m, &ws0);
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now_s();
-        cpdit_status st = nb > 0 ? flux_transformer_forward(m, NULL, &cp, &in, out, &err)
+        cpdit_status st = nb > 0 ? flux_transformer_forward(m, be, &cp, &in, out, &err)
                                  : CPDIT_OK;
         double t = now_s() - t0, tmax = 0;
         int bad = st != CPDIT_OK, any_bad = 0;

@@ -16,6 +16,9 @@
  *       encoder_hidden_states (B, T, joint), pooled_projections, timestep (B) in (0, 1),
  *       guidance (B) when the config has guidance_embeds, img_ids (h w, 3) = (V, row, col),
  *       txt_ids (T, 3) = 0 (or (B, S, 3) with --ids3d, the deprecated form).
+ *   flux_test_tool make-latent FILE [--batch B] [--channels C] [--h h] [--w w] [--seed N]
+ *       The VAE decoder's input: latent_sample (B, C, h, w) fp32, uniform in [-1.7, 1.7]
+ *       (default 1 x 16 x 5 x 7).
  *   flux_test_tool compare GOT.safetensors WANT.safetensors [--tensor sample] [--tol X]
  *       Prints max|got - want| / max|want| and exits 0 when it is <= tol (default 1e-5),
  *       1 otherwise (also for missing tensors or different shapes).
@@ -500,6 +503,42 @@ static int make_inputs(int argc, char **argv)
     return rc;
 }
 
+static int make_latent(int argc, char **argv)
+{
+    if (argc < 3)
+        return 2;
+    const char *file = argv[2];
+    int B = 1, C = 16, h = 5, w = 7;
+    rng = 4242;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--batch")) B = atoi(v);
+        else if (!strcmp(k, "--channels")) C = atoi(v);
+        else if (!strcmp(k, "--h")) h = atoi(v);
+        else if (!strcmp(k, "--w")) w = atoi(v);
+        else if (!strcmp(k, "--seed")) rng = 4242 + 104729 * (uint64_t)atoll(v);
+        else return 2;
+    }
+    if (B < 1 || C < 1 || h < 1 || w < 1)
+        return 2;
+    const size_t n = (size_t)B * C * h * w;
+    float *z = malloc(n * sizeof *z);
+    if (!z)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        z[i] = (float)(1.7 * urand());
+    const int64_t shape[] = {B, C, h, w};
+    safetensors_write_tensor t[1] = {
+        {"latent_sample", CPDIT_DTYPE_F32, 4, shape, z, CPDIT_DTYPE_F32}};
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    int rc = safetensors_write(file, t, 1, NULL, 0, &err) ? 1 : 0;
+    if (rc)
+        fprintf(stderr, "flux_test_tool: %s: %s\n", err.where, err.what);
+    free(z);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ compare */
 
 static int compare(int argc, char **argv)
@@ -557,8 +596,10 @@ int main(int argc, char **argv)
         return make_model(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "make-inputs"))
         return make_inputs(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "make-latent"))
+        return make_latent(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare"))
         return compare(argc, argv);
-    fprintf(stderr, "usage: flux_test_tool make-model|make-inputs|compare ...\n");
+    fprintf(stderr, "usage: flux_test_tool make-model|make-inputs|make-latent|compare ...\n");
     return 2;
 }

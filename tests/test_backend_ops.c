@@ -91,8 +91,23 @@ static void test_harness_detects(void)
     CHECK(isinf(normalised_error(o_fin, r_inf, 2)));
 }
 
-int main(void)
+/* usage: test_backend_ops [--backend NAME]  (default: every backend of the build; a named
+ * backend that cannot run here is a skip, exit 77) */
+int main(int argc, char **argv)
 {
+    const char *only = argc == 3 && !strcmp(argv[1], "--backend") ? argv[2] : NULL;
+    if (argc != 1 && !only) {
+        fprintf(stderr, "usage: test_backend_ops [--backend NAME]\n");
+        return 2;
+    }
+    if (only) {
+        const cpdit_backend *be = cpdit_backend_by_name(only);
+        char why[256] = "not in this build";
+        if (!be || !cpdit_backend_available(be, why, sizeof why)) {
+            printf("SKIP: backend %s: %s\n", only, why);
+            return 77;
+        }
+    }
     test_harness_detects();
     int cases = 0;
     for (const backend_op_case *const *c = backend_op_cases(); *c; c++) {
@@ -104,6 +119,13 @@ int main(void)
         if (!ref)
             continue;
         for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
+            if (only && strcmp(only, (*b)->name))
+                continue;
+            char why[256];
+            if (!cpdit_backend_available(*b, why, sizeof why)) {
+                printf("%-20s %-8s skipped: %s\n", (*c)->name, (*b)->name, why);
+                continue;
+            }
             const cpdit_attention_kernel *const *ks = (*b)->attention_kernels;
             const cpdit_attention_kernel *k = (*c)->per_kernel ? *ks : NULL;
             do {

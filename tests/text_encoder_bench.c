@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "tests/test_tmpdir.h"
 #include "lib/text/text_encode.h"
 #include "tests/text_encoder_fixtures.h"
@@ -110,7 +110,7 @@ out:
 
 int main(int argc, char **argv)
 {
-    blas_runtime_ensure_best_core(argc, argv);
+    cpdit_host_runtime_init(argc, argv);
     const char *dir = NULL, *data = getenv("CPDIT_TOKENIZER_DATA");
     int reps = 3, L = T5_MAX_LENGTH_SCHNELL, t5_layers = 8;
     for (int i = 1; i + 1 < argc; i += 2) {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #include "lib/core/build_info.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/io/atomic_file.h"
@@ -670,7 +670,7 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
         }
         if (s.rank == 0) {
             json_object_set_new(compute, "threads_per_rank",
-                                json_integer(blas_runtime_get_num_threads()));
+                                json_integer(cpdit_host_gemm_threads()));
             json_object_set(doc, "compute", compute);
         }
     }

@@ -63,10 +63,11 @@ probe_class probe_pair_class(const probe_place *a, const probe_place *b);
 
 /* PROBE_NCCL_HOOK: a second transport whose links are measured beside MPI's (NCCL on GPU
  * nodes). When cpdit_probe_options.nccl is set, every link measurement is repeated through it
- * with the same code and recorded with "transport": name. The MPI transport is built in; this
- * build's `cpdit probe` sets no second one — the GPU backend plugs its NCCL communicator
- * (lib/cp/comm_nccl.h) in here: create = select the device + cpdit_comm_gpu_create(NCCL),
- * alloc/release = cudaMalloc/cudaFree, sync = synchronise the device. */
+ * with the same code and recorded with "transport": name. The MPI transport is built in; a
+ * CPU-only build sets no second one; with --with-cuda bin/cmd_probe.c plugs the NCCL
+ * communicator (lib/cp/comm_nccl.h) in here when every rank has a GPU of its own: create =
+ * cpdit_comm_gpu_create(NCCL) on the cuda backend's stream, alloc/release = the backend's
+ * alloc/free, sync = the backend's sync. */
 typedef struct probe_transport {
     const char *name; /* "nccl" */
     /* a communicator over the ranks of mpi, collective over mpi; it must not free mpi */

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "kernels/cpu/attention_cpu.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 
 #define WHERE_COMPUTE "probe: compute"
 #define SGEMM_N 1024
@@ -39,7 +39,7 @@ cpdit_status probe_compute_rates(int quick, double *sgemm_flops, double *attenti
                                  cpdit_error *err)
 {
     const int n = quick ? SGEMM_N_QUICK : SGEMM_N, S = quick ? ATTN_S_QUICK : ATTN_S;
-    const double g = blas_sgemm_gflops(n, SGEMM_REPS);
+    const double g = cpdit_host_sgemm_gflops(n, SGEMM_REPS);
     if (g < 0)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_COMPUTE,
                                "SGEMM %dx%d failed (out of memory)", n, n);

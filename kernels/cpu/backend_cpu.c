@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/blas_runtime.h"
 #include "kernels/cpu/vae_ops_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
@@ -94,11 +95,35 @@ void cpu_copy_rows(float *dst, int ldd, const float *src, int lds, size_t rows, 
         memmove(dst + r * (size_t)ldd, src + r * (size_t)lds, (size_t)dim * sizeof(float));
 }
 
+/* ------------------------------------------------------------------ runtime */
+
+static int cpu_available(char *why, size_t why_size)
+{
+    (void)why;
+    (void)why_size;
+    return 1; /* the host is always there */
+}
+
+static void cpu_describe(char *buf, size_t size)
+{
+    blas_runtime_describe(buf, size);
+}
+
+static cpdit_status cpu_sync(cpdit_error *err)
+{
+    (void)err; /* every CPU op has finished when it returns */
+    return CPDIT_OK;
+}
+
 /* ------------------------------------------------------------------ the table */
 
 static const cpdit_backend cpu_backend = {
     .name = "cpu",
     .summary = "host memory, fp32 activations; bf16 GEMM or OpenBLAS SGEMM, pthreads attention",
+    .host_memory = 1,
+    .available = cpu_available,
+    .describe = cpu_describe,
+    .sync = cpu_sync,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy_bytes,

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -38,11 +39,41 @@ void set_msg(char *msg, size_t size, const char *what, cublasStatus_t st)
 
 } // namespace
 
+// The f32-output form's key: the types, strides and whether C is read.
+// align_*: the largest power of two (<= 256) dividing the pointer: the heuristic assumes
+// 256-byte aligned matrices unless told, and column blocks of fused buffers are not.
+struct shape_key_f32out {
+    int M, K, N, wtype, ldx, ldy, has_bias, accumulate, align_w, align_x, align_y;
+    bool operator==(const shape_key_f32out &o) const
+    {
+        return M == o.M && K == o.K && N == o.N && wtype == o.wtype && ldx == o.ldx &&
+               ldy == o.ldy && has_bias == o.has_bias && accumulate == o.accumulate &&
+               align_w == o.align_w && align_x == o.align_x && align_y == o.align_y;
+    }
+};
+
+static int pointer_alignment(const void *p)
+{
+    const uintptr_t u = (uintptr_t)p;
+    int a = 1;
+    while (a < 256 && u % (uintptr_t)(2 * a) == 0)
+        a *= 2;
+    return a;
+}
+
+struct cached_plan_f32out {
+    shape_key_f32out key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
 struct cpdit_gemm_lt {
     cublasLtHandle_t handle;
     void *workspace;
     size_t workspace_bytes;
     std::vector<cached_plan> plans;
+    std::vector<cached_plan_f32out> plans_f32out;
 };
 
 extern "C" cpdit_gemm_lt *cpdit_gemm_lt_create(size_t workspace_bytes, char *msg, size_t msg_size)
@@ -81,6 +112,12 @@ extern "C" void cpdit_gemm_lt_destroy(cpdit_gemm_lt *g)
         return;
     for (auto &p : g->plans)
         destroy_plan(p);
+    for (auto &p : g->plans_f32out) {
+        cublasLtMatmulDescDestroy(p.op);
+        cublasLtMatrixLayoutDestroy(p.a);
+        cublasLtMatrixLayoutDestroy(p.b);
+        cublasLtMatrixLayoutDestroy(p.c);
+    }
     cudaFree(g->workspace);
     cublasLtDestroy(g->handle);
     delete g;
@@ -181,6 +218,148 @@ extern "C" int cpdit_gemm_lt_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype dtype, vo
         }
     }
     const float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublasLtMatmul(g->handle, plan->op, &alpha, w, plan->a, x, plan->b, &beta,
+                                       y, plan->c, y, plan->c, &plan->algo, g->workspace,
+                                       g->workspace_bytes, (cudaStream_t)stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        set_msg(msg, msg_size, "cublasLtMatmul", st);
+        return (int)st;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- fp32 output, strides, beta
+//
+// Column-major view as above: A = W stored (K x N, ld K) op T; B = x stored (K x M, ld ldx);
+// C = D = y stored (N x M, ld ldy), fp32. The compute type is 32F either way (no TF32).
+static cublasStatus_t make_plan_f32out(cpdit_gemm_lt *g, const shape_key_f32out &k,
+                                       cached_plan_f32out *out, const char **what)
+{
+    cached_plan_f32out p{};
+    p.key = k;
+    const cudaDataType_t t = k.wtype == CPDIT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasStatus_t st;
+    bool have_op = false, have_a = false, have_b = false, have_c = false;
+#define TRY(call, name)                                                                            \
+    do {                                                                                           \
+        st = (call);                                                                               \
+        if (st != CUBLAS_STATUS_SUCCESS) {                                                         \
+            *what = name;                                                                          \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+    {
+        TRY(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+        have_op = true;
+        cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+            "set TRANSA");
+        TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+            "set TRANSB");
+        cublasLtEpilogue_t epi = k.has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+            "set EPILOGUE");
+        if (k.has_bias) {
+            cudaDataType_t bt = CUDA_R_32F;
+            TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                               sizeof bt),
+                "set BIAS_DATA_TYPE");
+        }
+        TRY(cublasLtMatrixLayoutCreate(&p.a, t, (uint64_t)k.K, (uint64_t)k.N, (int64_t)k.K),
+            "layout W");
+        have_a = true;
+        TRY(cublasLtMatrixLayoutCreate(&p.b, t, (uint64_t)k.K, (uint64_t)k.M, (int64_t)k.ldx),
+            "layout x");
+        have_b = true;
+        TRY(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, (uint64_t)k.N, (uint64_t)k.M,
+                                       (int64_t)k.ldy),
+            "layout y");
+        have_c = true;
+        cublasLtMatmulPreference_t pref;
+        TRY(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+        size_t ws = g->workspace_bytes;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof ws);
+        const uint32_t al_a = (uint32_t)k.align_w, al_b = (uint32_t)k.align_x,
+                       al_c = (uint32_t)k.align_y;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                             &al_a, sizeof al_a);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                             &al_b, sizeof al_b);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                             &al_c, sizeof al_c);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                             &al_c, sizeof al_c);
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        st = cublasLtMatmulAlgoGetHeuristic(g->handle, p.op, p.a, p.b, p.c, p.c, pref, 1, &res,
+                                            &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (st == CUBLAS_STATUS_SUCCESS && found == 0)
+            st = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            *what = "AlgoGetHeuristic (no algorithm for this shape and types)";
+            goto fail;
+        }
+        p.algo = res.algo;
+        *out = p;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+#undef TRY
+fail:
+    if (have_op)
+        cublasLtMatmulDescDestroy(p.op);
+    if (have_a)
+        cublasLtMatrixLayoutDestroy(p.a);
+    if (have_b)
+        cublasLtMatrixLayoutDestroy(p.b);
+    if (have_c)
+        cublasLtMatrixLayoutDestroy(p.c);
+    return st;
+}
+
+extern "C" int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, float *y,
+                                           int ldy, const void *x, int ldx, const void *w,
+                                           const float *b, int M, int K, int N, int accumulate,
+                                           void *stream, char *msg, size_t msg_size)
+{
+    if (M == 0 || N == 0)
+        return 0;
+    shape_key_f32out key{M,
+                         K,
+                         N,
+                         (int)wtype,
+                         ldx,
+                         ldy,
+                         b != nullptr,
+                         accumulate ? 1 : 0,
+                         pointer_alignment(w),
+                         pointer_alignment(x),
+                         pointer_alignment(y)};
+    cached_plan_f32out *plan = nullptr;
+    for (auto &p : g->plans_f32out)
+        if (p.key == key)
+            plan = &p;
+    if (!plan) {
+        cached_plan_f32out p;
+        const char *what = "";
+        cublasStatus_t st = make_plan_f32out(g, key, &p, &what);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            set_msg(msg, msg_size, what, st);
+            return (int)st;
+        }
+        g->plans_f32out.push_back(p);
+        plan = &g->plans_f32out.back();
+    }
+    if (b) {
+        cublasStatus_t st = cublasLtMatmulDescSetAttribute(
+            plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            set_msg(msg, msg_size, "set BIAS_POINTER", st);
+            return (int)st;
+        }
+    }
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasStatus_t st = cublasLtMatmul(g->handle, plan->op, &alpha, w, plan->a, x, plan->b, &beta,
                                        y, plan->c, y, plan->c, &plan->algo, g->workspace,
                                        g->workspace_bytes, (cudaStream_t)stream);

@@ -36,6 +36,17 @@ int cpdit_gemm_lt_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype dtype, void *y, cons
                          const void *w, const void *b, int M, int K, int N,
                          cpdit_gemm_epilogue epilogue, void *stream, char *msg, size_t msg_size);
 
+/* The kernel table's linear (kernels/backend.h) in one cuBLASLt call:
+ *   y (M, N), row stride ldy, fp32  =  [y +] x (M, K), row stride ldx · W^T  (+ b)
+ * with W (N, K) and x of one element type wtype (bf16: tensor cores; fp32: the exact
+ * CUBLAS_COMPUTE_32F path), fp32 accumulation, fp32 output and fp32 bias b (N) or NULL fused
+ * in the epilogue; accumulate = 1 adds to y (beta = 1, y read as C and written as D).
+ * Returns 0 or a nonzero cuBLAS status with msg filled. */
+int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, float *y, int ldy,
+                                const void *x, int ldx, const void *w, const float *b, int M,
+                                int K, int N, int accumulate, void *stream, char *msg,
+                                size_t msg_size);
+
 /* Number of distinct shapes whose algorithm is cached (for tests). */
 int cpdit_gemm_lt_cached_shapes(const cpdit_gemm_lt *g);
 

@@ -99,6 +99,8 @@ __device__ inline float act_one(int kind, float v)
         return v / (1.0f + expf(-1.702f * v));
     case CPDIT_CUDA_ACT_SILU:
         return v / (1.0f + expf(-v));
+    case CPDIT_CUDA_ACT_MISH: // softplus as torch: x above 20 is its own softplus
+        return v * tanhf(v > 20.0f ? v : log1pf(expf(v)));
     default:
         return v > 0.0f ? v : 0.0f;
     }

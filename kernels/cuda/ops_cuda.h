@@ -15,13 +15,14 @@
 extern "C" {
 #endif
 
-/* Activation kinds, numbered as cpdit_act in kernels/backend.h. */
+/* Activation kinds of cpdit_cuda_act (NOT numbered as cpdit_act: the CUDA table maps them). */
 enum {
     CPDIT_CUDA_ACT_GELU_TANH = 0,
     CPDIT_CUDA_ACT_GELU_ERF,
     CPDIT_CUDA_ACT_QUICK_GELU,
     CPDIT_CUDA_ACT_SILU,
-    CPDIT_CUDA_ACT_RELU
+    CPDIT_CUDA_ACT_RELU,
+    CPDIT_CUDA_ACT_MISH   /* x tanh(softplus(x)) */
 };
 
 /* x, y (rows, dim); gamma, beta (dim) or NULL. Biased variance, as torch.nn.LayerNorm. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 #ifdef CPDIT_HAVE_CUDA
 #include "kernels/cuda/cuda_runtime_info.h"
 #endif
@@ -75,15 +75,23 @@ void cpdit_build_info_print(FILE *out)
     fprintf(out, "  mpi:        %s\n", line);
     hwloc_version_line(line, sizeof line);
     fprintf(out, "  hwloc:      %s\n", line);
-    blas_runtime_describe(line, sizeof line);
+    cpdit_host_runtime_describe(line, sizeof line);
     fprintf(out, "  blas:       %s\n", line);
     fprintf(out, "  libpng:     %s\n", png_get_libpng_ver(NULL));
     fprintf(out, "  libyaml:    %s\n", yaml_get_version_string());
     fprintf(out, "  jansson:    %s\n", jansson_version_str());
-    fprintf(out, "  backends:   (--backend NAME; the first is the default)\n");
+    fprintf(out, "  backends:   (--backend NAME; default: the first available, now %s)\n",
+            cpdit_backend_default()->name);
     for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
-        char kernels[256];
+        char kernels[256], why[256];
+        const int avail = cpdit_backend_available(*b, why, sizeof why);
         fprintf(out, "    %-8s  %s\n", (*b)->name, (*b)->summary);
+        if (avail) {
+            (*b)->describe(line, sizeof line);
+            fprintf(out, "    %-8s  available: %s\n", "", line);
+        } else {
+            fprintf(out, "    %-8s  not available: %s\n", "", why[0] ? why : "unknown reason");
+        }
         fprintf(out, "    %-8s  attention kernels: %s\n", "",
                 cpdit_attention_kernel_names(*b, kernels, sizeof kernels));
     }
@@ -92,7 +100,7 @@ void cpdit_build_info_print(FILE *out)
 void cpdit_build_info_line(char *buf, size_t size)
 {
     char blas[512], mpi[160];
-    blas_runtime_describe(blas, sizeof blas);
+    cpdit_host_runtime_describe(blas, sizeof blas);
     mpi_library_line(mpi, sizeof mpi);
     snprintf(buf, size, "cpdit %s | BLAS %s | %s | CUDA %s", cpdit_version_string(), blas, mpi,
              cpdit_built_with_cuda() ? "yes" : "no");

@@ -296,6 +296,12 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
     const cpdit_backend *be = cfg->backend ? cfg->backend : cpdit_backend_default();
     const cpdit_attention_kernel *kernel = cfg->kernel ? cfg->kernel : be->attention_kernels[0];
     const size_t L = (size_t)layout->len[g->cp_rank];
+    if (!be->host_memory && g->cp_size > 1 && g->cp && !strcmp(g->cp->ops->name, "mpi"))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE,
+                               "the %s backend's buffers are device memory but the grid's "
+                               "communicators are MPI over host memory; make the grid with "
+                               "cp_grid_create_for(..., backend, ...)",
+                               be->name);
 
     /* 2. workspace, plus the LSE when the caller does not want it */
     const size_t bytes = workspace_bytes(variant, cfg, g, layout, B, H, D, be->workers());

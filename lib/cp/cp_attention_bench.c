@@ -12,7 +12,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/cp/grid_mpi.h"
-#include "kernels/cpu/blas_runtime.h"
+#include "kernels/host_runtime.h"
 
 #define BENCH_WHERE "bench attention"
 #define BENCH_MAX_VARIANTS 16
@@ -64,14 +64,15 @@ static void idle_barrier(MPI_Comm comm)
     }
 }
 
-/* The default backend's default attention kernel (what cp_attention runs locally). */
+/* The CPU backend's default attention kernel (what cp_attention runs locally here: the
+ * benchmark's buffers are host memory and its grids MPI). */
 static cpdit_status local_attention(float *out, float *lse, const float *q, const float *k,
                                     const float *v, int B, int Sq, int Skv, int H, int D,
                                     float scale, cpdit_error *err)
 {
     const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
                                     .scale = scale};
-    return cpdit_backend_default()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
+    return cpdit_backend_cpu()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
 }
 
 /* Seconds of the fastest timed call of the local kernel over the whole problem, measured on
@@ -296,6 +297,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         cfgs[i].anything = o->anything;
         if (cp_attention_config_parse(names[i], &cfgs[i], err))
             return err->status;
+        cfgs[i].backend = cpdit_backend_cpu(); /* host buffers, MPI grids */
     }
     if ((o->ring || o->ulysses) && (o->ring < 1 || o->ulysses < 1))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, BENCH_WHERE,
@@ -308,14 +310,14 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
     double t1 = single_rank_seconds(world, o, S);
     double sgemm = -1.0;
     if (rank == 0 && o->sgemm_n > 0)
-        sgemm = blas_sgemm_gflops(o->sgemm_n, 3);
+        sgemm = cpdit_host_sgemm_gflops(o->sgemm_n, 3);
     idle_barrier(world);
     if (rank == 0 && out) {
         char line[1024];
         double kflops = cp_attention_flops(o->batch, S, o->heads, o->head_dim);
         cpdit_build_info_line(line, sizeof line);
         fprintf(out, "# %s\n", line);
-        fprintf(out, "# BLAS: %s\n", blas_runtime_describe(line, sizeof line));
+        fprintf(out, "# BLAS: %s\n", cpdit_host_runtime_describe(line, sizeof line));
         fprintf(out,
                 "# attention B %d, S %d (text %d + image %d), H %d, D %d: %.2f GFLOP per "
                 "call; %d ranks; warm-up %d, timed %d\n",
@@ -324,7 +326,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         const double krate = t1 > 0 ? kflops / t1 / FLOP_PER_GFLOP : 0.0;
         if (t1 > 0)
             fprintf(out, "# single rank, best call (%d kernel threads): %.2f ms, %.1f GFLOP/s",
-                    cpdit_backend_default()->workers(), t1 * MS_PER_S, krate);
+                    cpdit_backend_cpu()->workers(), t1 * MS_PER_S, krate);
         else
             fprintf(out, "# single rank: failed (out of memory?)");
         if (sgemm > 0)

@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "lib/cp/comm_mpi.h"
+#ifdef CPDIT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#include "lib/cp/comm_nccl.h"
+#endif
 
 #define GRID_WHERE "grid"
 
@@ -80,9 +85,39 @@ int cp_grid_rank_of(int dp_index, int ring_index, int ulysses_index, int ring, i
     return dp_index * (ring * ulysses) + ring_index * ulysses + ulysses_index;
 }
 
+/* A communicator over sub for be's memory (see cp_grid_create_for). */
+static cpdit_status wrap_for(MPI_Comm sub, const cpdit_backend *be, cpdit_comm **out,
+                             cpdit_error *err)
+{
+    if (!be || be->host_memory)
+        return cpdit_comm_mpi_create(sub, 1, out, err);
+#ifdef CPDIT_HAVE_CUDA
+    if (be == cpdit_backend_cuda()) {
+        void *stream = cpdit_cuda_compute_stream(err);
+        if (!stream) {
+            MPI_Comm_free(&sub);
+            return CPDIT_ERR_RUNTIME;
+        }
+        const char *force = getenv("CPDIT_COMM_GPU");
+        cpdit_comm_gpu_kind kind = CPDIT_COMM_GPU_AUTO;
+        if (force && !strcmp(force, "nccl"))
+            kind = CPDIT_COMM_GPU_NCCL;
+        else if (force && !strcmp(force, "staged"))
+            kind = CPDIT_COMM_GPU_STAGED;
+        /* the GPU communicator keeps sub (its control collectives run over it) */
+        return cpdit_comm_gpu_create(sub, stream, kind, out, err);
+    }
+#endif
+    MPI_Comm_free(&sub);
+    return cpdit_error_set(err, CPDIT_ERR_RUNTIME, GRID_WHERE,
+                           "the %s backend's memory needs GPU communicators, which this build "
+                           "does not have",
+                           be->name);
+}
+
 /* MPI_Comm_split + wrap (ownership passes to the cpdit_comm). */
-static cpdit_status split_wrap(MPI_Comm world, int color, int key, cpdit_comm **out,
-                               cpdit_error *err)
+static cpdit_status split_wrap(MPI_Comm world, int color, int key, const cpdit_backend *be,
+                               cpdit_comm **out, cpdit_error *err)
 {
     MPI_Comm sub = MPI_COMM_NULL;
     int rc = MPI_Comm_split(world, color, key, &sub);
@@ -92,11 +127,17 @@ static cpdit_status split_wrap(MPI_Comm world, int color, int key, cpdit_comm **
         MPI_Error_string(rc, msg, &len);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, GRID_WHERE, "MPI_Comm_split: %s", msg);
     }
-    return cpdit_comm_mpi_create(sub, 1, out, err);
+    return wrap_for(sub, be, out, err);
 }
 
 cpdit_status cp_grid_create(MPI_Comm world, int dp, int ring, int ulysses, cp_grid **out,
                             cpdit_error *err)
+{
+    return cp_grid_create_for(world, dp, ring, ulysses, NULL, out, err);
+}
+
+cpdit_status cp_grid_create_for(MPI_Comm world, int dp, int ring, int ulysses,
+                                const cpdit_backend *be, cp_grid **out, cpdit_error *err)
 {
     int rank = 0, size = 0, dp_resolved = 0;
     *out = NULL;
@@ -122,12 +163,12 @@ cpdit_status cp_grid_create(MPI_Comm world, int dp, int ring, int ulysses, cp_gr
     cpdit_status st[4];
     for (int i = 0; i < 4; i++)
         cpdit_error_clear(&e[i]);
-    st[0] = split_wrap(world, g->dp_index, g->cp_rank, &g->cp, &e[0]);
-    st[1] = split_wrap(world, g->dp_index * ulysses + g->ulysses_index, g->ring_index,
+    st[0] = split_wrap(world, g->dp_index, g->cp_rank, be, &g->cp, &e[0]);
+    st[1] = split_wrap(world, g->dp_index * ulysses + g->ulysses_index, g->ring_index, be,
                        &g->ring_comm, &e[1]);
-    st[2] = split_wrap(world, g->dp_index * ring + g->ring_index, g->ulysses_index,
+    st[2] = split_wrap(world, g->dp_index * ring + g->ring_index, g->ulysses_index, be,
                        &g->ulysses_comm, &e[2]);
-    st[3] = split_wrap(world, g->cp_rank, g->dp_index, &g->dp_comm, &e[3]);
+    st[3] = split_wrap(world, g->cp_rank, g->dp_index, be, &g->dp_comm, &e[3]);
     for (int i = 0; i < 4; i++) {
         if (st[i] != CPDIT_OK) {
             if (err)

@@ -19,6 +19,15 @@ extern "C" {
 cpdit_status cp_grid_create(MPI_Comm world, int dp, int ring, int ulysses, cp_grid **out,
                             cpdit_error *err);
 
+/* As cp_grid_create, with communicators that move be's memory: MPI for a backend whose memory
+ * is host memory (be NULL too); for the cuda backend GPU communicators (lib/cp/comm_nccl.h:
+ * NCCL when every rank of a node has a GPU of its own, host-staged MPI when ranks share one;
+ * the environment variable CPDIT_COMM_GPU = nccl | staged forces one). Errors as
+ * cp_grid_create; a device backend in a build without GPU communicators is RUNTIME. */
+struct cpdit_backend;
+cpdit_status cp_grid_create_for(MPI_Comm world, int dp, int ring, int ulysses,
+                                const struct cpdit_backend *be, cp_grid **out, cpdit_error *err);
+
 #ifdef __cplusplus
 }
 #endif

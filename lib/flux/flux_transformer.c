@@ -454,7 +454,7 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
             return st;
     }
     be->download(out, f->stage, (size_t)a->B * a->img * out_dim * sizeof(float));
-    return CPDIT_OK;
+    return be->sync(err); /* a device op that failed since the last status says so here */
 }
 
 /* With a grid: make a local failure (out of memory converting a block, ...) everyone's
@@ -475,6 +475,12 @@ static cpdit_status group_agree(const flux_cp *cp, cpdit_status st, cpdit_error 
     return st;
 }
 
+cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backend *be,
+                                          cpdit_error *err)
+{
+    return weight_loader_set_backend(&m->wl, be ? be : cpdit_backend_default(), err);
+}
+
 cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *be,
                                       const flux_cp *cp, const flux_inputs *in, float *out,
                                       cpdit_error *err)
@@ -483,6 +489,8 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
         be = cpdit_backend_default();
     cpdit_status st = check_inputs(m, cp, in, err);
     fwd_bufs f;
+    if (!st) /* the weights belong to be (made on the first acquire) */
+        st = weight_loader_set_backend(&m->wl, be, err);
     if (!st)
         st = alloc_bufs(&f, m, be, in, err);
     if (!st)

@@ -100,7 +100,15 @@ void flux_transformer_set_weight_format(flux_transformer *m, cpdit_weight_format
 struct weight_arena_ops;
 void flux_transformer_set_weight_arena(flux_transformer *m, const struct weight_arena_ops *ops);
 
-/* Make the weights now (as the first forward would). Errors: as the loader's. */
+/* The backend that makes and holds the weights (kernels/backend.h; NULL: the default
+ * backend, which is also what an open model starts with). The first forward's backend is taken
+ * too; once the weights are made (load_weights or a forward) another backend is an INPUT error.
+ * Call before flux_transformer_load_weights when the backend is not the default. */
+cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backend *be,
+                                          cpdit_error *err);
+
+/* Make the weights now (as the first forward would), for the backend set (or the default).
+ * Errors: as the loader's. */
 cpdit_status flux_transformer_load_weights(flux_transformer *m, cpdit_error *err);
 
 /* What the weight loader did. */

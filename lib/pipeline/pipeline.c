@@ -100,8 +100,9 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     p->weight_format = wo->format;
     if (wo->arena)
         flux_transformer_set_weight_arena(p->transformer, wo->arena);
-    /* made now, by every rank together (sharing ranks meet in the loader) */
-    if ((st = flux_transformer_load_weights(p->transformer, err)))
+    /* made now, by every rank together (sharing ranks meet in the loader), by the backend */
+    if ((st = flux_transformer_set_backend(p->transformer, p->be, err)) ||
+        (st = flux_transformer_load_weights(p->transformer, err)))
         goto fail;
     const flux_transformer_config *tc = flux_transformer_config_of(p->transformer);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1) {
@@ -166,6 +167,11 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
 fail:
     pipeline_close(p);
     return st;
+}
+
+const cpdit_backend *pipeline_backend(const pipeline *p)
+{
+    return p ? p->be : NULL;
 }
 
 void pipeline_close(pipeline *p)
@@ -554,6 +560,8 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
             vae_decoder_set_weight_format(p->vae, p->weight_format);
         tm->vae_load_s = now_seconds() - t_load;
     }
+    if (!st)
+        vae_decoder_set_backend(p->vae, p->be);
     if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
         long long bad = st != CPDIT_OK;
         cpdit_error aerr;

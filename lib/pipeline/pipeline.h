@@ -104,6 +104,9 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
                                 cpdit_error *err);
 void pipeline_close(pipeline *p);
 
+/* The backend every model of p runs on (grids for p: cp_grid_create_for with it). */
+const cpdit_backend *pipeline_backend(const pipeline *p);
+
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */
 double pipeline_decode_seconds(const pipeline *p, long *count);

@@ -187,7 +187,7 @@ cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *o
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     }
     if (!st)
-        st = text_weights_open(&m->tw, dir, err);
+        st = text_weights_open(&m->tw, dir, m->be, err);
     if (!st)
         st = register_weights(m, err);
     if (!st)
@@ -359,6 +359,7 @@ cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *id
     if (!st) {
         be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D, c->layer_norm_eps);
         be->download(w.host, w.h, M * D * sizeof(float));
+        st = be->sync(err); /* a device op that failed since the last status says so here */
         if (last_hidden)
             memcpy(last_hidden, w.host, M * D * sizeof(float));
         for (int b = 0; b < B && pooled; b++) {

@@ -164,7 +164,7 @@ static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
     if (c->num_layers > 0 &&
         (st = text_weights_add(tw, &m->rel_bias,
                                P_BLOCK "0.layer.0.SelfAttention.relative_attention_bias.weight",
-                               TEXT_PARAM_SMALL, c->relative_attention_num_buckets, c->num_heads,
+                               TEXT_PARAM_HOST, c->relative_attention_num_buckets, c->num_heads,
                                err)))
         return st;
     return text_weights_add(tw, &m->final_ln, "encoder.final_layer_norm.weight",
@@ -197,7 +197,7 @@ cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     }
     if (!st)
-        st = text_weights_open(&m->tw, dir, err);
+        st = text_weights_open(&m->tw, dir, m->be, err);
     if (!st)
         st = register_weights(m, err);
     if (!st)
@@ -365,6 +365,7 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
     if (!st) {
         be->rms_norm(w.h, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
         be->download(last_hidden, w.h, M * D * sizeof(float));
+        st = be->sync(err); /* a device op that failed since the last status says so here */
     }
     work_free(be, &w);
     return st;

@@ -91,7 +91,8 @@ cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *e
 
 /* ------------------------------------------------------------------ open / close */
 
-cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *err)
+cpdit_status text_weights_open(text_weights *tw, const char *dir, const cpdit_backend *be,
+                               cpdit_error *err)
 {
     memset(tw, 0, sizeof *tw);
     tw->where = strdup(dir);
@@ -99,7 +100,7 @@ cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *e
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
     cpdit_status st = safetensors_set_open(&tw->set, dir, err);
     if (!st)
-        st = weight_loader_open(&tw->wl, tw->set, dir, NULL, err);
+        st = weight_loader_open(&tw->wl, tw->set, dir, be, err);
     if (st) {
         text_weights_close(tw);
         return st;
@@ -138,12 +139,13 @@ cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
 {
     memset(p, 0, sizeof *p);
     p->kind = kind;
-    const weight_kind wk = kind == TEXT_PARAM_MATRIX ? WEIGHT_MATRIX
-                           : kind == TEXT_PARAM_ROWS ? WEIGHT_ROWS
-                                                     : WEIGHT_VECTOR;
-    void *dst = kind == TEXT_PARAM_MATRIX ? (void *)&p->w
-                : kind == TEXT_PARAM_SMALL ? (void *)&p->f32
-                                           : NULL;
+    const weight_kind wk = kind == TEXT_PARAM_MATRIX  ? WEIGHT_MATRIX
+                           : kind == TEXT_PARAM_ROWS  ? WEIGHT_ROWS
+                           : kind == TEXT_PARAM_HOST  ? WEIGHT_HOST_VECTOR
+                                                      : WEIGHT_VECTOR;
+    void *dst = kind == TEXT_PARAM_MATRIX                            ? (void *)&p->w
+                : kind == TEXT_PARAM_SMALL || kind == TEXT_PARAM_HOST ? (void *)&p->f32
+                                                                     : NULL;
     /* a SMALL table (T5's relative bias) is a vector of all its values */
     cpdit_status st = weight_loader_add(&tw->wl, 0, wk, name, name, rows, 0, rows, cols, 0, dst,
                                         "config.json implies", "", &p->wp, err);

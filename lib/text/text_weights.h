@@ -5,8 +5,9 @@
  *
  * Memory policy. Each parameter is registered with its shape (checked against the file) and a
  * kind:
- *   TEXT_PARAM_SMALL   vectors and small tables (norms, biases, the relative-bias table):
- *                      converted to fp32 at load, always;
+ *   TEXT_PARAM_SMALL   vectors (norms, biases): converted to fp32 at load, always, and kept in
+ *                      the backend's memory;
+ *   TEXT_PARAM_HOST    small tables read by host code (T5's relative-bias table): fp32, host;
  *   TEXT_PARAM_MATRIX  the linear layers: backend weights (kernels/backend.h; bf16 kept as bf16
  *                      by default, options.weight_format), made at load when all of them fit in
  *                      options.cache_bytes, otherwise ("streaming") each is made just before its
@@ -74,9 +75,10 @@ cpdit_status text_backend_resolve(const text_encoder_options *opt, const cpdit_b
                                   const cpdit_attention_kernel **attn, cpdit_error *err);
 
 typedef enum text_param_kind {
-    TEXT_PARAM_SMALL = 0,
+    TEXT_PARAM_SMALL = 0,  /* fp32 in the backend's memory (norms, biases) */
     TEXT_PARAM_MATRIX,
-    TEXT_PARAM_ROWS
+    TEXT_PARAM_ROWS,
+    TEXT_PARAM_HOST        /* fp32 in host memory: tables host code reads (T5's relative bias) */
 } text_param_kind;
 
 typedef struct text_param {
@@ -101,8 +103,10 @@ typedef struct text_weights {
 cpdit_status text_config_load(const char *dir, model_config *cfg, cpdit_error *err);
 
 /* Open the safetensors set of folder dir (model.safetensors or model.safetensors.index.json;
- * see safetensors_set_open). Errors: as safetensors_set_open, with where = the file. */
-cpdit_status text_weights_open(text_weights *tw, const char *dir, cpdit_error *err);
+ * see safetensors_set_open); be (from text_backend_resolve) makes and holds the weights.
+ * Errors: as safetensors_set_open, with where = the file. */
+cpdit_status text_weights_open(text_weights *tw, const char *dir, const cpdit_backend *be,
+                               cpdit_error *err);
 void text_weights_close(text_weights *tw);
 
 /* The tensor of the first name in names[0..n) that exists, or NULL. */

@@ -33,7 +33,10 @@
 #include "lib/vae/vae_decoder.h"
 #include "lib/vae/vae_decoder_internal.h"
 
+/* A parameter's host fp32 values (packing), and the same in the backend's memory (the ops'
+ * biases and norm weights: a device backend gets its own copy in prepare()). */
 #define P(d, off) ((d)->params + (off))
+#define PB(d, off) (((d)->be_params ? (d)->be_params : (d)->params) + (off))
 #define POOL_SLOTS 16
 #define HALO_TAG_DOWN 1401 /* a row travelling to the next rank (its halo above) */
 #define HALO_TAG_UP 1402   /* a row travelling to the previous rank (its halo below) */
@@ -124,7 +127,7 @@ static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, float *y, float 
                          int W)
 {
     const cpdit_backend *be = ctx->be;
-    const float *b = P(ctx->d, cv->b);
+    const float *b = PB(ctx->d, cv->b);
     cpdit_error *err = ctx->err;
     if (rows == 0)
         return CPDIT_OK;
@@ -196,8 +199,8 @@ static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, float *y, con
     for (int g = 0; g < G; g++)
         rstd[g] = 1.0 / sqrt(dev[g] / count + (double)VAE_NORM_EPS);
     if (st == CPDIT_OK && pixels)
-        ctx->be->group_norm_apply(y, x, pixels, C, G, mean, rstd, P(ctx->d, n->w),
-                                  P(ctx->d, n->b), act);
+        ctx->be->group_norm_apply(y, x, pixels, C, G, mean, rstd, PB(ctx->d, n->w),
+                                  PB(ctx->d, n->b), act);
     free(mom);
     return st;
 }
@@ -223,7 +226,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     const size_t bo[3] = {a->q_b, a->k_b, a->v_b};
     float *dst[3] = {q, k, v};
     for (int m = 0; m < 3 && st == CPDIT_OK && S > 0; m++)
-        st = be->linear(dst[m], C, n, C, wt[m], P(d, bo[m]), S, C, C, 0, err);
+        st = be->linear(dst[m], C, n, C, wt[m], PB(d, bo[m]), S, C, C, 0, err);
     const float scale = (float)(1.0 / sqrt((double)C));
     if (st == CPDIT_OK && ctx->grid) {
         /* ring over the group; uneven and empty bands allowed */
@@ -251,7 +254,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     }
     /* x (S, C) += o Wo^T + bo: the residual connection (rescale factor 1) */
     if (st == CPDIT_OK && S > 0)
-        st = be->linear(x, C, o, C, a->wo, P(d, a->o_b), S, C, C, 1, err);
+        st = be->linear(x, C, o, C, a->wo, PB(d, a->o_b), S, C, C, 1, err);
     give(ctx, n);
     give(ctx, q);
     give(ctx, k);
@@ -336,6 +339,14 @@ static cpdit_status prepare(vae_decoder *d, const cpdit_backend *be, cpdit_error
     vae_decoder_convs(d, list);
     d->packed_be = be;
     cpdit_status st = CPDIT_OK;
+    if (!be->host_memory) { /* the backend owns the weights: biases and norms in its memory */
+        d->be_params = be->alloc(d->n_floats * sizeof(float));
+        if (!d->be_params)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae",
+                                 "out of %s memory for the parameters", be->name);
+        else
+            be->upload(d->be_params, d->params, d->n_floats * sizeof(float));
+    }
     for (int i = 0; i < n && st == CPDIT_OK; i++) {
         const cpdit_weight_format f =
             d->format == CPDIT_WEIGHT_NATIVE && !d->stored_f32 ? CPDIT_WEIGHT_NATIVE
@@ -483,7 +494,7 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
                               int h, int w, float *out, cpdit_error *err)
 {
     vae_decoder *d = (vae_decoder *)dc; /* packs its weights on first use */
-    const cpdit_backend *be = cpdit_backend_cpu();
+    const cpdit_backend *be = d->be ? d->be : cpdit_backend_default();
     cpdit_status st = check_sizes(d, B, h, w, err);
     if (st != CPDIT_OK)
         return st;
@@ -530,6 +541,8 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
             be->download(out + (size_t)b * pix, chw, pix * sizeof *chw);
         }
     }
+    if (st == CPDIT_OK)
+        st = be->sync(err); /* a device op that failed since the last status says so here */
     pool_release(&ctx);
     be->free(ctx.ws);
     be->free(zin);

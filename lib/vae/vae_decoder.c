@@ -232,6 +232,8 @@ void vae_decoder_unpack(vae_decoder *d)
             d->packed_be->weight_free(*aw[i]);
         *aw[i] = NULL;
     }
+    d->packed_be->free(d->be_params);
+    d->be_params = NULL;
     const int n = vae_decoder_convs(d, NULL);
     vae_conv_p **list = malloc((size_t)n * sizeof *list);
     if (list) {
@@ -302,6 +304,11 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     }
     *out = d;
     return CPDIT_OK;
+}
+
+void vae_decoder_set_backend(vae_decoder *d, const cpdit_backend *be)
+{
+    d->be = be;
 }
 
 const autoencoder_kl_config *vae_decoder_config(const vae_decoder *d)

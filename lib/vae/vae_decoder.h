@@ -63,6 +63,9 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
 void vae_decoder_free(vae_decoder *d);
 
 const autoencoder_kl_config *vae_decoder_config(const vae_decoder *d);
+/* The backend the decodes run on (kernels/backend.h; NULL, the initial value: the default
+ * backend). Its ops get the weights in its own memory (packed on the first decode). */
+void vae_decoder_set_backend(vae_decoder *d, const cpdit_backend *be);
 /* Pixels per latent value along each axis: 2^(n_blocks - 1). */
 int vae_decoder_upscale(const vae_decoder *d);
 

@@ -49,7 +49,9 @@ typedef struct vae_up_p {
 struct vae_decoder {
     autoencoder_kl_config config;
     cpdit_activation act;
+    const cpdit_backend *be;        /* vae_decoder_set_backend; NULL: the default backend */
     const cpdit_backend *packed_be; /* backend that packed the conv weights; NULL: not packed */
+    float *be_params;               /* params in packed_be's memory (device backends), or NULL */
     cpdit_weight_format format;     /* of the convolutions (vae_decoder_set_weight_format);
                                        F32 unless set */
     int stored_f32;                 /* the checkpoint's conv weights are fp32: native = fp32 */

@@ -60,7 +60,7 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
 {
     memset(wl, 0, sizeof *wl);
     wl->set = set;
-    wl->be = be ? be : cpdit_backend_cpu();
+    wl->be = be ? be : cpdit_backend_default();
     wl->current_group = -1;
     wl->current_slot = 1;
     wl->where = strdup(where ? where : "weights");
@@ -108,9 +108,25 @@ void weight_loader_close(weight_loader *wl)
     else
         free(wl->arena);
     free(wl->vectors);
+    if (wl->be_vectors)
+        wl->be->free(wl->be_vectors);
     free(wl->used);
     free(wl->where);
     memset(wl, 0, sizeof *wl);
+}
+
+cpdit_status weight_loader_set_backend(weight_loader *wl, const cpdit_backend *be,
+                                       cpdit_error *err)
+{
+    if (!be || be == wl->be)
+        return CPDIT_OK;
+    if (wl->prepared)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                               "the weights were made for the %s backend; they cannot be used "
+                               "by the %s backend in the same process (open the model again)",
+                               wl->be->name, be->name);
+    wl->be = be;
+    return CPDIT_OK;
 }
 
 void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops)
@@ -204,7 +220,7 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
     p->group = group;
     if (kind == WEIGHT_MATRIX)
         p->wdst = dst;
-    else if (kind == WEIGHT_VECTOR)
+    else if (kind == WEIGHT_VECTOR || kind == WEIGHT_HOST_VECTOR)
         p->fdst = dst;
     if (group + 1 > wl->n_groups)
         wl->n_groups = group + 1;
@@ -317,19 +333,34 @@ static int vector_in_place(const weight_param *p)
            (uintptr_t)param_data(p) % sizeof(float) == 0;
 }
 
+/* A vector the backend's ops read: in backend memory (HOST_VECTOR: read by host code). */
+static int vector_on_backend(const weight_loader *wl, const weight_param *p)
+{
+    return p->kind == WEIGHT_VECTOR && !wl->be->host_memory;
+}
+
 static void publish(weight_param *p)
 {
     if (p->wdst)
         *p->wdst = p->w;
 }
 
+static int is_vector(const weight_param *p)
+{
+    return p->kind == WEIGHT_VECTOR || p->kind == WEIGHT_HOST_VECTOR;
+}
+
+/* Host fp32 values of every vector (in place from the map when it holds aligned fp32); then,
+ * for a backend with its own memory, the WEIGHT_VECTORs copied into one block of it. */
 static cpdit_status prepare_vectors(weight_loader *wl, cpdit_error *err)
 {
-    size_t floats = 0;
+    size_t floats = 0, be_floats = 0;
     for (size_t i = 0; i < wl->n_params; i++) {
         const weight_param *p = wl->params[i];
-        if (p->kind == WEIGHT_VECTOR && !vector_in_place(p))
+        if (is_vector(p) && !vector_in_place(p) && !vector_on_backend(wl, p))
             floats += round_up(p->nelem * sizeof(float)) / sizeof(float);
+        if (vector_on_backend(wl, p))
+            be_floats += round_up(p->nelem * sizeof(float)) / sizeof(float);
     }
     if (floats) {
         wl->vectors = aligned_alloc(WEIGHT_ARENA_ALIGN, floats * sizeof(float));
@@ -338,12 +369,34 @@ static cpdit_status prepare_vectors(weight_loader *wl, cpdit_error *err)
                                    "out of memory for %zu MiB of fp32 vectors",
                                    floats * sizeof(float) >> 20);
     }
-    size_t at = 0;
+    if (be_floats) {
+        wl->be_vectors = wl->be->alloc(be_floats * sizeof(float));
+        if (!wl->be_vectors)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                                   "out of %s memory for %zu MiB of fp32 vectors", wl->be->name,
+                                   be_floats * sizeof(float) >> 20);
+        wl->be_vector_bytes = be_floats * sizeof(float);
+    }
+    size_t at = 0, be_at = 0;
     for (size_t i = 0; i < wl->n_params; i++) {
         weight_param *p = wl->params[i];
-        if (p->kind != WEIGHT_VECTOR)
+        if (!is_vector(p))
             continue;
-        if (vector_in_place(p)) {
+        if (vector_on_backend(wl, p)) { /* converted on the host, uploaded, host copy gone */
+            float *tmp = vector_in_place(p) ? NULL : malloc(p->nelem * sizeof(float));
+            if (!vector_in_place(p) && !tmp)
+                return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
+            if (tmp && convert_vector(p, tmp, err)) {
+                free(tmp);
+                return err ? err->status : CPDIT_ERR_INPUT;
+            }
+            float *dst = (float *)wl->be_vectors + be_at;
+            wl->be->upload(dst, tmp ? tmp : (const float *)param_data(p),
+                           p->nelem * sizeof(float));
+            free(tmp);
+            p->f32 = dst;
+            be_at += round_up(p->nelem * sizeof(float)) / sizeof(float);
+        } else if (vector_in_place(p)) {
             p->f32 = (const float *)param_data(p);
         } else {
             if (convert_vector(p, wl->vectors + at, err))
@@ -360,7 +413,8 @@ static cpdit_status prepare_vectors(weight_loader *wl, cpdit_error *err)
 static cpdit_status create_resident(weight_loader *wl, cpdit_error *err)
 {
     int fill = 1;
-    if (wl->matrix_bytes && wl->have_arena_ops) {
+    /* a node-shared host block serves a backend whose weights live in host memory */
+    if (wl->matrix_bytes && wl->have_arena_ops && wl->be->host_memory) {
         wl->arena = wl->arena_ops.alloc(wl->arena_ops.ctx, wl->matrix_bytes, &fill, err);
         if (!wl->arena)
             return err ? err->status : CPDIT_ERR_RUNTIME;
@@ -599,7 +653,7 @@ size_t weight_loader_bytes(const weight_loader *wl)
     size_t b = 0;
     for (size_t i = 0; i < wl->n_params; i++) {
         const weight_param *p = wl->params[i];
-        if (p->kind == WEIGHT_VECTOR && !vector_in_place(p))
+        if (is_vector(p) && !vector_in_place(p) && !vector_on_backend(wl, p))
             b += round_up(p->nelem * sizeof(float));
         else if (p->kind == WEIGHT_MATRIX && p->w && !wl->arena_shared && wl->resident) {
             const cpdit_weight_desc d = desc_of(wl, p);
@@ -610,7 +664,7 @@ size_t weight_loader_bytes(const weight_loader *wl)
         b += wl->arena_bytes;
     for (int k = 0; k < 2; k++) /* streaming: the slots, whole */
         b += wl->slot[k] ? wl->largest_group_bytes : 0;
-    return b;
+    return b + wl->be_vector_bytes;
 }
 
 size_t weight_process_pss_bytes(void)

@@ -16,12 +16,18 @@
  *                                                     helper thread reads and converts group
  *                                                     (g + 1) mod n_groups (the FLUX order)
  * Kinds:
- *   WEIGHT_VECTOR  norms, biases, small tables: fp32, always in memory (in place from the map
- *                  when the file holds aligned fp32);
+ *   WEIGHT_VECTOR  norms, biases: fp32 in the backend's memory (kernels/backend.h), always
+ *                  loaded; on a host-memory backend in place from the map when the file holds
+ *                  aligned fp32, on a device backend uploaded once into one block;
+ *   WEIGHT_HOST_VECTOR  small tables that host code reads (T5's relative-bias table): fp32 in
+ *                  host memory whatever the backend;
  *   WEIGHT_MATRIX  the linear layers: backend weights (bf16 packed on the CPU by default);
  *   WEIGHT_ROWS    embedding tables: never loaded whole, rows gathered at use.
  * Resident weights live in one block (the "arena"), which may be memory shared by the ranks of
- * a node (weight_loader_set_arena): one rank fills it, the others use it.
+ * a node (weight_loader_set_arena): one rank fills it, the others use it (host-memory backends
+ * only; a device backend allocates its weights itself).
+ * The backend owns the weights: every matrix is made by be->weight_create and every vector
+ * lives in be's memory, so a GPU backend holds the whole model on its device.
  */
 #ifndef CPDIT_WEIGHT_LOADER_H
 #define CPDIT_WEIGHT_LOADER_H
@@ -37,7 +43,12 @@
 extern "C" {
 #endif
 
-typedef enum weight_kind { WEIGHT_VECTOR = 0, WEIGHT_MATRIX, WEIGHT_ROWS } weight_kind;
+typedef enum weight_kind {
+    WEIGHT_VECTOR = 0,  /* read by the backend's ops: fp32 in the backend's memory */
+    WEIGHT_MATRIX,
+    WEIGHT_ROWS,
+    WEIGHT_HOST_VECTOR  /* read by host code (T5's relative-bias table): fp32 host memory */
+} weight_kind;
 
 typedef struct weight_param {
     char name[128];                /* the model's name, for messages */
@@ -86,7 +97,9 @@ typedef struct weight_loader {
     int prepared;
     int resident;                  /* 1: all matrices exist; 0: streamed per group */
     cpdit_weight_format format;
-    float *vectors;                /* converted vectors */
+    float *vectors;                /* converted vectors (host) */
+    void *be_vectors;              /* WEIGHT_VECTORs in the backend's memory (device backends) */
+    size_t be_vector_bytes;
     void *arena;                   /* resident matrices, or the streamed group's */
     size_t arena_bytes;
     int arena_shared;              /* arena from arena_ops */
@@ -111,7 +124,8 @@ typedef struct weight_loader {
     unsigned long long prefetched_groups; /* groups that were ready (or in the making) ahead */
 } weight_loader;
 
-/* Errors: out of memory (RUNTIME). */
+/* be: the backend that makes and holds the weights (NULL: cpdit_backend_default()).
+ * Errors: out of memory (RUNTIME). */
 cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const char *where,
                                 const cpdit_backend *be, cpdit_error *err);
 void weight_loader_close(weight_loader *wl);
@@ -134,6 +148,11 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
  * ignore[0..n_ignore), or NULL. */
 const char *weight_loader_first_unused(const weight_loader *wl, const char *const *ignore,
                                        int n_ignore);
+
+/* Change the backend before prepare (models that learn it at their first forward); be NULL or
+ * the current one: nothing. Errors (INPUT): the weights were already made for another. */
+cpdit_status weight_loader_set_backend(weight_loader *wl, const cpdit_backend *be,
+                                       cpdit_error *err);
 
 /* Share the resident arena (call before prepare). */
 void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops);

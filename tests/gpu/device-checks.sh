@@ -11,16 +11,24 @@
 # Usage (repository root):  tests/gpu/device-checks.sh [BUILD_DIR]     (default /tmp/cpdit-gpu)
 # Results: $OUT/device-checks.txt when $OUT is set (the device tool brings it back), and stdout.
 #
-# Checks (each PASS / FAIL / SKIP / MISSING — MISSING = not in this build yet):
+# Checks (each PASS / FAIL / SKIP / MISSING — MISSING = not in this build yet); the model-level
+# ones are tests/gpu/gpu-steps.sh (its header states every tolerance):
 #   cuda-device      the device is seen, a kernel runs (tests/test_cuda_device)
 #   cuda-kernels     flash attention + LSE, LSE merge, cuBLASLt linear vs double loops
 #   comm-gpu         host-staged MPI on 1/2/4 ranks sharing the GPU; NCCL on 1 rank
-#   op-conformance   every backend op on CUDA vs the CPU reference (bf16 tolerance)
-#   forward-gpu      `cpdit forward --backend cuda` vs CPU fp32 (<= 1e-2 relative)
-#   forward-gpu-cp   2 and 4 ranks on one GPU (host-staged) vs 1 rank
-#   flux-dev-step    FLUX.1-dev-sized transformer step vs the ~74 TFLOP floor at the bf16 rate
-#   pipeline-gpu     the whole pipeline on the built-in model on the GPU
-#   bench            bf16 GEMM and attention rates (tests/cuda_bench)
+#   op-conformance   every op of the cuda kernel table vs the plain C references
+#                    (tests/test_backend_ops --backend cuda), VAE ops included
+#   bench            bf16 GEMM (raw and through the table) and attention rates (tests/cuda_bench)
+#   bench-ops        `cpdit bench ops --backend cuda`: every op's time, GFLOP/s and GB/s
+#   forward-gpu      `cpdit forward --backend cuda` vs --backend cpu fp32: bf16 <= 1e-2, fp32
+#                    weights <= 1e-4, both attention kernels, head dims 128 and 40, VAE decode
+#   forward-gpu-cp   2 and 4 ranks sharing the GPU (host-staged) vs 1 rank, four grids, VAE too
+#   flux-dev-step    FLUX.1-dev-width transformer step (2 + 4 blocks at hidden 3072, 512 + 4096
+#                    tokens, scaled by FLOPs to 19 + 38; FLUX_DEV_FULL=1: the real 19 + 38)
+#                    against the 74.4 TFLOP floor at the bf16 GEMM rate bench measured
+#   pipeline-gpu     `cpdit run` on builtin:shapes (text encoders, transformer, VAE) on the
+#                    GPU vs the CPU, and on 2 GPU ranks vs 1
+# Planned time on an H200 (16 cores): build 3-4 min, checks 4-5 min; each check has 300 s.
 set -u
 src=$(pwd)
 build=${1:-/tmp/cpdit-gpu}
@@ -84,16 +92,20 @@ top_builddir=$build; export top_builddir
 CPDIT=$build/cpdit; export CPDIT
 
 # ---- one check: NAME, then a command; exit 0 PASS, 77 SKIP, else FAIL. Output to NAME.log.
+# The detail is the log's last "RESULT:" line when it has one.
 check() {
     name=$1; shift
     t0=$(date +%s)
     timeout 300 "$@" >"$build/$name.log" 2>&1
     rc=$?
     dt=$(( $(date +%s) - t0 ))
+    res=$(grep '^RESULT: ' "$build/$name.log" | tail -n 1 | sed 's/^RESULT: //')
     case $rc in
-        0) record "$name" PASS "$dt s" ;;
+        0) record "$name" PASS "$dt s${res:+; $res}" ;;
         77) record "$name" SKIP "$(grep -m 1 -i "skip" "$build/$name.log" || tail -n 1 "$build/$name.log")" ;;
-        *) record "$name" FAIL "exit $rc after $dt s ($name.log)"; tail -n 20 "$build/$name.log" >&2 ;;
+        124) record "$name" FAIL "timed out after $dt s ($name.log)"; tail -n 20 "$build/$name.log" >&2 ;;
+        *) record "$name" FAIL "exit $rc after $dt s${res:+; $res} ($name.log)"
+           grep '^FAIL' "$build/$name.log" >&2; tail -n 20 "$build/$name.log" >&2 ;;
     esac
 }
 missing() { record "$1" MISSING "$2"; }
@@ -106,18 +118,24 @@ if [ -x "$build/tests/test_backend_ops" ]; then
 else
     missing op-conformance "tests/test_backend_ops not built"
 fi
-if "$CPDIT" --version 2>/dev/null | grep -q 'backends:.*cuda'; then
-    missing forward-gpu "script step not written yet: compare forward --backend cuda vs cpu"
-else
-    missing forward-gpu "no cuda backend in this build (issue 13)"
-    missing forward-gpu-cp "no cuda backend in this build"
-    missing flux-dev-step "no cuda backend in this build"
-    missing pipeline-gpu "no cuda backend in this build"
-fi
 if [ -x "$build/tests/cuda_bench" ]; then
     check bench "$build/tests/cuda_bench"
 else
     missing bench "tests/cuda_bench not built"
+fi
+if "$CPDIT" --version 2>/dev/null | grep -q '^    cuda '; then
+    check bench-ops "$CPDIT" bench ops --backend cuda --reps 5
+    steps="$src/tests/gpu/gpu-steps.sh"
+    [ -f "$steps" ] || steps="$scripts/tests/gpu/gpu-steps.sh"
+    export WORK="$build/gpu-steps" BENCH_LOG="$build/bench.log"
+    check forward-gpu sh "$steps" forward
+    check forward-gpu-cp sh "$steps" forward-cp
+    check flux-dev-step sh "$steps" flux-dev-step
+    check pipeline-gpu sh "$steps" pipeline
+else
+    for c in bench-ops forward-gpu forward-gpu-cp flux-dev-step pipeline-gpu; do
+        missing $c "no cuda backend in this build (cpdit --version lists none)"
+    done
 fi
 
 report=/dev/null
@@ -127,8 +145,10 @@ report=/dev/null
     "$CPDIT" --version 2>&1 | sed -n '1,4p'
     printf '%-16s %-8s %s\n' check result detail
     printf '%s' "$summary"
-    for f in cuda-kernels bench comm-gpu; do
-        [ -f "$build/$f.log" ] && { echo "-- $f"; grep -v '^$' "$build/$f.log" | tail -n 25; }
+    for f in cuda-kernels bench comm-gpu bench-ops forward-gpu forward-gpu-cp flux-dev-step \
+        pipeline-gpu; do
+        n=25; [ $f = bench-ops ] && n=60
+        [ -f "$build/$f.log" ] && { echo "-- $f"; grep -v '^$' "$build/$f.log" | tail -n $n; }
     done
 } | tee "$report"
 case $summary in *FAIL*) exit 1 ;; esac
