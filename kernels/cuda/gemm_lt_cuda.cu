@@ -76,6 +76,51 @@ struct cpdit_gemm_lt {
     std::vector<cached_plan_f32out> plans_f32out;
 };
 
+// The plan of key in plans, made by make and cached on first use; nullptr when it cannot be
+// made (*status and msg say why).
+template <typename Plan, typename Key, typename Make>
+static Plan *plan_for(cpdit_gemm_lt *g, std::vector<Plan> &plans, const Key &key, Make make,
+                      int *status, char *msg, size_t msg_size)
+{
+    for (auto &p : plans)
+        if (p.key == key)
+            return &p;
+    Plan p{};
+    const char *what = "";
+    cublasStatus_t st = make(g, key, &p, &what);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        set_msg(msg, msg_size, what, st);
+        *status = (int)st;
+        return nullptr;
+    }
+    plans.push_back(p);
+    return &plans.back();
+}
+
+// y = W x (+ b when the plan has a bias epilogue) + beta y, on stream. 0 or the cuBLAS status.
+template <typename Plan>
+static int run_plan(cpdit_gemm_lt *g, Plan *plan, void *y, const void *x, const void *w,
+                    const void *b, float beta, void *stream, char *msg, size_t msg_size)
+{
+    if (b) {
+        cublasStatus_t st = cublasLtMatmulDescSetAttribute(
+            plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            set_msg(msg, msg_size, "set BIAS_POINTER", st);
+            return (int)st;
+        }
+    }
+    const float alpha = 1.0f;
+    cublasStatus_t st = cublasLtMatmul(g->handle, plan->op, &alpha, w, plan->a, x, plan->b, &beta,
+                                       y, plan->c, y, plan->c, &plan->algo, g->workspace,
+                                       g->workspace_bytes, (cudaStream_t)stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        set_msg(msg, msg_size, "cublasLtMatmul", st);
+        return (int)st;
+    }
+    return 0;
+}
+
 extern "C" cpdit_gemm_lt *cpdit_gemm_lt_create(size_t workspace_bytes, char *msg, size_t msg_size)
 {
     cpdit_gemm_lt *g = new cpdit_gemm_lt();
@@ -194,38 +239,9 @@ extern "C" int cpdit_gemm_lt_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype dtype, vo
     if (M == 0 || N == 0)
         return 0;
     shape_key key{M, K, N, (int)dtype, (int)epilogue, b != nullptr};
-    cached_plan *plan = nullptr;
-    for (auto &p : g->plans)
-        if (p.key == key)
-            plan = &p;
-    if (!plan) {
-        cached_plan p;
-        const char *what = "";
-        cublasStatus_t st = make_plan(g, key, &p, &what);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            set_msg(msg, msg_size, what, st);
-            return (int)st;
-        }
-        g->plans.push_back(p);
-        plan = &g->plans.back();
-    }
-    if (b) {
-        cublasStatus_t st = cublasLtMatmulDescSetAttribute(
-            plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            set_msg(msg, msg_size, "set BIAS_POINTER", st);
-            return (int)st;
-        }
-    }
-    const float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t st = cublasLtMatmul(g->handle, plan->op, &alpha, w, plan->a, x, plan->b, &beta,
-                                       y, plan->c, y, plan->c, &plan->algo, g->workspace,
-                                       g->workspace_bytes, (cudaStream_t)stream);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        set_msg(msg, msg_size, "cublasLtMatmul", st);
-        return (int)st;
-    }
-    return 0;
+    int status = 0;
+    cached_plan *plan = plan_for(g, g->plans, key, make_plan, &status, msg, msg_size);
+    return plan ? run_plan(g, plan, y, x, w, b, 0.0f, stream, msg, msg_size) : status;
 }
 
 // ---------------------------------------------------------------- fp32 output, strides, beta
@@ -336,36 +352,9 @@ extern "C" int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wt
                          pointer_alignment(w),
                          pointer_alignment(x),
                          pointer_alignment(y)};
-    cached_plan_f32out *plan = nullptr;
-    for (auto &p : g->plans_f32out)
-        if (p.key == key)
-            plan = &p;
-    if (!plan) {
-        cached_plan_f32out p;
-        const char *what = "";
-        cublasStatus_t st = make_plan_f32out(g, key, &p, &what);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            set_msg(msg, msg_size, what, st);
-            return (int)st;
-        }
-        g->plans_f32out.push_back(p);
-        plan = &g->plans_f32out.back();
-    }
-    if (b) {
-        cublasStatus_t st = cublasLtMatmulDescSetAttribute(
-            plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-            set_msg(msg, msg_size, "set BIAS_POINTER", st);
-            return (int)st;
-        }
-    }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasStatus_t st = cublasLtMatmul(g->handle, plan->op, &alpha, w, plan->a, x, plan->b, &beta,
-                                       y, plan->c, y, plan->c, &plan->algo, g->workspace,
-                                       g->workspace_bytes, (cudaStream_t)stream);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        set_msg(msg, msg_size, "cublasLtMatmul", st);
-        return (int)st;
-    }
-    return 0;
+    int status = 0;
+    cached_plan_f32out *plan =
+        plan_for(g, g->plans_f32out, key, make_plan_f32out, &status, msg, msg_size);
+    return plan ? run_plan(g, plan, y, x, w, b, accumulate ? 1.0f : 0.0f, stream, msg, msg_size)
+                : status;
 }
