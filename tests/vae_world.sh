@@ -5,7 +5,8 @@
 # decoded floats (--dump's image.safetensors) within 1e-5 relative (the 2- and the 4-rank row
 # splits differ only in float summation order: GroupNorm moments, the mid-block attention's
 # ring), hence PNGs within 1/255 in at most 0.1% of the values:
-#   1. one prompt (`cpdit run --prompt`): group 1 has no item and joins the decode;
+#   1. one prompt (`cpdit run --prompt`): group 1 has no item and joins the decode; and with
+#      true CFG on 4 groups of one rank (group 1 the negative branch, groups 2-3 idle);
 #   2. a 3-item manifest (items 0, 2 on group 0, item 1 on group 1: round 2 has one image and
 #      group 1 idles through it), `vae_parallel: world` in the manifest and --vae-parallel
 #      world on the command line; the index lines say "vae":"world", the summary says how the
@@ -49,6 +50,22 @@ fi
 "$tool" compare "$work/item-on" "$work/item-world" --max-diff 1 --max-fraction 0.001 \
     > "$work/cmp" 2>&1 && echo "ok: one prompt, PNG: $(tail -1 "$work/cmp")" ||
     fail "one prompt, world vs group PNG: $(cat "$work/cmp")"
+
+# ---- 1b. true CFG on 4 groups of 1 rank: group 1 computes the negative branch
+# (CFG-parallel), groups 2 and 3 have nothing to do; with world all four decode
+cfg="--model builtin:tiny --prompt 'a lighthouse' --negative-prompt blurry --true-cfg 3"
+cfg="$cfg --seed 2 --steps 2 --width 208 --height 208 --max-sequence-length 32"
+cfg="$cfg --weight-format fp32 --ring 1 --ulysses 1"
+for v in on world; do
+    eval "\"$MPI_RUN\" -np 4 \"$CPDIT\" run $cfg --vae-parallel $v --output \"$work/cfg-$v\" --dump \"$work/cfgdump-$v\"" \
+        > "$work/cfg-$v.log" 2>&1 || { fail "CFG, --vae-parallel $v: exit $?"; cat "$work/cfg-$v.log"; }
+done
+if "$ftool" compare "$work/cfgdump-world/00000/image.safetensors" \
+    "$work/cfgdump-on/00000/image.safetensors" --tensor image --tol $TOL > "$work/cmp" 2>&1; then
+    echo "ok: CFG-parallel + idle groups, world decode vs CP rank 0, fp32 image: $(cat "$work/cmp")"
+else
+    fail "CFG-parallel, world vs rank 0 (fp32 image, tol $TOL): $(cat "$work/cmp")"
+fi
 
 # ---- 2. a batch of 3 items
 cat > "$work/m.yaml" <<'YAML'
