@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/conv2d_dnnl_cpu.h"
 #include "kernels/cpu/conv2d_cpu.h"
 #include "kernels/cpu/group_norm_cpu.h"
 #include "kernels/backend.h"
@@ -158,6 +159,70 @@ static void test_nhwc_conv_case(int Cin, int Cout, int H, int W, int K, int with
     be->free(wp);
     be->free(ws);
     free(in), free(wt), free(bias), free(ref), free(xh), free(y), free(yt);
+}
+
+/* The native (bf16) 3x3 convolution through oneDNN vs our own bf16 kernel (same rounding of
+ * inputs and weights, fp32 sums in another order: within NATIVE_ENGINES_TOL), and computed in
+ * bands (first row, interior, last row; what a row split over ranks does) bitwise equal to one
+ * call. Skipped (nothing checked) in builds without oneDNN or on CPUs without AVX512-BF16. */
+#define NATIVE_ENGINES_TOL 1e-5
+static void test_native_engines_case(int Cin, int Cout, int H, int W)
+{
+    const cpdit_backend *be = cpdit_backend_cpu();
+    const size_t row_in = (size_t)W * Cin, nin = (size_t)H * row_in, nout = (size_t)Cout * H * W;
+    float *wt = rand_buf((size_t)Cout * Cin * 9), *bias = rand_buf((size_t)Cout),
+          *xh = calloc(nin + 2 * row_in, sizeof *xh), *yb = malloc(nout * sizeof *yb),
+          *yd = malloc(nout * sizeof *yd), *yd2 = malloc(nout * sizeof *yd2);
+    float *in = rand_buf(nin);
+    CHECK(wt && bias && xh && yb && yd && yd2 && in);
+    if (!(wt && bias && xh && yb && yd && yd2 && in))
+        goto out;
+    memcpy(xh + row_in, in, nin * sizeof *xh);
+    CHECK(cpu_conv2d_set_engine("builtin") == 0);
+    float *wb = be->conv2d_pack_format(wt, Cout, Cin, 3, CPDIT_WEIGHT_NATIVE);
+    CHECK(cpu_conv2d_set_engine("dnnl") == 0);
+    float *wd = be->conv2d_pack_format(wt, Cout, Cin, 3, CPDIT_WEIGHT_NATIVE);
+    cpu_conv2d_set_engine("auto");
+    const size_t wsb = be->conv2d_workspace_bytes(W, Cin, 3);
+    void *ws = be->alloc(wsb);
+    cpdit_error err;
+    CHECK(wb && wd && ws);
+    if (wb && wd && ws) {
+        const float *x = xh + row_in;
+        CHECK(be->conv2d(yb, x, wb, bias, W, Cin, Cout, 3, 0, H, ws, &err) == CPDIT_OK);
+        CHECK(be->conv2d(yd, x, wd, bias, W, Cin, Cout, 3, 0, H, ws, &err) == CPDIT_OK);
+        CHECK(be->conv2d(yd2, x, wd, bias, W, Cin, Cout, 3, 0, 1, ws, &err) == CPDIT_OK);
+        if (H > 1) {
+            CHECK(be->conv2d(yd2, x, wd, bias, W, Cin, Cout, 3, 1, H - 1, ws, &err) == CPDIT_OK);
+            CHECK(be->conv2d(yd2, x, wd, bias, W, Cin, Cout, 3, H - 1, H, ws, &err) == CPDIT_OK);
+        }
+        const double d = max_diff(yd, yb, nout), m = max_abs(yb, nout);
+        CHECK_MSG(d <= NATIVE_ENGINES_TOL * m, "native conv %d->%d %dx%d: oneDNN vs ours max "
+                  "diff %.3g (max %.3g)", Cin, Cout, H, W, d, m);
+        CHECK_MSG(memcmp(yd, yd2, nout * sizeof *yd) == 0, "native conv %d->%d %dx%d: oneDNN "
+                  "in bands differs from one call (max diff %.3g)", Cin, Cout, H, W,
+                  max_diff(yd, yd2, nout));
+    }
+    be->free(wb);
+    be->free(wd);
+    be->free(ws);
+out:
+    free(wt), free(bias), free(xh), free(yb), free(yd), free(yd2), free(in);
+}
+
+static void test_native_engines(void)
+{
+    if (cpu_conv2d_set_engine("dnnl") != 0) {
+        printf("native conv engines: oneDNN not in this build or no AVX512-BF16: skipped\n");
+        return;
+    }
+    cpu_conv2d_set_engine("auto");
+    test_native_engines_case(32, 64, 9, 12);
+    test_native_engines_case(128, 128, 10, 16);
+    test_native_engines_case(256, 128, 7, 8); /* oneDNN's reference kernel at this width */
+    test_native_engines_case(128, 3, 6, 20);  /* conv_out */
+    test_native_engines_case(16, 64, 1, 5);   /* one row */
+    test_native_engines_case(512, 16, 70, 128); /* 70 rows: two sub-bands of the workspace */
 }
 
 static void test_nhwc_ops(void)
@@ -485,6 +550,7 @@ int main(int argc, char **argv)
     }
     test_conv();
     test_nhwc_ops();
+    test_native_engines();
     test_group_norm();
     test_upsample();
     test_denormalize();

@@ -11,6 +11,9 @@
  * (kernels/cpu/gemm_bf16_cpu.h: inputs rounded to bf16, exact products, fp32 sums): 2-4x the
  * SGEMM rate at the decoder's shapes. Each output pixel's sum runs in the same order whatever
  * block or rank it is computed in, so a decode split over ranks still equals one rank's.
+ * In builds with oneDNN (CPDIT_HAVE_DNNL) the native 3x3 form is oneDNN's bf16 convolution
+ * instead (kernels/cpu/conv2d_dnnl_cpu.h: same rounding, 1.2-1.5x faster here; ours stays the
+ * fallback and `cpu_conv2d_set_engine("builtin")` selects it).
  * A packed block starts with a header (CONV_PACK_HEADER bytes) saying which form follows.
  */
 #include "config.h"
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/conv2d_dnnl_cpu.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
 #include "kernels/cpu/vae_ops_cpu.h"
 
@@ -33,7 +37,7 @@
 /* The header of a packed block: which form the weights after it have. */
 #define CONV_PACK_HEADER 64
 #define CONV_PACK_MAGIC 0x43563250u /* "CV2P" */
-enum { CONV_FORM_F32 = 1, CONV_FORM_BF16 = 2 };
+enum { CONV_FORM_F32 = 1, CONV_FORM_BF16 = 2, CONV_FORM_DNNL = 3 };
 typedef struct conv_pack_header {
     uint32_t magic, form;
 } conv_pack_header;
@@ -57,6 +61,17 @@ float *cpu_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
     const size_t depth = (size_t)K * K * Cin;
     const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
                      strcmp(cpu_gemm_bf16_kernel(), "avx512bf16") == 0;
+#ifdef CPDIT_HAVE_DNNL
+    if (bf16 && K == 3 && strcmp(cpu_conv2d_engine(), "dnnl") == 0) {
+        char *db = cpu_conv2d_dnnl_pack(w, Cout, Cin, CONV_PACK_HEADER);
+        if (db) { /* else: our own bf16 form below */
+            conv_pack_header *dh = (conv_pack_header *)db;
+            dh->magic = CONV_PACK_MAGIC;
+            dh->form = CONV_FORM_DNNL;
+            return (float *)db;
+        }
+    }
+#endif
     const size_t bytes = bf16 ? cpu_bf16_packed_bytes(Cout, (int)depth)
                               : depth * (size_t)Cout * sizeof(float);
     char *block = cpu_alloc(CONV_PACK_HEADER + bytes);
@@ -103,10 +118,16 @@ static size_t block_pixels(int Cin, int K)
 
 size_t cpu_conv2d_workspace_bytes(int W, int Cin, int K)
 {
-    (void)W;
     if (K == 1)
         return 0;
-    return block_pixels(Cin, K) * (size_t)K * K * Cin * sizeof(float);
+    size_t bytes = block_pixels(Cin, K) * (size_t)K * K * Cin * sizeof(float);
+#ifdef CPDIT_HAVE_DNNL
+    const size_t db = cpu_conv2d_dnnl_workspace_bytes(W, Cin); /* a band of bf16 rows */
+    bytes = db > bytes ? db : bytes;
+#else
+    (void)W;
+#endif
+    return bytes;
 }
 
 /* y rows: fill each pixel's Cout outputs with the bias (or zero). */
@@ -170,6 +191,11 @@ cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const f
     }
     if (!ws)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "kernels/cpu", "conv2d: no workspace");
+#ifdef CPDIT_HAVE_DNNL
+    if (form == CONV_FORM_DNNL)
+        return cpu_conv2d_dnnl(y, x, conv_weights(w_packed), b, W, Cin, Cout, r0, r1, ws,
+                               cpu_conv2d_workspace_bytes(W, Cin, K), err);
+#endif
     const size_t depth = (size_t)K * K * Cin, pb = block_pixels(Cin, K);
     float *col = ws;
     for (size_t q = q0; q < q0 + P; q += pb) {

@@ -12,12 +12,16 @@
  * ITERS after one warm-up, the methods interleaved; oneDNN: primitive and weight reorder made
  * once, only execute timed):
  *   ours_f32   conv2d, CPDIT_WEIGHT_F32 (NHWC, blocked im2col + SGEMM)
- *   ours_bf16  conv2d, CPDIT_WEIGHT_NATIVE (bf16 GEMM on the same blocks; AVX512-BF16 only)
+ *   ours_bf16  conv2d, CPDIT_WEIGHT_NATIVE, engine "builtin" (bf16 GEMM on the same blocks;
+ *              AVX512-BF16 only)
+ *   table_dnnl conv2d, CPDIT_WEIGHT_NATIVE, engine "dnnl" (kernels/cpu/conv2d_dnnl_cpu.h: what
+ *              the table runs in a build with oneDNN, bf16 conversion of the input included)
  *   dnnl_f32_nhwc / dnnl_bf16_nhwc   oneDNN, src and dst NHWC (our layout), weights "any"
  *   dnnl_f32_any / dnnl_bf16_any     oneDNN, src, weights and dst "any" (its blocked layout;
  *                                    a decode would also pay reorders, not timed here)
  * bf16 oneDNN: src bf16 (converted before timing), weights bf16, fp32 dst and bias; ours_bf16
- * rounds its inputs inside the timed im2col. err_* = max |a - ours_f32| / max |ours_f32|.
+ * rounds its inputs inside the timed im2col. err_* = max |a - ours_f32| / max |ours_f32|;
+ * err_tbl = table_dnnl against ours_bf16 (same rounding: only the sum order differs).
  * The last row ("decode") weights each shape by its count: the 3x3 convolutions of one decode.
  */
 #include "config.h"
@@ -31,19 +35,21 @@
 #include <time.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/conv2d_dnnl_cpu.h"
 #include "kernels/host_runtime.h"
 
 #define SGEMM_N 1024
 #define SGEMM_REPS 3
 #define KSIZE 3
 #define N_SHAPES 10
-#define N_METHODS 6
+#define N_METHODS 7
 #define SEED 12345u
 
-enum { OURS_F32, OURS_BF16, DNNL_F32_NHWC, DNNL_F32_ANY, DNNL_BF16_NHWC, DNNL_BF16_ANY };
+enum { OURS_F32, OURS_BF16, DNNL_F32_NHWC, DNNL_F32_ANY, DNNL_BF16_NHWC, DNNL_BF16_ANY,
+       TABLE_DNNL };
 static const char *const method_names[N_METHODS] = {"ours_f32", "ours_bf16", "dnnl_f32_nhwc",
                                                     "dnnl_f32_any", "dnnl_bf16_nhwc",
-                                                    "dnnl_bf16_any"};
+                                                    "dnnl_bf16_any", "table_dnnl"};
 
 /* One 3x3 convolution of the decoder: Cin -> Cout at (res x res), run `count` times a decode;
  * res_div: the image size divided by the resolution. */
@@ -268,7 +274,7 @@ int main(int argc, char **argv)
     printf("%-13s %4s %4s %5s %3s %7s", "conv", "Cin", "Cout", "res", "n", "GFLOP");
     for (int m = 0; m < N_METHODS; m++)
         printf(" %14s", method_names[m]);
-    printf(" %9s %9s %9s\n", "err_ob16", "err_df32", "err_db16");
+    printf(" %9s %9s %9s %9s\n", "err_ob16", "err_df32", "err_db16", "err_tbl");
     double tot_flop = 0.0, tot_t[N_METHODS] = {0};
     char impls[N_SHAPES][N_METHODS][64];
     for (int s = 0; s < N_SHAPES; s++) {
@@ -296,11 +302,17 @@ int main(int argc, char **argv)
         const double flop = 2.0 * KSIZE * KSIZE * Cin * (double)Cout * H * W;
         method_state ms[N_METHODS];
         ours_prepare(&ms[OURS_F32], be, CPDIT_WEIGHT_F32, y[OURS_F32], x, w, b, H, W, Cin, Cout);
+        cpu_conv2d_set_engine("builtin");
         ours_prepare(&ms[OURS_BF16], be, CPDIT_WEIGHT_NATIVE, y[OURS_BF16], x, w, b, H, W, Cin,
                      Cout);
+        cpu_conv2d_set_engine("dnnl");
+        ours_prepare(&ms[TABLE_DNNL], be, CPDIT_WEIGHT_NATIVE, y[TABLE_DNNL], x, w, b, H, W,
+                     Cin, Cout);
+        cpu_conv2d_set_engine("auto");
+        snprintf(impls[s][TABLE_DNNL], 64, "table:%s", cpu_conv2d_engine());
         snprintf(impls[s][OURS_F32], 64, "im2col+sgemm");
         snprintf(impls[s][OURS_BF16], 64, "im2col+gemm_bf16");
-        for (int m = DNNL_F32_NHWC; m < N_METHODS; m++) {
+        for (int m = DNNL_F32_NHWC; m <= DNNL_BF16_ANY; m++) {
             const int bf16 = m == DNNL_BF16_NHWC || m == DNNL_BF16_ANY;
             const int any = m == DNNL_F32_ANY || m == DNNL_BF16_ANY;
             dnnl_prepare(&ms[m], eng, strm, bf16, any, y[m], x, w, b, H, W, Cin, Cout,
@@ -325,9 +337,10 @@ int main(int argc, char **argv)
             tot_t[m] += sh->count * t[m];
         }
         tot_flop += sh->count * flop;
-        printf(" %9.1e %9.1e %9.1e\n", rel_err(y[OURS_BF16], y[OURS_F32], ny),
+        printf(" %9.1e %9.1e %9.1e %9.1e\n", rel_err(y[OURS_BF16], y[OURS_F32], ny),
                rel_err(y[DNNL_F32_NHWC], y[OURS_F32], ny),
-               rel_err(y[DNNL_BF16_NHWC], y[OURS_F32], ny));
+               rel_err(y[DNNL_BF16_NHWC], y[OURS_F32], ny),
+               rel_err(y[TABLE_DNNL], y[OURS_BF16], ny));
         fflush(stdout);
         for (int m = 0; m < N_METHODS; m++)
             free(y[m]);
