@@ -29,7 +29,7 @@ static const cli_command commands[] = {
      "                 [--backend NAME] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "                 [--no-weight-sharing] [--topology FILE]\n"
-     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
+     "       (both forms) [--vae-parallel on|off] [--vae-tiling] [--verbose]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -65,7 +65,9 @@ static const cli_command commands[] = {
      "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
      "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
      "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
-     "default. The run ends with the decode time.\n",
+     "default. The run ends with the decode time. --verbose: plain lines (also under mpirun\n"
+     "and in logs) with the model's loading time and each step's time; every run ends with\n"
+     "where the time went (text encoding, steps, VAE decode, writing).\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
