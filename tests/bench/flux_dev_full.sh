@@ -20,7 +20,8 @@
 # layer at 512 text + SIZE^2/256 image tokens, plus attention 4 S^2 H D per block) and the
 # bytes the job read from disk during that step (/proc/PID/io read_bytes of all ranks,
 # sampled every second), the summary's phase times, the time before the first step that the
-# summary does not count (loading), and the peak RSS / PSS per rank (sampled). Before each run,
+# summary does not count (loading; --verbose also prints it as "cpdit: model loaded in X s"),
+# and the peak RSS / PSS per rank (sampled every second or two). Before each run,
 # the same-run rates: tests/flux_bench's SGEMM and bf16 GEMM (n 1024) and a resident forward
 # of a 1 double + 1 single block model of the same widths and token counts.
 set -u
