@@ -203,6 +203,11 @@ int cmd_run(int argc, char **argv)
         int handlers = job_stop_install(&serr) == CPDIT_OK;
         MPI_Init(NULL, NULL);
         cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
+        if (o.verbose) { /* backend notes (what attention auto picks) on rank 0 */
+            int r = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &r);
+            cpdit_backend_set_verbose(r == 0);
+        }
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
         if (handlers)
@@ -219,6 +224,11 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(SUB, "--prompt is required without a manifest");
     MPI_Init(NULL, NULL);
     cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
+    if (o.verbose) { /* backend notes (what attention auto picks) on rank 0 */
+        int r = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        cpdit_backend_set_verbose(r == 0);
+    }
     int code = run_item(&o);
     MPI_Finalize();
     return code;
