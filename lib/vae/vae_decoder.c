@@ -352,16 +352,6 @@ static int shape_equals(const safetensors_tensor *t, const int64_t *shape, int n
     return 1;
 }
 
-static void shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
-{
-    size_t used = (size_t)snprintf(buf, size, "(");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
-                                 (long long)shape[i]);
-    if (used < size)
-        snprintf(buf + used, size - used, ")");
-}
-
 cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, cpdit_error *err)
 {
     const char *file = safetensors_set_path(s);
@@ -381,8 +371,8 @@ cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, 
                        (legacy && e->ndim == 2 && shape_equals(t, conv_shape, 4));
         if (!ok) {
             char want[96], got[96];
-            shape_text(want, sizeof want, e->shape, e->ndim);
-            shape_text(got, sizeof got, t->shape, t->ndim);
+            safetensors_shape_text(want, sizeof want, e->shape, e->ndim, "()");
+            safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "()");
             return cpdit_error_set(err, CPDIT_ERR_INPUT, t->file,
                                    "tensor \"%s\" has shape %s, expected %s for this config",
                                    t->name, got, want);

@@ -141,16 +141,6 @@ void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops)
 
 /* ------------------------------------------------------------------ registration */
 
-static void shape_text(char *buf, size_t n, const safetensors_tensor *t)
-{
-    size_t used = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
-                                 (long long)t->shape[i]);
-    if (used < n)
-        snprintf(buf + used, n - used, "]");
-}
-
 cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
                                const char *disk_name, int64_t disk_rows, int64_t row_off,
                                int64_t rows, int64_t cols, int swap, void *dst,
@@ -173,7 +163,7 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
     const int want_ndim = cols ? 2 : 1;
     if (t->ndim != want_ndim || t->shape[0] != disk_rows || (cols && t->shape[1] != cols)) {
         char got[128], want[64];
-        shape_text(got, sizeof got, t);
+        safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "[]");
         if (cols)
             snprintf(want, sizeof want, "[%lld, %lld]", (long long)disk_rows, (long long)cols);
         else
