@@ -393,7 +393,7 @@ static void test_load_errors(void)
     t.ndim = 2;
     CHECK(safetensors_write(path, &t, 1, NULL, 0, &err) == CPDIT_OK);
     CHECK(vae_decoder_load(&d, dir, &err) == CPDIT_ERR_INPUT);
-    CHECK_STR_CONTAINS(err.what, "(4, 4, 1, 1)");
+    CHECK_STR_CONTAINS(err.what, "[4, 4, 1, 1]");
     /* forward: missing input tensor */
     char in[4200], out[4200];
     snprintf(in, sizeof in, "%s/in.safetensors", dir);
