@@ -1,7 +1,7 @@
 /* cmd_builtin.c — `cpdit builtin list` and `cpdit builtin write DIR [--name NAME]
  * [--text-only]`: the built-in models (real FLUX.1 architecture at tiny sizes: "tiny" with
  * random weights, "shapes" trained on procedural shapes), written out as a normal
- * diffusers-layout folder. --text-only writes what tools/train-builtin/ trains against:
+ * diffusers-layout folder. --text-only writes what tests/reference/train-builtin/ trains against:
  * configs, tokenizers and text encoders, without the transformer's and VAE's weights.
  * `cpdit builtin sheet DIR [--cols N]`: a contact sheet of an output folder (contact_sheet.h),
  * with builtin:shapes' colour check of each image (reported, not an exit status). */

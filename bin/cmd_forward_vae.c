@@ -32,16 +32,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
-{
-    size_t used = (size_t)snprintf(buf, size, "(");
-    for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
-                                 (long long)shape[i]);
-    if (used < size)
-        snprintf(buf + used, size - used, ")");
-}
-
 /* --weight-format of the options (native when not given). */
 static cpdit_weight_format forward_format(const forward_options *opt)
 {
@@ -78,7 +68,7 @@ static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
             t->shape[3] < 1 || t->shape[0] > INT32_MAX || t->shape[2] > VAE_MAX_LATENT_SIDE ||
             t->shape[3] > VAE_MAX_LATENT_SIDE) {
             char got[96];
-            shape_text(got, sizeof got, t->shape, t->ndim);
+            safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "()");
             st = cpdit_error_set(err, CPDIT_ERR_INPUT, inputs_path,
                                  "tensor \"%s\" has shape %s; expected (B, %d, h, w) with "
                                  "1 <= h, w <= %d", VAE_INPUT_NAME, got, C, VAE_MAX_LATENT_SIDE);

@@ -211,7 +211,7 @@ static const cli_command commands[] = {
      "normal diffusers-layout folder (model_index.json, transformer/, vae/, text_encoder/,\n"
      "text_encoder_2/, tokenizer/, tokenizer_2/, scheduler/); `run` caches it under\n"
      "$CPDIT_CACHE (default ~/.cache/cpdit) on first use; --text-only leaves out the\n"
-     "transformer's and the VAE's weights (for tools/train-builtin/).\n"
+     "transformer's and the VAE's weights (for tests/reference/train-builtin/).\n"
      "`sheet` puts the images of a `cpdit run` output folder in one grid,\n"
      "OUTPUT_DIR/contact-sheet.png, with the prompts in OUTPUT_DIR/contact-sheet.txt, and\n"
      "checks the colours of builtin:shapes images whose prompt names a full scene.\n",

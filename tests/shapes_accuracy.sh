@@ -5,7 +5,7 @@
 # image's shape region and background by their majority palette colour, and at least
 # MIN_RIGHT of 16 must be right on both; every 4-rank image is within 1/255 of the 1-rank one.
 # Exit 1 when too few are right (listed in XFAIL_TESTS while the shipped model is below
-# MIN_RIGHT: see tools/train-builtin/README.md); exit 99 (a hard error that XFAIL does not
+# MIN_RIGHT: see tests/reference/train-builtin/README.md); exit 99 (a hard error that XFAIL does not
 # hide) when cpdit fails or the 4-rank images differ from the 1-rank ones.
 CPDIT=${CPDIT:-./cpdit}
 MPI_RUN=${MPI_RUN:-tests/mpi-run.sh}

@@ -1,11 +1,11 @@
 #!/bin/sh
 # shapes_torch.sh — builtin:shapes as cpdit renders it and as PyTorch renders it
-# (tools/train-builtin/torch_pipeline.py: FluxPipeline's loop in float32, torch.randn noise from
+# (tests/reference/train-builtin/torch_pipeline.py: FluxPipeline's loop in float32, torch.randn noise from
 # the same seed, the same bf16 weights read from the folder cpdit writes) agree within 1/255 on
 # every pixel of 4 prompts, with true CFG. Skips (77) without python3 + torch + numpy.
 CPDIT=${CPDIT:-./cpdit}
 CMP=${top_builddir:-.}/tests/png_compare
-TOOLS=${top_srcdir:-.}/tools/train-builtin
+TOOLS=${top_srcdir:-.}/tests/reference/train-builtin
 PY=${PYTHON3:-/usr/bin/python3}
 "$PY" -c "import torch, numpy" 2>/dev/null || { echo "no python3 with torch and numpy: skip"; exit 77; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

@@ -185,10 +185,10 @@ cat > long.yaml <<'EOF'
 model: builtin:tiny
 output: {dir: long}
 defaults: {steps: 60, width: 96, height: 96}
-seeds: [1, 2, 3]
+seeds: [1, 2, 3, 4, 5, 6]   # 12 items: still running after the busy-folder check under load
 prompts: [a red fox, a blue bird]
 EOF
-sed 's/dir: long/dir: term/; s/seeds: \[1, 2, 3\]/seeds: [1, 2]/' long.yaml > term.yaml
+sed 's/dir: long/dir: term/; s/seeds: \[1, 2, 3, 4, 5, 6\]/seeds: [1, 2]/' long.yaml > term.yaml
 t0=$(date +%s)
 
 # ---------------------------------------------------------------- 1. submit → COMPLETED
@@ -262,11 +262,12 @@ else
         { fail "second job: no message naming job $j3"; cat "long/slurm-$j4.out"; }
     # signal right after an image was written: the next one has just begun
     before=$(lines long)
-    wait_lines long $((before + 1)) 60
-    before=$(lines long)
     [ "$(job_states "$j3")" = "RUNNING " ] || fail "job $j3 is not running any more: the signal case needs a longer run"
+    wait_lines long $((before + 1)) 60
     # Slurm's warning signal, to the batch shell only (the script forwards it to the step)
     scancel --signal=USR1 --batch "$j3" || fail "scancel --signal=USR1 --batch $j3"
+    before=$(lines long) # what was written before the signal (the query is after: on a loaded
+                         # machine an image may end between the wait above and scancel)
     ts=$(date +%s)
     i=0
     until scontrol show job "$j3" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -283,7 +284,7 @@ else
     wait_job "$j3" 120
     s=$(job_states "$j3")
     [ "$s" = "COMPLETED " ] || { fail "job $j3 after the requeue: '$s'"; cat "long/slurm-$j3.out"; }
-    check_set long 6
+    check_set long 12
     grep -q '"restart_count":1' long/index.jsonl || fail "no index line from the requeued run (restart 1)"
     grep -q '"restart_count":0' long/index.jsonl || fail "no index line from the first run (restart 0)"
     ls -a long | grep -q '^\.cpdit-stop' && fail "a stop marker or request was left: $(ls -a long | grep stop)"
@@ -310,6 +311,15 @@ else
         { fail "job $j5 did not requeue within 60 s of SIGTERM"; cat "term/slurm-$j5.out"; }
     rc5=$(sed -n 's/.*stopped early (exit \([0-9]*\)); requeueing.*/\1/p' "term/slurm-$j5.out" | head -n 1)
     [ "${rc5:-x}" != 3 ] || fail "mpirun exited 3: the stop marker was not what requeued the job"
+    # on a loaded machine the ranks may be killed before they write the marker: the script
+    # requeues on its own record of the signal then (said in the case line)
+    how5="on the stop marker"
+    if [ -z "$rc5" ]; then
+        rc5=$(sed -n 's/.*job step killed before it could finish (exit \([0-9]*\)); requeueing.*/\1/p' \
+              "term/slurm-$j5.out" | head -n 1)
+        how5="on the script's signal record (no marker: ranks killed while stopping)"
+        [ -n "$rc5" ] || { fail "job $j5's log names no requeue reason"; cat "term/slurm-$j5.out"; }
+    fi
     stopped_at=$(lines term)
     [ $((stopped_at - before)) -le 2 ] || fail "$((stopped_at - before)) images finished after SIGTERM"
     wait_job "$j5" 120
@@ -318,7 +328,7 @@ else
     check_set term 4
     ls -a term | grep -q '^\.cpdit-stop' && fail "a stop marker or request was left: $(ls -a term | grep stop)"
     grep -q '"restart_count":1' term/index.jsonl || fail "no index line from the requeued mpirun run"
-    echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued on the stop marker, then $s" \
+    echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued $how5, then $s" \
          "in $(( $(date +%s) - t1 )) s"
 fi
 

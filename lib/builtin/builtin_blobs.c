@@ -1,5 +1,5 @@
 /* builtin_blobs.c — the trained weights of builtin:shapes, compiled into the library from
- * the files shipped in lib/builtin/shapes/ (made by tools/train-builtin/, see its README):
+ * the files shipped in lib/builtin/shapes/ (made by tests/reference/train-builtin/, see its README):
  *   transformer.safetensors   FluxTransformer2DModel, bf16
  *   vae.safetensors           AutoencoderKL (encoder + decoder), bf16
  * They are included byte for byte with the assembler's .incbin (GCC and Clang on ELF), so the

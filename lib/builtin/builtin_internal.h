@@ -77,7 +77,7 @@ cpdit_status builtin_write_clip_weights(const char *dir, const builtin_sizes *s,
 cpdit_status builtin_write_t5_weights(const char *dir, const builtin_sizes *s,
                                       size_t *n_params, cpdit_error *err);
 
-/* builtin_blobs.c: the trained weights of builtin:shapes (tools/train-builtin/). */
+/* builtin_blobs.c: the trained weights of builtin:shapes (tests/reference/train-builtin/). */
 extern const builtin_blob builtin_shapes_transformer, builtin_shapes_vae;
 /* The grammar of builtin:shapes, as the tokenizers' corpus (builtin_tokenizers.c). */
 extern const char builtin_shapes_corpus[];

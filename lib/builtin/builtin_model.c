@@ -76,8 +76,8 @@ static const builtin_sizes TINY = {
     .t5_max_distance = 128,
 };
 
-/* Trained here (tools/train-builtin/) on procedural shapes; the grammar is in README.md.
- * The sizes are those of tools/train-builtin/shapes_config.py; the text encoders keep the
+/* Trained here (tests/reference/train-builtin/) on procedural shapes; the grammar is in README.md.
+ * The sizes are those of tests/reference/train-builtin/shapes_config.py; the text encoders keep the
  * weights generated from the seed (frozen during training), the transformer and the VAE are
  * the trained ones (lib/builtin/shapes/, compiled in by builtin_blobs.c). */
 static const builtin_sizes SHAPES = {
@@ -103,7 +103,7 @@ static const builtin_sizes SHAPES = {
     .latent_channels = 8,
     .n_vae_blocks = 4,
     .layers_per_block = 1,
-    .norm_num_groups = 1, /* see tools/train-builtin/models.py, analytic_init */
+    .norm_num_groups = 1, /* see tests/reference/train-builtin/models.py, analytic_init */
     .block_out_channels = {8, 16, 32, 32},
     .scaling_factor = SHAPES_VAE_SCALING,
     .shift_factor = SHAPES_VAE_SHIFT,

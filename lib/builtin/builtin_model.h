@@ -61,7 +61,7 @@ cpdit_status builtin_model_write(const char *name, const char *dir, cpdit_error 
 /* The parts of model `name` that do not depend on training: configs, tokenizers and the
  * text encoders (generated from the seed), written into dir (created; or an existing empty
  * folder) without the transformer's and the VAE's weights and without the marker file, so
- * the folder never counts as complete. For tools/train-builtin/, which trains the rest
+ * the folder never counts as complete. For tests/reference/train-builtin/, which trains the rest
  * against exactly these text encoders. Errors: unknown name, dir not new/empty (INPUT), I/O. */
 cpdit_status builtin_model_write_text(const char *name, const char *dir, cpdit_error *err);
 

@@ -104,7 +104,7 @@ static const char CORPUS[] =
     "A friendly robot handing a flower to a little girl, digital art, soft colors. "
     "Is it a cat? It is a cat! Yes, a very good cat; the best cat (of all).";
 
-/* builtin:shapes: its grammar (tools/train-builtin/shapes_data.py), every word at least
+/* builtin:shapes: its grammar (tests/reference/train-builtin/shapes_data.py), every word at least
  * twice, so that each becomes one token of both tokenizers, plus a little of the default
  * corpus's English for prompts outside the grammar. */
 const char builtin_shapes_corpus[] =

@@ -1,5 +1,5 @@
 /* shapes_grammar.c — builtin:shapes' prompt grammar and colour check (see shapes_grammar.h).
- * The numbers below are tools/train-builtin/shapes_data.py's. */
+ * The numbers below are tests/reference/train-builtin/shapes_data.py's. */
 #include "lib/builtin/shapes_grammar.h"
 
 #include <ctype.h>

@@ -1,6 +1,6 @@
 /* shapes_grammar.h — the prompt grammar of builtin:shapes and a colour check of its images.
  *
- * The model was trained (tools/train-builtin/shapes_data.py) on 128 x 128 images of one
+ * The model was trained (tests/reference/train-builtin/shapes_data.py) on 128 x 128 images of one
  * shape on a plain background. A full prompt names every part of the scene:
  *     "a large red circle in the center on a blue background"
  *     "a small yellow triangle in the top left corner on a black background"

@@ -293,7 +293,7 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
         return err ? err->status : CPDIT_ERR_INPUT;
     const cp_attention_variant variant =
         cfg->variant == CP_ATTN_AUTO ? CP_ATTN_UNIFIED : cfg->variant;
-    const cpdit_backend *be = cfg->backend ? cfg->backend : cpdit_backend_default();
+    const cpdit_backend *be = cfg->backend ? cfg->backend : cpdit_backend_cpu(); /* host buffers */
     const cpdit_attention_kernel *kernel = cfg->kernel ? cfg->kernel : be->attention_kernels[0];
     const size_t L = (size_t)layout->len[g->cp_rank];
     if (!be->host_memory && g->cp_size > 1 && g->cp && !strcmp(g->cp->ops->name, "mpi"))
@@ -326,7 +326,7 @@ cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, floa
                                 const float *q, const float *k, const float *v, int B, int S,
                                 int H, int D, float scale, cpdit_error *err)
 {
-    const cpdit_backend *be = cfg && cfg->backend ? cfg->backend : cpdit_backend_default();
+    const cpdit_backend *be = cfg && cfg->backend ? cfg->backend : cpdit_backend_cpu();
     const cpdit_attention_kernel *kernel =
         cfg && cfg->kernel ? cfg->kernel : be->attention_kernels[0];
     const cpdit_attention_args a = {.B = B, .Sq = S, .Skv = S, .H = H, .D = D, .scale = scale};

@@ -55,7 +55,8 @@ typedef struct cp_attention_config {
     cp_attention_variant variant;
     cp_ring_mode ring_mode;
     int anything;                         /* 1: uneven lengths / head shares (--anything) */
-    const cpdit_backend *backend;         /* NULL: cpdit_backend_default() */
+    const cpdit_backend *backend;         /* NULL: the CPU backend (host buffers, as the
+                                             callers that name none pass) */
     const cpdit_attention_kernel *kernel; /* NULL: the backend's default kernel */
 } cp_attention_config;
 
@@ -96,7 +97,7 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
                           cpdit_error *err);
 
 /* No grid: the whole sequence is on this rank (q, k, v, out (B, S, H, D), lse (B, S, H),
- * required); runs cfg's backend kernel (cfg NULL or its backend/kernel NULL: the default
+ * required); runs cfg's backend kernel (cfg NULL or its backend/kernel NULL: the CPU
  * backend's default kernel). */
 cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
                                 const float *q, const float *k, const float *v, int B, int S,

@@ -69,6 +69,11 @@ cpdit_status safetensors_parse_buffer(safetensors_file **out, const void *buf, s
 void safetensors_close(safetensors_file *f);
 
 const char *safetensors_path(const safetensors_file *f);
+
+/* A shape for messages: "[2, 3, 4]" with brackets "[]", "(2, 3, 4)" with "()" (the first and
+ * second character of brackets open and close it). Returns buf (truncated to size). */
+const char *safetensors_shape_text(char *buf, size_t size, const int64_t *shape, int ndim,
+                                   const char *brackets);
 size_t safetensors_count(const safetensors_file *f);
 
 /* i-th tensor in name order, i < count; NULL when out of range. */

@@ -81,16 +81,16 @@ static size_t utf8_valid_prefix(const unsigned char *s, size_t n)
     return n;
 }
 
-/* "[2, 3, 4]" for messages. */
-static const char *shape_text(char *buf, size_t size, const int64_t *shape, int ndim)
+const char *safetensors_shape_text(char *buf, size_t size, const int64_t *shape, int ndim,
+                                   const char *brackets)
 {
     size_t used = 0;
     int d;
-    used += (size_t)snprintf(buf, size, "[");
+    used += (size_t)snprintf(buf, size, "%c", brackets[0]);
     for (d = 0; d < ndim && used < size; d++)
         used += (size_t)snprintf(buf + used, size - used, "%s%" PRId64, d ? ", " : "", shape[d]);
     if (used < size)
-        snprintf(buf + used, size - used, "]");
+        snprintf(buf + used, size - used, "%c", brackets[1]);
     return buf;
 }
 
@@ -193,7 +193,7 @@ static cpdit_status parse_entry(safetensors_file *f, const char *name, const jso
     if (end - begin != t->nbytes)
         return FAIL("tensor \"%s\": shape %s of dtype %s needs %zu bytes but data_offsets "
                     "[%" PRIu64 ", %" PRIu64 "] hold %" PRIu64,
-                    name, shape_text(shp, sizeof shp, t->shape, t->ndim),
+                    name, safetensors_shape_text(shp, sizeof shp, t->shape, t->ndim, "[]"),
                     cpdit_dtype_name(t->dtype), t->nbytes, begin, end, end - begin);
     t->offset = begin;
     t->data = data + begin;

@@ -161,38 +161,34 @@ static cpdit_status register_weights(clip_text_model *m, cpdit_error *err)
     return add_norm(tw, &m->final_w, &m->final_b, P_FINAL, D, err);
 }
 
+/* text_model_parts callbacks: the config and one slot per layer; the weights */
+static cpdit_status clip_read_config(void *model, const model_config *cfg, cpdit_error *err)
+{
+    clip_text_model *m = model;
+    cpdit_status st = clip_text_config_read(cfg, &m->cfg, err);
+    if (!st && !(m->layers = calloc((size_t)m->cfg.num_hidden_layers + 1, sizeof *m->layers)))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "CLIP text model", "out of memory");
+    return st;
+}
+
+static cpdit_status clip_register_weights(void *model, cpdit_error *err)
+{
+    return register_weights(model, err);
+}
+
 cpdit_status clip_text_model_load(const char *dir, const text_encoder_options *opt,
                                   clip_text_model **out, cpdit_error *err)
 {
     /* buffers, heads and towers of related checkpoints that CLIPTextModel does not use */
     static const char *const ignore[] = {P_EMB "position_ids", "text_projection", "logit_scale",
                                          "vision_model.", "visual_projection"};
+    static const text_model_parts parts = {clip_read_config, clip_register_weights, ignore,
+                                           (int)(sizeof ignore / sizeof ignore[0])};
     *out = NULL;
-    const text_encoder_options defaults = text_encoder_options_default();
-    if (!opt)
-        opt = &defaults;
     clip_text_model *m = calloc(1, sizeof *m);
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    model_config cfg = {0};
-    cpdit_status st = text_backend_resolve(opt, &m->be, &m->attn, err);
-    if (!st)
-        st = text_config_load(dir, &cfg, err);
-    if (!st)
-        st = clip_text_config_read(&cfg, &m->cfg, err);
-    model_config_free(&cfg);
-    if (!st) {
-        m->layers = calloc((size_t)m->cfg.num_hidden_layers + 1, sizeof *m->layers);
-        if (!m->layers)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    }
-    if (!st)
-        st = text_weights_open(&m->tw, dir, m->be, err);
-    if (!st)
-        st = register_weights(m, err);
-    if (!st)
-        st = text_weights_finish(&m->tw, opt, ignore,
-                                 (int)(sizeof ignore / sizeof ignore[0]), err);
+    cpdit_status st = text_model_load(dir, opt, &parts, m, &m->be, &m->attn, &m->tw, err);
     if (st) {
         clip_text_model_free(m);
         return st;

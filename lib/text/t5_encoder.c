@@ -171,38 +171,34 @@ static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
                             TEXT_PARAM_SMALL, D, 0, err);
 }
 
+/* text_model_parts callbacks: the config and one slot per block; the weights */
+static cpdit_status t5_read_config(void *model, const model_config *cfg, cpdit_error *err)
+{
+    t5_encoder *m = model;
+    cpdit_status st = t5_encoder_config_read(cfg, &m->cfg, err);
+    if (!st && !(m->blocks = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->blocks)))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "T5 encoder", "out of memory");
+    return st;
+}
+
+static cpdit_status t5_register_weights(void *model, cpdit_error *err)
+{
+    return register_weights(model, err);
+}
+
 cpdit_status t5_encoder_load(const char *dir, const text_encoder_options *opt, t5_encoder **out,
                              cpdit_error *err)
 {
     /* the other half of a T5ForConditionalGeneration checkpoint, and the tied embedding */
     static const char *const ignore[] = {"decoder.", "lm_head.", "shared.weight",
                                          "encoder.embed_tokens.weight"};
+    static const text_model_parts parts = {t5_read_config, t5_register_weights, ignore,
+                                           (int)(sizeof ignore / sizeof ignore[0])};
     *out = NULL;
-    const text_encoder_options defaults = text_encoder_options_default();
-    if (!opt)
-        opt = &defaults;
     t5_encoder *m = calloc(1, sizeof *m);
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    model_config cfg = {0};
-    cpdit_status st = text_backend_resolve(opt, &m->be, &m->attn, err);
-    if (!st)
-        st = text_config_load(dir, &cfg, err);
-    if (!st)
-        st = t5_encoder_config_read(&cfg, &m->cfg, err);
-    model_config_free(&cfg);
-    if (!st) {
-        m->blocks = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->blocks);
-        if (!m->blocks)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    }
-    if (!st)
-        st = text_weights_open(&m->tw, dir, m->be, err);
-    if (!st)
-        st = register_weights(m, err);
-    if (!st)
-        st = text_weights_finish(&m->tw, opt, ignore,
-                                 (int)(sizeof ignore / sizeof ignore[0]), err);
+    cpdit_status st = text_model_load(dir, opt, &parts, m, &m->be, &m->attn, &m->tw, err);
     if (st) {
         t5_encoder_free(m);
         return st;

@@ -155,6 +155,30 @@ cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
     return CPDIT_OK;
 }
 
+cpdit_status text_model_load(const char *dir, const text_encoder_options *opt,
+                             const text_model_parts *parts, void *model,
+                             const cpdit_backend **be, const cpdit_attention_kernel **attn,
+                             text_weights *tw, cpdit_error *err)
+{
+    const text_encoder_options defaults = text_encoder_options_default();
+    if (!opt)
+        opt = &defaults;
+    model_config cfg = {0};
+    cpdit_status st = text_backend_resolve(opt, be, attn, err);
+    if (!st)
+        st = text_config_load(dir, &cfg, err);
+    if (!st)
+        st = parts->read_config(model, &cfg, err);
+    model_config_free(&cfg);
+    if (!st)
+        st = text_weights_open(tw, dir, *be, err);
+    if (!st)
+        st = parts->register_weights(model, err);
+    if (!st)
+        st = text_weights_finish(tw, opt, parts->ignore, parts->n_ignore, err);
+    return st;
+}
+
 cpdit_status text_weights_finish(text_weights *tw, const text_encoder_options *opt,
                                  const char *const *ignore, int n_ignore, cpdit_error *err)
 {

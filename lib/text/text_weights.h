@@ -128,6 +128,24 @@ cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
 cpdit_status text_weights_finish(text_weights *tw, const text_encoder_options *opt,
                                  const char *const *ignore, int n_ignore, cpdit_error *err);
 
+/* The load sequence both encoders share, around their own parts: the backend and attention
+ * kernel of opt into *be / *attn (text_backend_resolve); dir/config.json handed to
+ * read_config (the encoder's config reading and per-layer allocation); the weights set of dir
+ * opened on *be into *tw; register_weights adding the encoder's parameters; and
+ * text_weights_finish with ignore[0..n_ignore). `model` goes to both callbacks. On error the
+ * caller frees what it allocated (its free function closes *tw). */
+typedef struct text_model_parts {
+    cpdit_status (*read_config)(void *model, const model_config *cfg, cpdit_error *err);
+    cpdit_status (*register_weights)(void *model, cpdit_error *err);
+    const char *const *ignore;
+    int n_ignore;
+} text_model_parts;
+
+cpdit_status text_model_load(const char *dir, const text_encoder_options *opt,
+                             const text_model_parts *parts, void *model,
+                             const cpdit_backend **be, const cpdit_attention_kernel **attn,
+                             text_weights *tw, cpdit_error *err);
+
 /* The weight of a registered matrix: p->w when resident, else made now into *tmp (free it
  * with text_param_release). Errors: conversion failure (INPUT, naming the file), out of
  * memory. */

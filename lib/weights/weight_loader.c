@@ -153,16 +153,6 @@ void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops)
 
 /* ------------------------------------------------------------------ registration */
 
-static void shape_text(char *buf, size_t n, const safetensors_tensor *t)
-{
-    size_t used = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
-                                 (long long)t->shape[i]);
-    if (used < n)
-        snprintf(buf + used, n - used, "]");
-}
-
 static const safetensors_tensor *find_tensor(const weight_loader *wl, const char *name)
 {
     return wl->set ? safetensors_set_find(wl->set, name) : wl->find(wl->find_ctx, name);
@@ -192,7 +182,7 @@ static cpdit_status shape_error(const weight_loader *wl, const safetensors_tenso
                                 const char *hint, cpdit_error *err)
 {
     char got[128];
-    shape_text(got, sizeof got, t);
+    safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "[]");
     char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
     if (strcmp(t->name, name))
         snprintf(alias, sizeof alias, " (diffusers' '%s')", name);
@@ -258,11 +248,9 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
                            t->shape[3] == 1;
     if ((t->ndim != want_ndim && !as_conv1x1) || t->shape[0] != disk_rows ||
         (cols && t->shape[1] != cols)) {
+        const int64_t shape[2] = {disk_rows, cols};
         char want[64];
-        if (cols)
-            snprintf(want, sizeof want, "[%lld, %lld]", (long long)disk_rows, (long long)cols);
-        else
-            snprintf(want, sizeof want, "[%lld]", (long long)disk_rows);
+        safetensors_shape_text(want, sizeof want, shape, want_ndim, "[]");
         return shape_error(wl, t, name, want, needs, hint, err);
     }
     if (rows > INT32_MAX || cols > INT32_MAX)
@@ -297,8 +285,9 @@ cpdit_status weight_loader_add_conv(weight_loader *wl, const char *name, const c
         return CPDIT_ERR_INPUT;
     if (t->ndim != 4 || t->shape[0] != cout || t->shape[1] != cin || t->shape[2] != k ||
         t->shape[3] != k) {
+        const int64_t shape[4] = {cout, cin, k, k};
         char want[96];
-        snprintf(want, sizeof want, "[%d, %d, %d, %d]", cout, cin, k, k);
+        safetensors_shape_text(want, sizeof want, shape, 4, "[]");
         return shape_error(wl, t, name, want, needs, "", err);
     }
     weight_param *p;

@@ -18,71 +18,26 @@ By default it computes in float32 as diffusers does on a CPU in fp32; --float64 
 float64 (everything but the RoPE table, which diffusers builds in float64 anyway) to measure
 how close an fp32 implementation comes to the exact values.
 
-safetensors files are read and written by hand (8-byte header length, JSON header, data), so
+safetensors files are read and written by hand (st_io.py: 8-byte header length, JSON header, data), so
 only torch and numpy are needed. Several (model, inputs, output) triples may be given, to pay
 for importing torch once. Exit status 0 on success, 2 on bad usage.
 """
 import json
 import math
-import struct
+import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_io import load_safetensors, save_safetensors  # noqa: E402
 
 TIMESTEP_CHANNELS = 256     # Timesteps(num_channels=256, flip_sin_to_cos=True, shift=0)
 MAX_PERIOD = 10000          # get_timestep_embedding's max_period
 ROPE_THETA = 10000          # FluxPosEmbed(theta=10000)
 EPS = 1e-6                  # every LayerNorm / RMSNorm of the model
 TIME_SCALE = 1000           # timestep and guidance are multiplied by this in forward()
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = data[base + b:base + e]
-        dt, shape = info["dtype"], info["shape"]
-        if dt == "F32":
-            arr = np.frombuffer(raw, "<f4").astype(np.float32)
-        elif dt == "F64":
-            arr = np.frombuffer(raw, "<f8").astype(np.float64)
-        elif dt == "F16":
-            arr = np.frombuffer(raw, "<f2").astype(np.float32)
-        elif dt == "BF16":
-            arr = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-        elif dt in ("I64", "I32"):
-            arr = np.frombuffer(raw, "<i8" if dt == "I64" else "<i4").astype(np.float32)
-        else:
-            raise ValueError("%s: tensor %s: unsupported dtype %s" % (path, name, dt))
-        out[name] = torch.from_numpy(arr.reshape(shape).copy())
-    return out
-
-
-def save_safetensors(path, tensors):
-    header, blobs, at = {}, [], 0
-    for name in sorted(tensors):
-        arr = tensors[name].detach().to(torch.float32).contiguous().numpy()
-        raw = arr.astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape),
-                        "data_offsets": [at, at + len(raw)]}
-        blobs.append(raw)
-        at += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for raw in blobs:
-            f.write(raw)
 
 
 class Flux:

@@ -25,70 +25,16 @@ pairs, one line per pair: "NUM MAXDIST FIRST b(FIRST) b(FIRST+1) ...".
 import json
 import math
 import os
-import struct
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4", "I64": "<i8"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_io import load_model_dir, load_safetensors, save_safetensors  # noqa: E402
+
 BUCKET_CASES = [(32, 128), (32, 64), (64, 256), (16, 20), (8, 16), (128, 512), (4, 3)]
 BUCKET_RANGE = 600  # relative positions -RANGE..RANGE
-
-
-# ---------------------------------------------------------------- safetensors by hand
-def load_file(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        raw = data[base + b:base + e]
-        dt, shape = info["dtype"], info["shape"]
-        if dt == "BF16":
-            u = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
-            arr = u.view(np.float32)
-        elif dt in DTYPES:
-            arr = np.frombuffer(raw, DTYPES[dt])
-        else:
-            raise SystemExit(f"{path}: tensor {name}: dtype {dt} not handled")
-        out[name] = torch.from_numpy(np.array(arr).reshape(shape))
-    return out
-
-
-def load_model_dir(d):
-    single = os.path.join(d, "model.safetensors")
-    if os.path.exists(single):
-        return load_file(single)
-    with open(os.path.join(d, "model.safetensors.index.json")) as f:
-        index = json.load(f)
-    out = {}
-    for shard in sorted(set(index["weight_map"].values())):
-        out.update(load_file(os.path.join(d, shard)))
-    return out
-
-
-def save_file(path, tensors):
-    header, blobs, at = {}, [], 0
-    for name in sorted(tensors):
-        raw = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [at, at + len(raw)]}
-        blobs.append(raw)
-        at += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for raw in blobs:
-            f.write(raw)
 
 
 # ---------------------------------------------------------------- activations (ACT2FN)
@@ -239,7 +185,7 @@ def main(argv):
         with open(os.path.join(model, "config.json")) as f:
             cfg = json.load(f)
         w = load_model_dir(model)
-        ids = load_file(inputs)["input_ids"].to(torch.long)
+        ids = load_safetensors(inputs)["input_ids"].to(torch.long)
         with torch.no_grad():
             if kind == "clip":
                 out = clip_forward(cfg, w, ids, dtype)
@@ -248,7 +194,7 @@ def main(argv):
             else:
                 sys.stderr.write(f"unknown kind {kind}\n")
                 return 2
-        save_file(output, out)
+        save_safetensors(output, out)
     return 0
 
 

@@ -15,7 +15,7 @@ import sys
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "reference"))
+sys.path.insert(0, os.path.join(HERE, ".."))  # tests/reference
 import text_encoder_reference as ter  # noqa: E402
 
 CLIP_LENGTH = 77

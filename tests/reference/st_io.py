@@ -1,5 +1,8 @@
-"""st_io.py — safetensors read/write and PNG writing by hand (only torch, numpy, zlib)."""
+"""st_io.py — safetensors read/write and PNG writing by hand (only torch, numpy, zlib), shared by
+the reference generators here (flux_reference.py, text_encoder_reference.py) and the training tools
+of builtin:shapes (train-builtin/)."""
 import json
+import os
 import struct
 import zlib
 
@@ -7,10 +10,14 @@ import numpy as np
 import torch
 
 DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+# stored dtype -> (numpy dtype read, numpy dtype returned): F64 stays float64; half floats and
+# integers (token ids, position ids) come back as float32, exact for values below 2^24
+READ_AS = {"F32": ("<f4", np.float32), "F64": ("<f8", np.float64), "F16": ("<f2", np.float32),
+           "I32": ("<i4", np.float32), "I64": ("<i8", np.float32)}
 
 
 def load_safetensors(path):
-    """name -> float32 tensor (F32, F16, BF16 on disk)."""
+    """name -> tensor: float32 (F32, F16, BF16, I32, I64 on disk) or float64 (F64)."""
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -23,15 +30,27 @@ def load_safetensors(path):
         b, e = info["data_offsets"]
         raw = data[base + b:base + e]
         dt, shape = info["dtype"], info["shape"]
-        if dt == "F32":
-            arr = np.frombuffer(raw, "<f4").astype(np.float32)
-        elif dt == "F16":
-            arr = np.frombuffer(raw, "<f2").astype(np.float32)
-        elif dt == "BF16":
+        if dt == "BF16":  # the high half of a float32
             arr = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        elif dt in READ_AS:
+            arr = np.frombuffer(raw, READ_AS[dt][0]).astype(READ_AS[dt][1])
         else:
-            raise ValueError("%s: %s: dtype %s" % (path, name, dt))
+            raise ValueError("%s: tensor %s: unsupported dtype %s" % (path, name, dt))
         out[name] = torch.from_numpy(arr.reshape(shape).copy())
+    return out
+
+
+def load_model_dir(d, base="model"):
+    """A diffusers / transformers folder's weights: BASE.safetensors, or the shards named by
+    BASE.safetensors.index.json."""
+    single = os.path.join(d, base + ".safetensors")
+    if os.path.exists(single):
+        return load_safetensors(single)
+    with open(os.path.join(d, base + ".safetensors.index.json")) as f:
+        index = json.load(f)
+    out = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        out.update(load_safetensors(os.path.join(d, shard)))
     return out
 
 

@@ -2,7 +2,7 @@
 """torch_pipeline.py — builtin:shapes sampled by PyTorch (FluxPipeline's loop, sampler.py) from
 a model folder written by cpdit, to compare with cpdit's own PNGs for the same prompts and seed.
 
-    /usr/bin/python3 tools/train-builtin/torch_pipeline.py MODEL_DIR OUTDIR --seed S --steps N
+    /usr/bin/python3 tests/reference/train-builtin/torch_pipeline.py MODEL_DIR OUTDIR --seed S --steps N
         [--true-cfg C] [--size 128] [--max-sequence-length 32] PROMPT...
 
 MODEL_DIR: `cpdit builtin write MODEL_DIR --name shapes` (every weight and config is read from
@@ -23,6 +23,7 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, ".."))  # tests/reference: st_io
 import models  # noqa: E402
 import sampler  # noqa: E402
 import st_io  # noqa: E402

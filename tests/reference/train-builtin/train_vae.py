@@ -2,7 +2,7 @@
 """train_vae.py — stage 1 of builtin:shapes: the AutoencoderKL, trained as an autoencoder on the
 procedural shapes (L1 + MSE reconstruction of a sampled latent, a small KL term).
 
-    /usr/bin/python3 tools/train-builtin/train_vae.py WORKDIR [--steps N] [--seed S]
+    /usr/bin/python3 tests/reference/train-builtin/train_vae.py WORKDIR [--steps N] [--seed S]
 
 Deterministic from the seed: step k's batch is drawn from a generator seeded with (seed, k),
 so a run resumed from WORKDIR/vae.ckpt (written every CKPT_SECONDS and at the end) continues
@@ -20,6 +20,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # st_io
 import models  # noqa: E402
 import shapes_config as cfg  # noqa: E402
 import shapes_data as data  # noqa: E402

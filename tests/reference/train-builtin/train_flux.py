@@ -3,7 +3,7 @@
 rectified-flow (flow-matching) loss on the stage-1 VAE's latents, conditioned as FluxPipeline
 conditions (CLIP pooled output + T5 tokens, both frozen at the weights cpdit generates).
 
-    /usr/bin/python3 tools/train-builtin/train_flux.py WORKDIR TEXTDIR [--steps N] [--seed S]
+    /usr/bin/python3 tests/reference/train-builtin/train_flux.py WORKDIR TEXTDIR [--steps N] [--seed S]
 
 TEXTDIR: `cpdit builtin write TEXTDIR --name shapes --text-only` (configs, tokenizers, text
 encoders). WORKDIR: holds vae.safetensors and vae_stats.json from train_vae.py.
@@ -37,6 +37,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # st_io
 import evalacc  # noqa: E402
 import models  # noqa: E402
 import sampler  # noqa: E402
