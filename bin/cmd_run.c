@@ -150,9 +150,12 @@ int cmd_run(int argc, char **argv)
         case 'X': o.vae_tiling = 1; break;
         case 'v': o.verbose = 1; break;
         case 'V':
-            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
-                return cli_usage_error(SUB, "--vae-parallel: '%s'; use on or off", optarg);
-            o.vae_single_rank = !strcmp(optarg, "off");
+            if (manifest_vae_parallel_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--vae-parallel: '%s'; use on, off or world",
+                                       optarg);
+            o.vae_parallel = optarg;
+            o.vae_single_rank = manifest_vae_parallel_from_name(optarg) == MANIFEST_VAE_OFF;
+            o.vae_world = manifest_vae_parallel_from_name(optarg) == MANIFEST_VAE_WORLD;
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
@@ -188,6 +191,7 @@ int cmd_run(int argc, char **argv)
         if (o.anything)
             ov.anything = 1;
         ov.vae_tiling = o.vae_tiling;
+        ov.vae_parallel = o.vae_parallel;
         if (check)
             return check_batch(argv[optind], &ov);
         if (status) {
@@ -217,6 +221,9 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error(SUB, "--dp needs a manifest: one item runs on one group");
     if (!o.prompt)
         return cli_usage_error(SUB, "--prompt is required without a manifest");
+    if (o.vae_world && o.vae_tiling)
+        return cli_usage_error(SUB, "--vae-parallel world splits the decode over every rank, "
+                                    "--vae-tiling decodes on one rank: choose one");
     MPI_Init(NULL, NULL);
     cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
     int code = run_item(&o);

@@ -23,6 +23,8 @@ typedef struct run_item_options {
     const char *backend;         /* --backend NAME; NULL = the best available */
     const char *attention_kernel; /* --attention-backend KERNEL; NULL = the backend's default */
     int vae_single_rank;         /* --vae-parallel off: CP rank 0 decodes alone */
+    int vae_world;               /* --vae-parallel world: every rank of the job decodes */
+    const char *vae_parallel;    /* the --vae-parallel word (NULL: not given) */
     int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
     int verbose;                 /* --verbose: a plain line per sampler step and per item */
 } run_item_options;

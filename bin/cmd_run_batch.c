@@ -20,6 +20,7 @@ typedef struct batch_ctx {
     pipeline *p;
     cp_attention_config attn;
     int vae_single_rank, vae_tiling;
+    cp_grid *vae_world; /* --vae-parallel world: dp = 1 over every rank; NULL otherwise */
     const char *dump;
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
     int verbose;
@@ -62,6 +63,7 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     run.attn = c->attn;
     run.vae_single_rank = c->vae_single_rank;
     run.vae_tiling = c->vae_tiling;
+    run.vae_world = c->vae_world;
     run.progress = progress_tty;
     run.should_stop = stop_poll;
     run.ctx = c;
@@ -85,6 +87,25 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     return st;
 }
 
+/* Lockstep rounds (--vae-parallel world): a group without an item in this round joins the
+ * round's decode with nothing of its own. */
+static void idle_round(const cp_grid *g, void *ctx)
+{
+    batch_ctx *c = ctx;
+    (void)g;
+    pipeline_run run;
+    memset(&run, 0, sizeof run);
+    run.vae_world = c->vae_world;
+    pipeline_vae_world_idle(c->p, &run, NULL);
+}
+
+/* How the decode ran, a word for the index line. */
+static const char *vae_word(const batch_ctx *c)
+{
+    return c->vae_world ? "world" : c->vae_tiling ? "tiled" : c->vae_single_rank ? "rank0"
+                                                                                 : "group";
+}
+
 /* After the run's summary: the VAE decode time, summed over the groups (collective). */
 static void print_decode_time(const batch_ctx *c, int rank)
 {
@@ -92,10 +113,14 @@ static void print_decode_time(const batch_ctx *c, int rank)
     double t[2] = {c->p ? pipeline_decode_seconds(c->p, &n) : 0.0, 0.0}, sum[2];
     t[1] = (double)n;
     MPI_Reduce(t, sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    char world[64];
+    if (c->vae_world)
+        snprintf(world, sizeof world, "split over all %d ranks of the job, one image after "
+                 "the other", c->vae_world->cp_size);
     if (rank == 0 && sum[1] > 0)
         fprintf(stderr, "vae decode: %.0f images, %.3f s total, %.3f s per image (%s)\n",
                 sum[1], sum[0], sum[0] / sum[1],
-                c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
+                c->vae_world ? world : c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
                                                           ? "CP rank 0 alone"
                                                           : "split over each CP group");
 }
@@ -149,7 +174,6 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     batch_ctx c;
     memset(&c, 0, sizeof c);
     c.dump = dump;
-    c.vae_single_rank = o->vae_single_rank;
     c.verbose = o->verbose;
     job_summary sum;
     memset(&sum, 0, sizeof sum);
@@ -168,10 +192,18 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     if (!st) {
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
+        c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         job_test_hold("open", rank);
         st = run_open_pipeline(&c.p, m->model, o, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
+    }
+    if (!st && m->vae_parallel == MANIFEST_VAE_WORLD) { /* the decode over every rank */
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, pipeline_backend(c.p),
+                                &c.vae_world, &err);
+        st = job_agree_status(MPI_COMM_WORLD, st, &err);
     }
     /* a stop signal that reached any rank while MPI started or the model opened stops every
      * rank before the first item (job_run then writes the stop marker; exit 3) */
@@ -186,12 +218,16 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
         hooks.verbose = o->verbose;
         hooks.backend = pipeline_backend(c.p);
+        hooks.vae = vae_word(&c);
+        if (c.vae_world)
+            hooks.idle_round = idle_round;
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }
     int code = job_exit_code(st, &sum);
     if (st && rank == 0)
         cli_report(&err);
+    cp_grid_destroy(c.vae_world);
     pipeline_close(c.p);
     manifest_free(m);
     if (installed)

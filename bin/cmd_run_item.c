@@ -4,7 +4,9 @@
  * runs on data-parallel group 0 (other groups have nothing to do for a single item and wait),
  * except with true CFG (--negative-prompt, --true-cfg > 1) and two or more groups: then group 1
  * computes the negative branch beside group 0 (CFG-parallel; see pipeline_run.cfg_comm).
- * The PNG is written by CP rank 0 of that group: OUTPUT/00000-<seed>-<slug>.png, through a
+ * With --vae-parallel world the other groups' ranks join the item's VAE decode, split by rows
+ * over every rank of the job (pipeline_run.vae_world). The PNG is written by CP rank 0 of that
+ * group: OUTPUT/00000-<seed>-<slug>.png, through a
  * temporary file and rename, with the generation parameters as PNG text chunks.
  */
 #include "config.h"
@@ -138,6 +140,12 @@ int run_item(const run_item_options *o)
     /* setup can fail on some ranks only (a folder not mounted on one node): agree first,
      * with the lowest failing rank's message, so no rank waits in a collective alone */
     st = job_agree_status(MPI_COMM_WORLD, st, &err);
+    cp_grid *vae_world = NULL; /* --vae-parallel world: dp = 1 over every rank */
+    if (!st && o->vae_world) {
+        st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &vae_world, &err);
+        st = job_agree_status(MPI_COMM_WORLD, st, &err);
+    }
+    run.vae_world = vae_world;
     /* CFG-parallel: with true CFG and two or more data-parallel groups, groups 0 and 1 run
      * the prompt and the negative prompt side by side (ranks paired by CP coordinates) */
     cpdit_comm *cfg_comm = NULL;
@@ -182,10 +190,13 @@ int run_item(const run_item_options *o)
             const double t_dec = pipeline_decode_seconds(p, &n_dec);
             if (!st && n_dec)
                 fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
-                        o->vae_tiling ? "tiled, CP rank 0"
+                        vae_world ? "split over all ranks of the job"
+                        : o->vae_tiling ? "tiled, CP rank 0"
                         : g->cp_size > 1 && !o->vae_single_rank ? "split over the CP group"
                                                                  : "CP rank 0");
         }
+    } else if (!st && vae_world) { /* no part in the item: join its decode */
+        pipeline_vae_world_idle(p, &run, NULL);
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
     /* the render can fail on one group only: agree on the worst code, report once */
@@ -197,6 +208,7 @@ int run_item(const run_item_options *o)
         cli_report(&err);
     free(rgb);
     cpdit_comm_destroy(cfg_comm);
+    cp_grid_destroy(vae_world);
     pipeline_close(p);
     cp_grid_destroy(g);
     return worst;

@@ -29,7 +29,7 @@ static const cli_command commands[] = {
      "                 [--backend NAME] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "                 [--no-weight-sharing] [--topology FILE]\n"
-     "       (both forms) [--vae-parallel on|off] [--vae-tiling]\n"
+     "       (both forms) [--vae-parallel on|off|world] [--vae-tiling]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -55,7 +55,8 @@ static const cli_command commands[] = {
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
      "--dump DIR writes DIR/<item>/noise.safetensors (tensor latents, the initial noise\n"
-     "(1, 16, H/8, W/8) as drawn from the seed) and DIR/<item>/schedule.json.\n"
+     "(1, 16, H/8, W/8) as drawn from the seed), DIR/<item>/schedule.json and\n"
+     "DIR/<item>/image.safetensors (tensor image, the decoded (1, 3, H, W) in fp32).\n"
      "--weight-format: native (default) computes the linear layers from the weights as\n"
      "stored (bf16 packed once at load, bf16 GEMM with fp32 sums); fp32 converts them once\n"
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
@@ -63,9 +64,15 @@ static const cli_command commands[] = {
      "of the available memory), else streamed block by block at every step. The ranks of a\n"
      "node share one copy of them (MPI shared memory) unless --no-weight-sharing.\n"
      "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
-     "on CP rank 0 alone. --vae-tiling (manifest: vae_tiling: true) decodes on CP rank 0 in\n"
-     "overlapping tiles as diffusers' enable_tiling: less memory, APPROXIMATE; never the\n"
-     "default. The run ends with the decode time.\n",
+     "on CP rank 0 alone; --vae-parallel world (manifest: vae_parallel: world) splits it\n"
+     "over EVERY rank of the job, so data-parallel groups that have no item join the\n"
+     "decode (e.g. one prompt on dp 2 x ulysses 2: 4 ranks decode instead of 2). Batches\n"
+     "then run in rounds: round k is every group's k-th item; the round's images are\n"
+     "decoded one after another by all ranks (same pixels as the group decode to float\n"
+     "rounding); a stop ends every group at the same round. --vae-tiling (manifest:\n"
+     "vae_tiling: true) decodes on CP rank 0 in overlapping tiles as diffusers'\n"
+     "enable_tiling: less memory, APPROXIMATE; never the default (not with world). The run\n"
+     "ends with the decode time and how it ran; index lines say it in \"grid\": {\"vae\"}.\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"

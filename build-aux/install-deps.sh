@@ -1,9 +1,10 @@
 #!/bin/sh
-# install-deps.sh [--tests] — install the Debian 12 packages cpdit builds with; with --tests also
-# what the test suite uses to build reference data (python3-numpy, python3-torch, clang for
-# the fuzz targets, iproute2 for the network-namespace test) and Slurm + munge (tests/slurm.sh
-# starts a one-machine Slurm of its own). Idempotent: only missing packages are installed.
-# Needs root or sudo.
+# install-deps.sh [--tests|--bench] — install the Debian 12 packages cpdit builds with; with
+# --tests also what the test suite uses to build reference data (python3-numpy, python3-torch,
+# clang for the fuzz targets, iproute2 for the network-namespace test) and Slurm + munge
+# (tests/slurm.sh starts a one-machine Slurm of its own); with --bench also oneDNN (libdnnl-dev,
+# ~40 MB: only the benchmark tests/bench/vae_conv_onednn uses it; not in CI). Idempotent: only
+# missing packages are installed. Needs root or sudo.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
       libopenmpi-dev openmpi-bin libyaml-dev libpng-dev libhwloc-dev libopenblas-dev libjansson-dev
@@ -11,8 +12,9 @@ pkgs="build-essential autoconf automake libtool pkg-config
 case "${1:-}" in
     --tests) pkgs="$pkgs python3 python3-numpy python3-torch python3-sentencepiece clang iproute2
                    slurm-wlm slurmctld slurmd slurm-client munge" ;;
+    --bench) pkgs="$pkgs libdnnl-dev" ;;
     "") ;;
-    *) echo "usage: $0 [--tests]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--tests|--bench]" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do

@@ -77,6 +77,8 @@ char *job_index_line_timed(const job_item *item, const job_grid_info *grid, doub
                      : json_null();
     if (g && grid && grid->why)
         json_object_set_new(g, "why", json_string(grid->why));
+    if (g && grid && grid->vae)
+        json_object_set_new(g, "vae", json_string(grid->vae));
     if (!o || !g) {
         json_decref(o);
         json_decref(g);

@@ -50,6 +50,8 @@ typedef struct job_grid_info {
     const struct job_slurm_info *slurm; /* NULL or no job id: no "slurm" key */
     const char *node;                   /* the leader's MPI processor name (in "slurm") */
     const char *why; /* NULL, or one line: how the grid was chosen ("grid": {..., "why"}) */
+    const char *vae; /* NULL, or how the VAE decode ran ("grid": {..., "vae"}: "group",
+                        "rank0", "tiled", "world") */
 } job_grid_info;
 
 /* Where an item's time went (wall seconds on the group leader), written as

@@ -491,19 +491,36 @@ static int leader_record(const manifest *m, const job_item *x, const job_grid_in
     return error ? 1 : 0;
 }
 
-/* Render every remaining item of this group (step 4). */
-static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid *g,
-                      const job_slurm_info *sl, const char *node, const job_plan *plan,
-                      const char *index_path, job_progress *progress, job_group_stats *gs)
+/* Render every remaining item of this group (step 4). With hooks->idle_round, in lockstep
+ * rounds over the world (job_run.h): a group never leaves the loop alone (a stop or a fatal
+ * error is carried to the next round's world agreement instead), and a group whose items are
+ * done idles through the remaining rounds. */
+static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm world,
+                      cp_grid *g, const job_slurm_info *sl, const char *node,
+                      const job_plan *plan, const char *index_path, job_progress *progress,
+                      job_group_stats *gs)
 {
-    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason};
+    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason, hooks->vae};
     cpdit_status fatal = CPDIT_OK;
-    for (size_t k = 0; k < plan->n_mine; k++) {
-        const job_item *x = &plan->mine[k];
-        long long flags[2] = {job_stop_requested(), fatal};
-        if (g->cp_size > 1 &&
-            cpdit_comm_allreduce(g->cp, flags, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error))
+    const int lockstep = hooks->idle_round != NULL;
+    long long rounds = (long long)plan->n_mine;
+    if (lockstep)
+        MPI_Allreduce(MPI_IN_PLACE, &rounds, 1, MPI_LONG_LONG, MPI_MAX, world);
+    for (long long k = 0; k < rounds; k++) {
+        long long flags[2] = {job_stop_requested() || gs->stopped,
+                              fatal ? fatal : gs->fatal};
+        if (lockstep) {
+            MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_LONG_LONG, MPI_MAX, world);
+            if (flags[1]) { /* the failing group reports it; the others just end */
+                if (fatal && !gs->fatal)
+                    gs->fatal = fatal;
+                break;
+            }
+        } else if (g->cp_size > 1 &&
+                   cpdit_comm_allreduce(g->cp, flags, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX,
+                                        &gs->error)) {
             flags[1] = fatal = CPDIT_ERR_RUNTIME;
+        }
         if (flags[1]) {
             gs->fatal = flags[1];
             break;
@@ -512,6 +529,11 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
             gs->stopped = 1;
             break;
         }
+        if ((size_t)k >= plan->n_mine) { /* lockstep: this group has no item in this round */
+            hooks->idle_round(g, hooks->ctx);
+            continue;
+        }
+        const job_item *x = &plan->mine[k];
         double t0 = job_now();
         cpdit_error ierr;
         cpdit_error_clear(&ierr);
@@ -529,6 +551,8 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
             cpdit_comm_allreduce(g->cp, v, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error)) {
             free(rgb);
             gs->fatal = CPDIT_ERR_RUNTIME;
+            if (lockstep) /* the next round's agreement ends the run for every group */
+                continue;
             break;
         }
         int first_fail = (int)-v[0];
@@ -540,6 +564,8 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, cp_grid 
             rgb = NULL;
             if (v[1]) { /* interrupted by a stop: left for the next run */
                 gs->stopped = 1;
+                if (lockstep) /* the next round's agreement stops every group */
+                    continue;
                 break;
             }
             snprintf(reason, sizeof reason, "%s%s%s", ierr.where, ierr.where[0] ? ": " : "",
@@ -764,7 +790,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                                                        : NULL;
     job_stop_watch_file(request_path);
     free(request_path);
-    run_group(m, hooks, g, &sl, node, &plan, leader_index, pp, &gs);
+    run_group(m, hooks, world, g, &sl, node, &plan, leader_index, pp, &gs);
     job_stop_watch_file(NULL);
     if (leader_index != index_path)
         free(leader_index);

@@ -94,6 +94,14 @@ typedef struct job_runner_hooks {
                                        time went (plain text on stderr / log) */
     const struct cpdit_backend *backend; /* whose memory the grid's communicators move
                                             (cp_grid_create_for); NULL: host memory (MPI) */
+    /* NULL: each group renders its items at its own pace. Set: LOCKSTEP ROUNDS (the VAE
+     * decoded by every rank of the job, --vae-parallel world): round k is every group's k-th
+     * remaining item; before each round the whole world agrees whether to stop (a stop or a
+     * fatal error seen anywhere ends the run for all groups at the same round); a group
+     * without a k-th item calls idle_round on each of its ranks instead of render_item, so
+     * that render_item may contain a collective over the world (one per round). */
+    void (*idle_round)(const cp_grid *g, void *ctx);
+    const char *vae; /* NULL, or how images are decoded, for the index line ("grid":{"vae"}) */
 } job_runner_hooks;
 
 typedef struct job_summary {

@@ -11,6 +11,10 @@
 #  C. SIGUSR1 to both ranks while each writes the PNG of its first item → those two items
 #     are finished (PNG and index line), nothing else: exit 3; the rerun renders exactly the
 #     rest (one index line per item, no duplicates).
+#  D. --vae-parallel world (the groups run in lockstep rounds): SIGUSR1 to rank 0 ALONE while
+#     it writes its first item's PNG → rank 1's group, which saw no signal, stops at the same
+#     round too (the world agrees before each round): round 0's two items finished, exit 3;
+#     the rerun (world again) renders exactly the rest.
 # Exit 77 (skip) without mpirun.
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 : "${CPDIT:?CPDIT is set by make check}"
@@ -29,6 +33,7 @@ prompts: [a red fox, a blue bird]
 YAML
 N=6
 hold="$work/hold"
+extra= # more run options (D)
 
 # start POINT NAME [env...]: cpdit in the background, held at POINT
 start() {
@@ -36,7 +41,7 @@ start() {
     shift 2
     : > "$hold"
     "$MPI_RUN" -np 2 env CPDIT_TEST_HOLD="$point:$hold" "$@" "$CPDIT" run "$work/m.yaml" \
-        --output "$work/out" --dp 2 > "$work/$name.log" 2>&1 &
+        --output "$work/out" --dp 2 $extra > "$work/$name.log" 2>&1 &
     run_pid=$!
     pids="$pids $run_pid"
 }
@@ -58,7 +63,7 @@ clean_folder() { # no temporary file, no lock, no stop request left
     ls -a "$work/out" | grep -q '^\.cpdit-lock' && fail "$1: a lock was left"
 }
 rerun() { # NAME: the rest of the items, each exactly once
-    "$MPI_RUN" -np 2 "$CPDIT" run "$work/m.yaml" --output "$work/out" --dp 2 > "$work/$1.log" 2>&1 ||
+    "$MPI_RUN" -np 2 "$CPDIT" run "$work/m.yaml" --output "$work/out" --dp 2 $extra > "$work/$1.log" 2>&1 ||
         { fail "$1: exit $?"; cat "$work/$1.log"; }
     [ "$(pngs)" -eq $N ] || fail "$1: $(pngs) PNGs, expected $N"
     [ "$(lines)" -eq $N ] || fail "$1: $(lines) index lines, expected $N"
@@ -127,5 +132,25 @@ if p0=$(held_pid 0 120) && p1=$(held_pid 1 120); then
     rerun c-rerun
 else
     fail "C: the ranks did not reach the hold point"; cat "$work/c.log"
+fi
+
+# ---------------------------------------------------------------- D. world decode: lockstep stop
+rm -rf "$work/out"
+extra="--vae-parallel world"
+start write d
+if p0=$(held_pid 0 120) && held_pid 1 120 > /dev/null; then
+    kill -USR1 "$p0"
+    rm -f "$hold"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 3 ] || { fail "D: exit $rc, expected 3"; cat "$work/d.log"; }
+    [ "$(pngs)" -eq 2 ] || fail "D: $(pngs) PNGs, expected 2 (round 0 of both groups)"
+    [ "$(lines)" -eq 2 ] || fail "D: $(lines) index lines, expected 2"
+    grep -q 'stopped by SIGUSR1: 4 items left' "$work/d.log" || { fail "D: summary"; cat "$work/d.log"; }
+    [ "$(grep -c '"vae":"world"' "$work/out/index.jsonl")" -eq 2 ] || fail "D: index lines without vae world"
+    clean_folder D
+    rerun d-rerun
+else
+    fail "D: the ranks did not reach the hold point"; cat "$work/d.log"
 fi
 exit $status

@@ -179,7 +179,32 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
         m->parallel.anything = ov->anything ? 1 : 0;
     if (ov->vae_tiling)
         m->vae_tiling = 1;
+    if (ov->vae_parallel) {
+        int v = manifest_vae_parallel_from_name(ov->vae_parallel);
+        if (v < 0)
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, "--vae-parallel",
+                                   "'%s'; use on, off or world", ov->vae_parallel);
+        m->vae_parallel = v;
+    }
+    if (m->vae_tiling && m->vae_parallel == MANIFEST_VAE_WORLD)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "vae_parallel",
+                               "world splits the decode over every rank, tiling decodes on one "
+                               "rank: choose one (vae_tiling / --vae-tiling, or vae_parallel: "
+                               "world / --vae-parallel world)");
     return CPDIT_OK;
+}
+
+int manifest_vae_parallel_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    if (strcmp(name, "on") == 0)
+        return MANIFEST_VAE_ON;
+    if (strcmp(name, "off") == 0)
+        return MANIFEST_VAE_OFF;
+    if (strcmp(name, "world") == 0)
+        return MANIFEST_VAE_WORLD;
+    return -1;
 }
 
 void manifest_free(manifest *m)

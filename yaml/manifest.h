@@ -151,7 +151,20 @@ typedef struct manifest {
     manifest_parallel parallel;
     int vae_tiling; /* `vae_tiling: true`: decode in overlapping tiles on one rank (approximate,
                      * diffusers' enable_tiling; less memory); default false */
+    int vae_parallel; /* `vae_parallel: on|off|world` (manifest_vae_parallel): how the decode is
+                       * split; default on */
 } manifest;
+
+/* `vae_parallel` / `cpdit run --vae-parallel`: on (0, the default) = split by rows over the
+ * item's CP group; off = CP rank 0 alone; world = over every rank of the job, in rounds. */
+typedef enum manifest_vae_parallel {
+    MANIFEST_VAE_ON = 0,
+    MANIFEST_VAE_OFF,
+    MANIFEST_VAE_WORLD
+} manifest_vae_parallel;
+
+/* "on", "off", "world" -> the value; -1 for anything else. */
+int manifest_vae_parallel_from_name(const char *name);
 
 /* Command-line overrides for what changes between runs of the same manifest. Zero / NULL
  * fields change nothing; anything = -1 keeps the manifest's value. */
@@ -160,8 +173,9 @@ typedef struct manifest_overrides {
     int dp, ring, ulysses;
     int anything;
     int vae_tiling; /* 1: --vae-tiling (on whatever the manifest says) */
+    const char *vae_parallel; /* NULL, or --vae-parallel on|off|world */
 } manifest_overrides;
-#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1, 0}
+#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1, 0, NULL}
 
 /* Flags of manifest_parse_bytes / manifest_load. */
 enum {

@@ -27,10 +27,27 @@
 
 static const char *const TOP_KEYS[] = {"model",   "output",  "defaults",     "seeds",   "sizes",
                                        "repeats", "prompts", "prompts_file", "parallel",
-                                       "vae_tiling"};
+                                       "vae_tiling", "vae_parallel"};
 enum { K_MODEL, K_OUTPUT, K_DEFAULTS, K_SEEDS, K_SIZES, K_REPEATS, K_PROMPTS, K_PROMPTS_FILE,
-       K_PARALLEL, K_VAE_TILING };
+       K_PARALLEL, K_VAE_TILING, K_VAE_PARALLEL };
 static const char *const OUTPUT_KEYS[] = {"dir", "name"};
+
+/* `vae_parallel: on|off|world` (a string: YAML 1.2 reads on/off as strings). */
+static cpdit_status parse_vae_parallel(mf_ctx *c, const mf_node *v, manifest *m)
+{
+    char *s = NULL;
+    cpdit_status st = mf_get_string(c, v, "vae_parallel", &s);
+    if (st)
+        return st;
+    int x = manifest_vae_parallel_from_name(s);
+    free(s);
+    if (x < 0)
+        return mf_error(c, v->mark, "vae_parallel: \"%s\"; use on (split over the item's CP "
+                        "group, the default), off (CP rank 0 alone) or world (every rank of the "
+                        "job)", v->text);
+    m->vae_parallel = x;
+    return CPDIT_OK;
+}
 static const char *const DEFAULT_KEYS[] = {"steps",           "guidance", "width",
                                            "height",          "seed",     "negative_prompt",
                                            "true_cfg",        "max_sequence_length"};
@@ -546,6 +563,7 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
         case K_PROMPTS_FILE: st = parse_prompts_file(c, v, m, flags); break;
         case K_PARALLEL: st = parse_parallel(c, v, &m->parallel); break;
         case K_VAE_TILING: st = mf_get_bool(c, v, "vae_tiling", &m->vae_tiling); break;
+        case K_VAE_PARALLEL: st = parse_vae_parallel(c, v, m); break;
         }
     }
     free(order);

@@ -1,5 +1,6 @@
 /* pipeline.c — FLUX.1 text-to-image on one CP group (see pipeline.h for the data flow). */
 #include "lib/pipeline/pipeline.h"
+#include "lib/pipeline/pipeline_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,23 +38,8 @@
 #define T5_LEN_DEV 512
 #define T5_LEN_SCHNELL 256
 
-struct pipeline {
-    char *model_dir;
-    flux_transformer *transformer;
-    vae_decoder *vae;          /* loaded on the first decode (only decoding ranks need it) */
-    autoencoder_kl_config vae_cfg;
-    text_encoders *text;
-    flow_schedule_config sched;
-    int latent_channels;       /* transformer in_channels / 4 */
-    const cpdit_backend *be;   /* every model runs on it */
-    const cpdit_attention_kernel *attn_kernel;
-    cpdit_weight_format weight_format; /* of every model (pipeline_options.format) */
-    cp_attention_ws attn_ws;   /* CP attention's workspace, kept between steps */
-    double decode_seconds;     /* VAE decodes on this rank as CP rank 0: wall time, count */
-    long decodes;
-};
 
-static double now_seconds(void)
+double pipeline_now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -284,6 +270,16 @@ static cpdit_status dump_inputs(const char *dir, const float *noise, int C, int 
     return st;
 }
 
+cpdit_status pipeline_dump_image(const char *dir, const float *image, int C, int H, int W,
+                                 cpdit_error *err)
+{
+    char path[4096];
+    int64_t shape[4] = {1, C, H, W};
+    safetensors_write_tensor t = {"image", CPDIT_DTYPE_F32, 4, shape, image, CPDIT_DTYPE_F32};
+    snprintf(path, sizeof path, "%s/image.safetensors", dir);
+    return safetensors_write(path, &t, 1, NULL, 0, err);
+}
+
 /* Values of x[0..n) that are NaN or +-Inf. One pass, far cheaper than a transformer step. */
 static size_t count_nonfinite(const float *x, size_t n)
 {
@@ -295,7 +291,7 @@ static size_t count_nonfinite(const float *x, size_t n)
 
 /* NaN/Inf in the sampled latents or the decoded image (broken weights, overflow) would be
  * written as a black or garbage PNG: fail the item instead, saying where they appeared. */
-static cpdit_status check_finite(const float *x, size_t n, const char *what, cpdit_error *err)
+cpdit_status pipeline_check_finite(const float *x, size_t n, const char *what, cpdit_error *err)
 {
     size_t bad = count_nonfinite(x, n);
     if (!bad)
@@ -419,8 +415,26 @@ static cpdit_status prepare_item(pipeline *p, const pipeline_params *prm, const 
 
 }
 
-cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
-                               uint8_t **rgb, cpdit_error *err)
+cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err)
+{
+    cpdit_status st = CPDIT_OK;
+    if (!p->vae) {
+        const double t_load = pipeline_now_seconds();
+        st = vae_decoder_load(&p->vae, p->model_dir, err);
+        if (!st) /* bf16 convolutions by default, fp32 with --weight-format fp32 */
+            vae_decoder_set_weight_format(p->vae, p->weight_format);
+        if (load_s)
+            *load_s += pipeline_now_seconds() - t_load;
+    }
+    if (!st)
+        vae_decoder_set_backend(p->vae, p->be);
+    return st;
+}
+
+/* pipeline_generate without the world round's guarantee: *joined = 1 once this rank has taken
+ * part in run->vae_world's decode round (pipeline_generate joins it otherwise). */
+static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
+                             uint8_t **rgb, int *joined, cpdit_error *err)
 {
     *rgb = NULL;
     cpdit_status st = pipeline_check_params(p, prm, err);
@@ -443,9 +457,9 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     memset(tm, 0, sizeof *tm);
     gen_buffers b;
     memset(&b, 0, sizeof b);
-    double t_phase = now_seconds();
+    double t_phase = pipeline_now_seconds();
     st = prepare_item(p, prm, run, cfg, L, lh, lw, S, &b, err);
-    tm->text_s = now_seconds() - t_phase;
+    tm->text_s = pipeline_now_seconds() - t_phase;
     if ((st = group_agree(g, cfg_par ? run->cfg_comm : NULL, st, err)))
         goto done;
     const size_t n_noise = (size_t)C * lh * lw;
@@ -485,7 +499,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
 
     /* 4. sampler: Euler over FLUX's sigmas; each rank updates its own image tokens */
     for (int i = 0; i < prm->steps; i++) {
-        const double t0 = now_seconds();
+        const double t0 = pipeline_now_seconds();
         if (run->should_stop && run->should_stop(run->ctx)) {
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "stopped");
             goto done;
@@ -524,7 +538,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         }
         }
         flow_euler_step(b.x, b.v, (size_t)ilen * W64, sigma, sigma_next);
-        const double t_step = now_seconds() - t0;
+        const double t_step = pipeline_now_seconds() - t0;
         tm->sample_s += t_step;
         if (tm->steps == 0 || t_step < tm->step_min_s)
             tm->step_min_s = t_step;
@@ -534,7 +548,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         if (run->progress && cp_rank == 0 && cfg_rank == 0)
             run->progress(i + 1, prm->steps, t_step, run->ctx);
     }
-    t_phase = now_seconds();
+    t_phase = pipeline_now_seconds();
 
     /* 5. gather the image tokens in order, decode on CP rank 0 */
     if (g) {
@@ -545,23 +559,34 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     }
     if (cfg_rank != 0)
         goto done;
+    if (run->vae_world) { /* 6'. one round over every rank of the job; the leader owns it */
+        float *z = NULL;
+        if (cp_rank == 0 &&
+            !(st = pipeline_check_finite(b.packed, (size_t)S * W64, "latents after sampling",
+                                         err))) {
+            flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw);
+            z = b.noise;
+        }
+        *joined = 1;
+        uint8_t *pix = NULL;
+        cpdit_error werr;
+        cpdit_error_clear(&werr);
+        cpdit_status wst = pipeline_vae_world_round(p, run, z, lh, lw, z ? &pix : NULL,
+                                                    &tm->vae_load_s, z ? err : &werr);
+        if (z)
+            st = wst;
+        *rgb = pix;
+        goto done;
+    }
     /* 6. VAE decode: split by rows over the CP group (every rank holds the latents now), or on
      * CP rank 0 alone (run->vae_single_rank, --vae-parallel off; or tiled) */
     const int vae_par = g && g->cp_size > 1 && !run->vae_single_rank && !run->vae_tiling;
     if (!vae_par && cp_rank != 0)
         goto done;
-    if ((st = check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
+    if ((st = pipeline_check_finite(b.packed, (size_t)S * W64, "latents after sampling", err)))
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
-    if (!p->vae) {
-        const double t_load = now_seconds();
-        st = vae_decoder_load(&p->vae, p->model_dir, err);
-        if (!st) /* bf16 convolutions by default, fp32 with --weight-format fp32 */
-            vae_decoder_set_weight_format(p->vae, p->weight_format);
-        tm->vae_load_s = now_seconds() - t_load;
-    }
-    if (!st)
-        vae_decoder_set_backend(p->vae, p->be);
+    st = pipeline_load_vae(p, &tm->vae_load_s, err);
     if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
         long long bad = st != CPDIT_OK;
         cpdit_error aerr;
@@ -584,7 +609,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         if (!b.image || !pix) /* before the collective decode: abort rather than hang */
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     }
-    const double t_dec = now_seconds();
+    const double t_dec = pipeline_now_seconds();
     if (!st) {
         if (run->vae_tiling)
             st = vae_decode_tiled(p->vae, b.noise, 1, lh, lw, b.image, err);
@@ -598,12 +623,14 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (cp_rank == 0) {
-        p->decode_seconds += now_seconds() - t_dec;
+        p->decode_seconds += pipeline_now_seconds() - t_dec;
         p->decodes++;
     }
     if (!st && cp_rank == 0 &&
-        !(st = check_finite(b.image, (size_t)vc->out_channels * H * W, "decoded image", err)))
+        !(st = pipeline_check_finite(b.image, (size_t)vc->out_channels * H * W, "decoded image", err)))
         st = image_chw_to_rgb8(b.image, vc->out_channels, H, W, pix, err);
+    if (!st && cp_rank == 0 && run->dump_dir)
+        st = pipeline_dump_image(run->dump_dir, b.image, vc->out_channels, H, W, err);
     if (st || cp_rank != 0) {
         free(pix);
         goto done;
@@ -611,7 +638,7 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
     *rgb = pix;
 done:
     if (t_phase > 0.0 && tm->steps == prm->steps && !tm->vae_s)
-        tm->vae_s = now_seconds() - t_phase - tm->vae_load_s;
+        tm->vae_s = pipeline_now_seconds() - t_phase - tm->vae_load_s;
     gen_buffers_free(&b);
     return st;
 forward_failed:
@@ -625,4 +652,23 @@ forward_failed:
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     goto done;
+}
+
+cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
+                               uint8_t **rgb, cpdit_error *err)
+{
+    int joined = 0;
+    cpdit_status st = generate(p, prm, run, rgb, &joined, err);
+    if (run->vae_world && !joined) /* failed, stopped, CFG's second branch: join with nothing */
+        pipeline_vae_world_idle(p, run, NULL);
+    return st;
+}
+
+cpdit_status pipeline_vae_world_idle(pipeline *p, const pipeline_run *run, cpdit_error *err)
+{
+    cpdit_error local;
+    cpdit_error_clear(&local);
+    if (!run->vae_world)
+        return CPDIT_OK;
+    return pipeline_vae_world_round(p, run, NULL, 0, 0, NULL, NULL, err ? err : &local);
 }

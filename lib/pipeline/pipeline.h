@@ -7,7 +7,8 @@
  *       [true CFG: a second forward on the negative prompt, v = v_neg + c (v - v_neg)]
  *       Euler step on this rank's own image tokens (no communication)
  *   gather image tokens → unpack → z / scaling + shift → VAE decode split by rows over the
- *   CP group (vae_decode_group; or CP rank 0 alone / tiled, see pipeline_run) → RGB8 (CP rank 0)
+ *   CP group (vae_decode_group; or CP rank 0 alone / tiled, or over every rank of the job in
+ *   rounds, see pipeline_run) → RGB8 (CP rank 0)
  *
  * Every rank of the CP group calls pipeline_generate with the same parameters; only CP rank 0
  * receives the image. Batch size is 1 per item (data-parallel groups run other items).
@@ -61,7 +62,9 @@ typedef struct pipeline_timings {
 typedef struct pipeline_run {
     const cp_grid *grid;            /* the CP group (cp_size ranks) this item runs on */
     cp_attention_config attn;       /* variant, anything (backend and kernel: the pipeline's) */
-    const char *dump_dir;           /* NULL, or write noise.safetensors + schedule.json here */
+    const char *dump_dir;           /* NULL, or write noise.safetensors + schedule.json here
+                                       (CP rank 0), and image.safetensors: the decoded image
+                                       in fp32 (the image's owner) */
     pipeline_progress_fn progress;  /* may be NULL */
     pipeline_stop_fn should_stop;   /* may be NULL; see above */
     void *ctx;
@@ -77,6 +80,14 @@ typedef struct pipeline_run {
      * --vae-tiling / manifest vae_tiling: true). */
     int vae_single_rank;
     int vae_tiling;
+    /* NULL, or a dp = 1 grid over EVERY rank of the job (--vae-parallel world): the decode
+     * then runs in a round over the whole world instead of on this item's group. Collective
+     * over vae_world->cp: in each round every rank of the job calls pipeline_generate (its
+     * group's item) or pipeline_vae_world_idle (no item) exactly once; the round decodes the
+     * images of all groups one after another, each split by rows over all ranks (exact, as
+     * on a group), in world rank order of their group leaders. Not with vae_single_rank or
+     * vae_tiling. */
+    const cp_grid *vae_world;
     pipeline_timings *timings; /* NULL, or filled by pipeline_generate (also on failure: the
                                   phases that ran) */
 } pipeline_run;
@@ -127,6 +138,11 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
  * finite"), never an image. */
 cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
                                uint8_t **rgb, cpdit_error *err);
+
+/* Join one decode round of run->vae_world with no image of this rank's own (a data-parallel
+ * group without an item in this round). Collective (see pipeline_run.vae_world); a no-op when
+ * run->vae_world is NULL. Returns CPDIT_OK, or the VAE's load failure. err may be NULL. */
+cpdit_status pipeline_vae_world_idle(pipeline *p, const pipeline_run *run, cpdit_error *err);
 
 /* mkdir -p dir. INPUT for an empty or too long name, RUNTIME when a folder cannot be made. */
 cpdit_status pipeline_make_dirs(const char *dir, cpdit_error *err);
