@@ -80,6 +80,10 @@ typedef struct cpdit_attention_kernel {
     const char *summary; /* one line for --help and errors */
     cpdit_status (*forward)(float *out, float *lse, const float *q, const float *k,
                             const float *v, const cpdit_attention_args *a, cpdit_error *err);
+    /* The normalised error the kernel may show against fp32 attention, for kernels that
+     * compute in lower precision (cudnn: bf16 Q, K, V, P and O); 0 for fp32 kernels (the
+     * conformance suite then holds them to its fp32 thresholds). */
+    double tolerance;
 } cpdit_attention_kernel;
 
 /* A weight matrix in the backend's memory and layout, made from the stored data once (at
@@ -258,7 +262,33 @@ typedef struct cpdit_backend {
     void (*upsample2x)(float *y, const float *x, int rows, int W, int C);
     /* y (cols, rows) = transpose of x (rows, cols) (NCHW <-> NHWC per image). No aliasing. */
     void (*transpose)(float *y, const float *x, size_t rows, size_t cols);
+
+    /* ---------------------------------------------------------------- optional entries
+     * NULL in a table that has nothing better than the generic form; call them through the
+     * helpers below, which fall back. */
+
+    /* linear followed by an activation over y's (M, N) block, accumulate = 0:
+     *   y = act(x W^T + b)
+     * (cuda: one cuBLASLt call with the bias and GELU-tanh epilogue). NULL: linear, then act on
+     * each row (the CPU: results identical to the two ops). Errors as linear. */
+    cpdit_status (*linear_act)(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
+                               const float *b, int M, int K, int N, cpdit_act act,
+                               cpdit_error *err);
+    /* The kernel `--attention-backend auto` picks (cuda: times cuda-flash and cudnn once per
+     * shape and keeps the faster); NULL: attention_kernels[0]. Not in attention_kernels. */
+    const cpdit_attention_kernel *attention_auto;
 } cpdit_backend;
+
+/* be->linear_act when the table has it, else be->linear then be->act over the block (one call
+ * when ldy == N, else one per row). */
+cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const float *x, int ldx,
+                              const cpdit_weight *w, const float *b, int M, int K, int N,
+                              cpdit_act act, cpdit_error *err);
+
+/* Notes of the backends on stderr: 0 none (default); 1 choices made at run time (the attention
+ * kernel `auto` picks per shape, fallbacks). The CLI's --verbose sets 1 on rank 0. */
+void cpdit_backend_set_verbose(int level);
+int cpdit_backend_verbose(void);
 
 /* ---- backends in this build (kernels/backend.c) ---------------------------------------- */
 
@@ -296,7 +326,8 @@ cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out,
 
 /* ---- attention kernels ------------------------------------------------------------------- */
 
-/* The attention kernel of be named name (NULL, "" or "auto": be's default) into *out.
+/* The attention kernel of be named name into *out: NULL or "": be's default
+ * (attention_kernels[0]); "auto": be->attention_auto, or the default when it has none.
  * CPDIT_ERR_INPUT otherwise, the message listing be's kernels (and saying which backend
  * offers the name, when another one does). */
 cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *name,
