@@ -50,7 +50,10 @@ int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, l
 void cli_attention_alias(const char **variant, const char **kernel)
 {
     cp_attention_config probe;
-    if (!*variant && *kernel && cp_attention_config_parse(*kernel, &probe, NULL) == CPDIT_OK) {
+    /* "auto" names the backend's kernel choice (kernels/backend.h), not the variant (whose
+     * default is auto anyway) */
+    if (!*variant && *kernel && strcmp(*kernel, "auto") != 0 &&
+        cp_attention_config_parse(*kernel, &probe, NULL) == CPDIT_OK) {
         *variant = *kernel;
         *kernel = NULL;
     }

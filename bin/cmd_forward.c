@@ -572,6 +572,7 @@ int cmd_forward(int argc, char **argv)
     } else {
         o.world_rank = rank;
         o.world_size = size;
+        cpdit_backend_set_verbose(o.verbose && rank == 0); /* e.g. what attention auto picks */
         if (!strcmp(o.component, "transformer")) {
             rc = run_transformer(&o);
         } else if (vae_forward_command) {

@@ -207,6 +207,11 @@ int cmd_run(int argc, char **argv)
         int handlers = job_stop_install(&serr) == CPDIT_OK;
         MPI_Init(NULL, NULL);
         cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
+        if (o.verbose) { /* backend notes (what attention auto picks) on rank 0 */
+            int r = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &r);
+            cpdit_backend_set_verbose(r == 0);
+        }
         int code = run_batch(argv[optind], &ov, &o);
         MPI_Finalize();
         if (handlers)
@@ -226,6 +231,11 @@ int cmd_run(int argc, char **argv)
                                     "--vae-tiling decodes on one rank: choose one");
     MPI_Init(NULL, NULL);
     cpdit_backends_bind_mpi(); /* each rank to its device (collective, right after MPI_Init) */
+    if (o.verbose) { /* backend notes (what attention auto picks) on rank 0 */
+        int r = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+        cpdit_backend_set_verbose(r == 0);
+    }
     int code = run_item(&o);
     MPI_Finalize();
     return code;

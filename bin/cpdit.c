@@ -29,7 +29,7 @@ static const cli_command commands[] = {
      "                 [--backend NAME] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "                 [--no-weight-sharing] [--topology FILE]\n"
-     "       (both forms) [--vae-parallel on|off|world] [--vae-tiling]\n"
+     "       (both forms) [--vae-parallel on|off|world] [--vae-tiling] [--verbose]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -50,7 +50,9 @@ static const cli_command commands[] = {
      "--attention: the context-parallel variant: auto, ring, ring-allgather, ulysses,\n"
      "unified, unified-allgather. --backend: the kernel table the models run on (cpdit\n"
      "--version lists those built in; default: the best available). --attention-backend:\n"
-     "that backend's local attention kernel (cpu: cpu-flash, cpu-reference).\n"
+     "that backend's local attention kernel (cpu: cpu-flash, cpu-reference; cuda:\n"
+     "cuda-flash, cuda-reference, cudnn; auto: cuda times cuda-flash and cudnn once per\n"
+     "shape and keeps the faster, cpu takes cpu-flash; default: the first listed).\n"
      "True CFG (--negative-prompt N --true-cfg C, C > 1) runs CFG-parallel when the job has\n"
      "two or more data-parallel groups (e.g. mpirun -np 4 ... --ring 1 --ulysses 2): group 1\n"
      "computes the negative branch beside group 0.\n"
@@ -72,7 +74,10 @@ static const cli_command commands[] = {
      "rounding); a stop ends every group at the same round. --vae-tiling (manifest:\n"
      "vae_tiling: true) decodes on CP rank 0 in overlapping tiles as diffusers'\n"
      "enable_tiling: less memory, APPROXIMATE; never the default (not with world). The run\n"
-     "ends with the decode time and how it ran; index lines say it in \"grid\": {\"vae\"}.\n",
+     "ends with the decode time and how it ran; index lines say it in \"grid\": {\"vae\"}.\n"
+     "--verbose: plain lines (also under mpirun and in logs) with the model's loading time\n"
+     "and each step's time; every run ends with where the time went (text encoding, steps,\n"
+     "VAE decode, writing).\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
@@ -163,7 +168,9 @@ static const cli_command commands[] = {
      "context-parallel variant: auto, ring, ring-allgather, ulysses, unified,\n"
      "unified-allgather (a variant given to --attention-backend, the old spelling, still\n"
      "works). --attention-backend KERNEL picks the backend's local attention kernel (cpu:\n"
-     "cpu-flash, cpu-reference); --backend NAME the backend (default: the best available).\n"
+     "cpu-flash, cpu-reference; cuda: cuda-flash, cuda-reference, cudnn; auto: the fastest\n"
+     "measured per shape on cuda, cpu-flash on cpu); --backend NAME the backend (default:\n"
+     "the best available).\n"
      "--verbose prints the grid, timings and peak memory on rank 0.\n"
      "--weight-format: native (default: bf16 weights as stored, bf16 GEMM) or fp32 (SGEMM,\n"
      "the exact reference). The ranks of a node share one copy of the weights (MPI shared\n"

@@ -108,7 +108,11 @@ const char *cpdit_attention_kernel_names(const cpdit_backend *be, char *buf, siz
 cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *name,
                                          const cpdit_attention_kernel **out, cpdit_error *err)
 {
-    if (!name || !*name || strcmp(name, "auto") == 0) {
+    if (name && strcmp(name, "auto") == 0) {
+        *out = be->attention_auto ? be->attention_auto : be->attention_kernels[0];
+        return CPDIT_OK;
+    }
+    if (!name || !*name) {
         *out = be->attention_kernels[0];
         return CPDIT_OK;
     }
@@ -129,6 +133,36 @@ cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *na
     return cpdit_error_set(err, CPDIT_ERR_INPUT, BACKEND_WHERE,
                            "unknown attention kernel '%s'; the %s backend has: %s (or auto)",
                            name, be->name, names);
+}
+
+cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const float *x, int ldx,
+                              const cpdit_weight *w, const float *b, int M, int K, int N,
+                              cpdit_act act, cpdit_error *err)
+{
+    if (be->linear_act)
+        return be->linear_act(y, ldy, x, ldx, w, b, M, K, N, act, err);
+    cpdit_status st = be->linear(y, ldy, x, ldx, w, b, M, K, N, 0, err);
+    if (st || act == CPDIT_ACT_NONE || M <= 0 || N <= 0)
+        return st;
+    if (ldy == N) {
+        be->act(act, y, y, (size_t)M * (size_t)N);
+    } else {
+        for (int r = 0; r < M; r++)
+            be->act(act, y + (size_t)r * ldy, y + (size_t)r * ldy, (size_t)N);
+    }
+    return CPDIT_OK;
+}
+
+static int backend_verbose_level;
+
+void cpdit_backend_set_verbose(int level)
+{
+    backend_verbose_level = level;
+}
+
+int cpdit_backend_verbose(void)
+{
+    return backend_verbose_level;
 }
 
 const char *cpdit_act_name(cpdit_act kind)

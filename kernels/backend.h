@@ -80,6 +80,10 @@ typedef struct cpdit_attention_kernel {
     const char *summary; /* one line for --help and errors */
     cpdit_status (*forward)(float *out, float *lse, const float *q, const float *k,
                             const float *v, const cpdit_attention_args *a, cpdit_error *err);
+    /* The normalised error the kernel may show against fp32 attention, for kernels that
+     * compute in lower precision (cudnn: bf16 Q, K, V, P and O); 0 for fp32 kernels (the
+     * conformance suite then holds them to its fp32 thresholds). */
+    double tolerance;
 } cpdit_attention_kernel;
 
 /* A weight matrix in the backend's memory and layout, made from the stored data once (at
@@ -223,11 +227,15 @@ typedef struct cpdit_backend {
     /* Convolution weights (Cout, Cin, K, K) host fp32 (PyTorch's layout) -> the backend's
      * packed form for conv2d, in backend memory (release with free); NULL when out of memory. */
     float *(*conv2d_pack)(const float *w, int Cout, int Cin, int K);
-    /* conv2d_pack for a weight format (may be NULL: conv2d_pack, fp32, whatever is asked):
-     * CPDIT_WEIGHT_F32 = conv2d_pack (the exact reference); CPDIT_WEIGHT_NATIVE = the
-     * backend's fast form (CPU with AVX512-BF16: bf16 panels for the bf16 GEMM, inputs rounded
-     * to bf16, fp32 sums; elsewhere fp32). conv2d tells the forms apart by itself. */
-    float *(*conv2d_pack_format)(const float *w, int Cout, int Cin, int K,
+    /* conv2d_pack from the weights as stored: w (Cout, Cin, K, K) in dtype (F32, F16, BF16,
+     * F8; host memory, any alignment: a checkpoint's map), for a weight format, as
+     * weight_create does for linear. CPDIT_WEIGHT_F32 = conv2d_pack of the fp32 values (the
+     * exact reference); CPDIT_WEIGHT_NATIVE = the backend's fast form for the dtype (CPU with
+     * AVX512-BF16: bf16 and fp8 as bf16 panels for the bf16 GEMM, inputs rounded to bf16, fp32
+     * sums; fp32 and fp16 stay fp32). No fp32 copy of a bf16 weight is made on the way. conv2d
+     * tells the forms apart by itself. NULL when out of memory. May be NULL (the backend packs
+     * only fp32): callers convert to fp32 and call conv2d_pack. */
+    float *(*conv2d_pack_stored)(const void *w, cpdit_dtype dtype, int Cout, int Cin, int K,
                                  cpdit_weight_format format);
     /* Bytes of workspace conv2d needs for this width, Cin and K (0 for K = 1). */
     size_t (*conv2d_workspace_bytes)(int W, int Cin, int K);
@@ -254,7 +262,33 @@ typedef struct cpdit_backend {
     void (*upsample2x)(float *y, const float *x, int rows, int W, int C);
     /* y (cols, rows) = transpose of x (rows, cols) (NCHW <-> NHWC per image). No aliasing. */
     void (*transpose)(float *y, const float *x, size_t rows, size_t cols);
+
+    /* ---------------------------------------------------------------- optional entries
+     * NULL in a table that has nothing better than the generic form; call them through the
+     * helpers below, which fall back. */
+
+    /* linear followed by an activation over y's (M, N) block, accumulate = 0:
+     *   y = act(x W^T + b)
+     * (cuda: one cuBLASLt call with the bias and GELU-tanh epilogue). NULL: linear, then act on
+     * each row (the CPU: results identical to the two ops). Errors as linear. */
+    cpdit_status (*linear_act)(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
+                               const float *b, int M, int K, int N, cpdit_act act,
+                               cpdit_error *err);
+    /* The kernel `--attention-backend auto` picks (cuda: times cuda-flash and cudnn once per
+     * shape and keeps the faster); NULL: attention_kernels[0]. Not in attention_kernels. */
+    const cpdit_attention_kernel *attention_auto;
 } cpdit_backend;
+
+/* be->linear_act when the table has it, else be->linear then be->act over the block (one call
+ * when ldy == N, else one per row). */
+cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const float *x, int ldx,
+                              const cpdit_weight *w, const float *b, int M, int K, int N,
+                              cpdit_act act, cpdit_error *err);
+
+/* Notes of the backends on stderr: 0 none (default); 1 choices made at run time (the attention
+ * kernel `auto` picks per shape, fallbacks). The CLI's --verbose sets 1 on rank 0. */
+void cpdit_backend_set_verbose(int level);
+int cpdit_backend_verbose(void);
 
 /* ---- backends in this build (kernels/backend.c) ---------------------------------------- */
 
@@ -292,7 +326,8 @@ cpdit_status cpdit_backend_resolve(const char *name, const cpdit_backend **out,
 
 /* ---- attention kernels ------------------------------------------------------------------- */
 
-/* The attention kernel of be named name (NULL, "" or "auto": be's default) into *out.
+/* The attention kernel of be named name into *out: NULL or "": be's default
+ * (attention_kernels[0]); "auto": be->attention_auto, or the default when it has none.
  * CPDIT_ERR_INPUT otherwise, the message listing be's kernels (and saying which backend
  * offers the name, when another one does). */
 cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *name,

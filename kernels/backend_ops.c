@@ -131,6 +131,16 @@ static cpdit_status linear_run(const cpdit_backend *be, const cpdit_attention_ke
     const float *x = in, *b = x + (size_t)M * K + (size_t)N * K;
     return be->linear(out, N, x, K, ctx, b, M, K, N, 0, err);
 }
+/* linear then gelu-tanh in one table call (cpdit_linear_act: fused where the backend can) */
+static cpdit_status linear_act_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                                   void *ctx, const int *d, float *out, const float *in,
+                                   cpdit_error *err)
+{
+    (void)k;
+    const int M = d[0], K = d[1], N = d[2];
+    const float *x = in, *b = x + (size_t)M * K + (size_t)N * K;
+    return cpdit_linear_act(be, out, N, x, K, ctx, b, M, K, N, CPDIT_ACT_GELU_TANH, err);
+}
 static double linear_flops(const int *d)
 {
     return 2.0 * d[0] * d[1] * d[2];
@@ -542,6 +552,10 @@ static const backend_op_case cases[] = {
             S(512, 1024, 768))},
     {CASE("linear-bf16", "M K N", 5e-3, LINEAR_FNS, .setup = linear_bf16_setup,
           .fill = linear_bf16_fill),
+     SHAPES(5, S(1, 1, 1), S(3, 5, 7), S(17, 33, 13), S(64, 257, 129), S(512, 1024, 768))},
+    {CASE("linear-act-gelu-tanh", "M K N", 5e-3, .sizes = linear_sizes, .run = linear_act_run,
+          .flops = linear_flops, .bytes = linear_bytes, .setup = linear_bf16_setup,
+          .teardown = weight_teardown, .fill = linear_bf16_fill),
      SHAPES(5, S(1, 1, 1), S(3, 5, 7), S(17, 33, 13), S(64, 257, 129), S(512, 1024, 768))},
     {CASE("linear-acc-strided", "M K N", 1e-5, .sizes = linacc_sizes, .setup = linacc_setup,
           .teardown = weight_teardown, .run = linacc_run, .flops = linear_flops,

@@ -38,6 +38,16 @@ static void ref_linear_acc(const int *d, const float *in, double *out)
         }
 }
 
+/* gelu_tanh(x W^T + b) */
+static void ref_linear_act_gelu_tanh(const int *d, const float *in, double *out)
+{
+    ref_linear(d, in, out);
+    for (size_t i = 0; i < (size_t)d[0] * d[2]; i++) {
+        const double x = out[i];
+        out[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+}
+
 /* LayerNorm of rows with optional affine (g, b NULL: none); torch's biased variance. */
 static void layer_norm(const int *d, const float *x, const float *g, const float *b,
                        double *out)
@@ -352,6 +362,7 @@ static void ref_transpose(const int *d, const float *in, double *out)
 static const backend_op_reference refs[] = {
     {"linear", ref_linear},
     {"linear-bf16", ref_linear},
+    {"linear-act-gelu-tanh", ref_linear_act_gelu_tanh},
     {"linear-acc-strided", ref_linear_acc},
     {"layer_norm", ref_layer_norm},
     {"layer_norm-plain", ref_layer_norm_plain},

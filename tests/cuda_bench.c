@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -149,6 +150,102 @@ static void bench_table_linear(int M, int K, int N)
     free(wh), free(zeros);
 }
 
+/* One attention kernel of the table at FLUX.1-dev's joint attention (fp32 activations in and
+ * out, as the models call it; cudnn includes its bf16 casts). */
+static void bench_table_attention(const char *kname, int B, int Sq, int Skv, int H, int D)
+{
+    const cpdit_backend *be = cpdit_backend_cuda();
+    const cpdit_attention_kernel *k = NULL;
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (cpdit_attention_kernel_find(be, kname, &k, &err)) {
+        fprintf(stderr, "cuda_bench: %s\n", err.what);
+        exit(1);
+    }
+    const size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Skv * H * D;
+    float *q = be->alloc(nq * 4), *kk = be->alloc(nk * 4), *v = be->alloc(nk * 4),
+          *o = be->alloc(nq * 4), *l = be->alloc((size_t)B * Sq * H * 4);
+    float *h = malloc((nq > nk ? nq : nk) * 4);
+    for (size_t i = 0; i < (nq > nk ? nq : nk); i++)
+        h[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+    be->upload(q, h, nq * 4);
+    be->upload(kk, h, nk * 4);
+    be->upload(v, h, nk * 4);
+    const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
+                                    .scale = 1.0f / sqrtf((float)D)};
+    double best = 1e30;
+    for (int it = 0; it < WARMUP + ITERS; it++) {
+        be->sync(NULL);
+        const double t0 = wall_s();
+        if (k->forward(o, l, q, kk, v, &a, &err) || be->sync(&err)) {
+            fprintf(stderr, "cuda_bench: attention %s: %s\n", kname, err.what);
+            exit(1);
+        }
+        const double t = wall_s() - t0;
+        if (it >= WARMUP && t < best)
+            best = t;
+    }
+    const double flop = 4.0 * B * H * (double)Sq * Skv * D;
+    printf("%-22s Sq %-5d Skv %-5d H %d D %d %8.3f %10.1f\n", kname, Sq, Skv, H, D, best * 1e3,
+           flop / best / 1e12);
+    be->free(q), be->free(kk), be->free(v), be->free(o), be->free(l);
+    free(h);
+}
+
+/* linear + gelu-tanh through the table: fused (linear_act, cuBLASLt GELU_BIAS) vs the two ops. */
+static void bench_table_linear_act(int M, int K, int N)
+{
+    const cpdit_backend *be = cpdit_backend_cuda();
+    uint16_t *wh = calloc((size_t)N * K, sizeof *wh);
+    float *x = be->alloc((size_t)M * K * 4), *y = be->alloc((size_t)M * N * 4),
+          *b = be->alloc((size_t)N * 4);
+    cpdit_weight_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = CPDIT_DTYPE_BF16;
+    d.rows = N;
+    d.cols = K;
+    d.data = wh;
+    d.format = CPDIT_WEIGHT_NATIVE;
+    cpdit_weight *w = NULL;
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (!wh || !x || !y || !b || be->weight_create(&w, &d, &err)) {
+        fprintf(stderr, "cuda_bench: linear_act setup: %s\n", err.what);
+        exit(1);
+    }
+    float *zeros = calloc((size_t)M * K, sizeof *zeros);
+    be->upload(x, zeros, (size_t)M * K * 4);
+    be->upload(b, zeros, (size_t)N * 4);
+    double best[2] = {1e30, 1e30};
+    for (int fused = 0; fused < 2; fused++)
+        for (int it = 0; it < WARMUP + ITERS; it++) {
+            be->sync(NULL);
+            const double t0 = wall_s();
+            cpdit_status st;
+            if (fused) {
+                st = be->linear_act(y, N, x, K, w, b, M, K, N, CPDIT_ACT_GELU_TANH, &err);
+            } else {
+                st = be->linear(y, N, x, K, w, b, M, K, N, 0, &err);
+                be->act(CPDIT_ACT_GELU_TANH, y, y, (size_t)M * N);
+            }
+            if (st || be->sync(&err)) {
+                fprintf(stderr, "cuda_bench: linear_act: %s\n", err.what);
+                exit(1);
+            }
+            const double t = wall_s() - t0;
+            if (it >= WARMUP && t < best[fused])
+                best[fused] = t;
+        }
+    printf("%-22s %-24s %10.3f %10.1f\n", "linear+gelu table", "", best[0] * 1e3,
+           2.0 * M * K * N / best[0] / 1e12);
+    printf("%-22s %-24s %10.3f %10.1f\n", "linear_act table", "", best[1] * 1e3,
+           2.0 * M * K * N / best[1] / 1e12);
+    printf("  (M %d, K %d, N %d; fused/unfused time ratio %.3f)\n", M, K, N, best[1] / best[0]);
+    be->weight_free(w);
+    be->free(x), be->free(y), be->free(b);
+    free(wh), free(zeros);
+}
+
 int main(void)
 {
     if (cpdit_cuda_device_count() == 0) {
@@ -174,5 +271,12 @@ int main(void)
     bench_table_linear(4608, 3072, 12288);
     bench_attention(CPDIT_CUDA_BF16, 4608, 24, 128);
     bench_attention(CPDIT_CUDA_F32, 4608, 24, 128);
+    bench_table_linear_act(4608, 3072, 12288); /* FLUX MLP up + gelu-tanh */
+    printf("# table attention kernels (fp32 in/out), FLUX.1-dev joint attention and a ring block\n");
+    bench_table_attention("cuda-flash", 1, 4608, 4608, 24, 128);
+    bench_table_attention("cudnn", 1, 4608, 4608, 24, 128);
+    bench_table_attention("auto", 1, 4608, 4608, 24, 128);
+    bench_table_attention("cuda-flash", 1, 1152, 1152, 24, 128);
+    bench_table_attention("cudnn", 1, 1152, 1152, 24, 128);
     return 0;
 }

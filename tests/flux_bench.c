@@ -3,6 +3,7 @@
  *   mpirun -np N tests/flux_bench --model DIR [--batch B] [--txt T] [--img-h h --img-w w]
  *          [--ring R] [--ulysses U] [--anything] [--reps K] [--sgemm-threads P] [--header]
  *          [--weight-format native|fp32] [--no-weight-sharing] [--backend cpu|cuda]
+ *          [--attention-backend KERNEL]
  *          [--weight-memory-mib M [--no-weight-prefetch]]
  *
  * Random inputs of the given sizes (default 1 item, 128 text + 32x32 image tokens) are split
@@ -29,7 +30,8 @@
  * unless --no-weight-prefetch); a second line then says, per timed forward, how long making
  * the weights took and how long the forward waited for them.
  * --backend (default cpu): the kernel table the forward runs on; the grid's communicators
- * move that backend's memory (GPU communicators for cuda). The sgemm/bf16mm columns are the
+ * move that backend's memory (GPU communicators for cuda); --attention-backend its local
+ * attention kernel (default: its first; auto as cpdit's). The sgemm/bf16mm columns are the
  * host's rates whatever the backend.
  * Prints to stdout from rank 0; never asserts on time (benchmarks do not gate CI).
  */
@@ -121,7 +123,7 @@ int main(int argc, char **argv)
     int B = 1, T = 128, h = 32, w = 32, R = 1, U = 1, anything = 0, reps = 3, sgemm_threads = 2;
     int header = 0, no_share = 0, no_prefetch = 0;
     size_t budget = SIZE_MAX;
-    const char *wformat = "native", *backend = "cpu";
+    const char *wformat = "native", *backend = "cpu", *kernel_name = NULL;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
@@ -140,6 +142,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--sgemm-threads")) sgemm_threads = atoi(v);
         else if (!strcmp(k, "--weight-format")) wformat = v;
         else if (!strcmp(k, "--backend")) backend = v;
+        else if (!strcmp(k, "--attention-backend")) kernel_name = v;
         else if (!strcmp(k, "--weight-memory-mib")) budget = (size_t)atoll(v) << 20;
         else {
             if (rank == 0)
@@ -165,7 +168,10 @@ int main(int argc, char **argv)
     cp_seq_layout layout;
     const cpdit_backend *be = NULL;
     int rc = 1;
-    if (cpdit_backend_resolve(backend, &be, &err) || flux_transformer_open(&m, model_dir, &err) ||
+    const cpdit_attention_kernel *kernel = NULL;
+    if (cpdit_backend_resolve(backend, &be, &err) ||
+        cpdit_attention_kernel_find(be, kernel_name, &kernel, &err) ||
+        flux_transformer_open(&m, model_dir, &err) ||
         cp_grid_create_for(MPI_COMM_WORLD, 0, R, U, be, &g, &err) ||
         flux_shard_layout(&layout, g->cp_size, T, I, &err)) {
         fprintf(stderr, "flux_bench: %s: %s\n", err.where, err.what);
@@ -211,7 +217,7 @@ int main(int argc, char **argv)
     flux_inputs in = {nb, tl, il, hs, ehs, pooled, ts, c->guidance_embeds ? gd : NULL,
                       txt_ids, img_ids};
     cp_attention_ws ws = {{NULL, NULL, 0}, 0.0};
-    flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL, NULL}, &layout, &ws};
+    flux_cp cp = {g, {CP_ATTN_AUTO, CP_RING_P2P, anything, NULL, kernel}, &layout, &ws};
 
     /* SGEMM on rank 0 while the others wait */
     double sgemm = 0, bf16mm = 0;

@@ -67,8 +67,10 @@ static double check_case(const cpdit_backend *be, const cpdit_attention_kernel *
         if (st == CPDIT_OK) {
             ref(d, in, want);
             const double e = normalised_error(out, want, no);
-            CHECK_MSG(e <= c->tol, "%s on %s (%s) %s: normalised error %.3g > %.3g", c->name,
-                      be->name, k ? k->name : "-", shape, e, c->tol);
+            /* a lower-precision attention kernel (cudnn: bf16) states its own bound */
+            const double tol = k && k->tolerance > c->tol ? k->tolerance : c->tol;
+            CHECK_MSG(e <= tol, "%s on %s (%s) %s: normalised error %.3g > %.3g", c->name,
+                      be->name, k ? k->name : "-", shape, e, tol);
             worst = e > worst ? e : worst;
         }
         free(in);

@@ -113,7 +113,7 @@ static dnnl_primitive_desc_t make_pd(dnnl_engine_t eng, int cin, int cout, int r
     return pd;
 }
 
-void *cpu_conv2d_dnnl_pack(const float *w, int Cout, int Cin, size_t header)
+void *cpu_conv2d_dnnl_pack(const void *w, int Cout, int Cin, size_t header)
 {
     pthread_mutex_lock(&cache.lock);
     dnnl_engine_t eng = get_engine();
@@ -130,14 +130,14 @@ void *cpu_conv2d_dnnl_pack(const float *w, int Cout, int Cin, size_t header)
     if (!block)
         return NULL;
     memcpy(block + header, &wmd, sizeof wmd);
-    /* PyTorch's (Cout, Cin, 3, 3) fp32 -> wmd, by a oneDNN reorder */
+    /* PyTorch's (Cout, Cin, 3, 3) bf16 -> wmd, by a oneDNN reorder (no rounding: bf16 both) */
     const dnnl_dims_t wd = {Cout, Cin, KS, KS};
     dnnl_memory_desc_t user;
     dnnl_memory_t from = NULL, to = NULL;
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_stream_t s = NULL;
-    int ok = dnnl_memory_desc_init_by_tag(&user, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
+    int ok = dnnl_memory_desc_init_by_tag(&user, 4, wd, dnnl_bf16, dnnl_oihw) == dnnl_success &&
              dnnl_memory_create(&from, &user, eng, (void *)w) == dnnl_success &&
              dnnl_memory_create(&to, &wmd, eng, block + header + off) == dnnl_success &&
              dnnl_reorder_primitive_desc_create(&rpd, &user, eng, &wmd, eng, NULL) ==

@@ -5,6 +5,7 @@
  * as ours (inputs and weights rounded to bf16, fp32 sums), and like ours each output row is
  * the same whatever band of rows it is computed in, so a decode split over ranks stays exact.
  *
+ * Only weights stored as bf16 take this form (as our bf16 kernel: fp32 checkpoints stay fp32).
  * Packed form (after vae_ops_cpu.c's header): the weights' oneDNN memory descriptor, then the
  * weights reordered into the layout oneDNN chose for them at a probe shape. A call converts
  * the band's input rows (with the halo rows above and below) to bf16 in the workspace, in
@@ -28,14 +29,14 @@ extern "C" {
  * AVX512-BF16, else ours; the default), "dnnl" (the same, -1 when unavailable), "builtin"
  * (ours). Affects weights packed afterwards. Returns 0 or -1. */
 int cpu_conv2d_set_engine(const char *name);
-/* "dnnl" or "builtin": what cpu_conv2d_pack_format(NATIVE) packs for now. */
+/* "dnnl" or "builtin": what cpu_conv2d_pack_stored(bf16 weights, NATIVE) packs for now. */
 const char *cpu_conv2d_engine(void);
 
 #ifdef CPDIT_HAVE_DNNL
 /* A cpu_alloc block: header bytes (left for the caller), then the packed form of w (Cout,
- * Cin, 3, 3) fp32. NULL when oneDNN has no bf16 convolution for these sizes or memory ran
+ * Cin, 3, 3) bf16 as stored (any alignment). NULL when oneDNN has no bf16 convolution for these sizes or memory ran
  * out (the caller packs its own form instead). */
-void *cpu_conv2d_dnnl_pack(const float *w, int Cout, int Cin, size_t header);
+void *cpu_conv2d_dnnl_pack(const void *w, int Cout, int Cin, size_t header);
 /* Workspace bytes a call needs at this width and Cin (sub-bands of >= CONV_DNNL_MIN_ROWS). */
 size_t cpu_conv2d_dnnl_workspace_bytes(int W, int Cin);
 /* Output rows [r0, r1) of y (rows, W, Cout) from x (rows, W, Cin), rows r0-1 and r1 readable

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
+#include "kernels/cuda/sdpa_cudnn.h"
 #include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/io/dtype.h"
 
@@ -366,9 +367,11 @@ static void cuda_weight_free(cpdit_weight *w)
 
 /* ------------------------------------------------------------------ linear */
 
-static cpdit_status cuda_linear(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
+/* The table's linear with a cuBLASLt epilogue (CPDIT_GEMM_PLAIN: bias only). With an
+ * activation epilogue cuBLASLt may have no algorithm: then *refused = 1 and nothing is queued. */
+static cpdit_status linear_impl(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
                                 const float *b, int M, int K, int N, int accumulate,
-                                cpdit_error *err)
+                                cpdit_gemm_epilogue epi, int *refused, cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
@@ -421,9 +424,12 @@ static cpdit_status cuda_linear(float *y, int ldy, const float *x, int ldx, cons
     }
     if (!st) {
         char msg[256] = "";
-        int rc = cpdit_gemm_lt_linear_f32out(S.gemm, w->type, y, ldy, xin, ldxin, w->data, b, M,
-                                             K, N, accumulate, S.stream, msg, sizeof msg);
-        if (rc)
+        int rc = cpdit_gemm_lt_linear_f32out_ex(S.gemm, w->type, y, ldy, xin, ldxin, w->data, b,
+                                                M, K, N, accumulate, epi, S.stream, msg,
+                                                sizeof msg);
+        if (rc == (int)CUBLAS_STATUS_NOT_SUPPORTED && epi != CPDIT_GEMM_PLAIN && refused)
+            *refused = 1;
+        else if (rc)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
                                  "linear (M %d, K %d, N %d, %s): %s", M, K, N,
                                  w->type == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
@@ -432,6 +438,47 @@ static cpdit_status cuda_linear(float *y, int ldy, const float *x, int ldx, cons
     cpdit_cuda_free(xb);
     cpdit_cuda_free(b_al);
     return st;
+}
+
+static cpdit_status cuda_linear(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
+                                const float *b, int M, int K, int N, int accumulate,
+                                cpdit_error *err)
+{
+    return linear_impl(y, ldy, x, ldx, w, b, M, K, N, accumulate, CPDIT_GEMM_PLAIN, NULL, err);
+}
+
+static void cuda_act(cpdit_act kind, float *y, const float *x, size_t n);
+
+/* y = act(x W^T + b). GELU-tanh with bf16 weights: one cuBLASLt call with the GELU_BIAS
+ * epilogue (fp32 accumulate, the activation applied to the fp32 sum before the store). fp32
+ * weights (the exact reference path), other activations, K = 0, or a shape cuBLASLt has no
+ * fused algorithm for: linear, then the activation kernel over the block. */
+static cpdit_status cuda_linear_act(float *y, int ldy, const float *x, int ldx,
+                                    const cpdit_weight *w, const float *b, int M, int K, int N,
+                                    cpdit_act act, cpdit_error *err)
+{
+    if (!ready())
+        return not_ready(err);
+    int refused = 0;
+    cpdit_status st;
+    if (act == CPDIT_ACT_GELU_TANH && w->type == CPDIT_CUDA_BF16 && K > 0) {
+        st = linear_impl(y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_GELU_TANH, &refused, err);
+        if (st || !refused)
+            return st;
+        if (cpdit_backend_verbose())
+            fprintf(stderr, "cpdit: %s: no cuBLASLt GELU epilogue for linear M %d K %d N %d: "
+                            "GEMM then gelu-tanh\n", CUDA_WHERE, M, K, N);
+    }
+    if ((st = linear_impl(y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_PLAIN, NULL, err)) ||
+        act == CPDIT_ACT_NONE || M <= 0 || N <= 0)
+        return st;
+    if (ldy == N) {
+        cuda_act(act, y, y, (size_t)M * (size_t)N);
+    } else {
+        for (int r = 0; r < M; r++)
+            cuda_act(act, y + (size_t)r * ldy, y + (size_t)r * ldy, (size_t)N);
+    }
+    return latched_status(err);
 }
 
 /* ------------------------------------------------------------------ small ops */
@@ -609,16 +656,268 @@ static cpdit_status cuda_attention_flash(float *out, float *lse, const float *q,
                      "attention (cuda-flash)", err);
 }
 
+/* ---- cudnn: cuDNN's fused flash attention (sdpa_cudnn.h), bf16 Q, K, V, P, O, fp32 stats */
+
+static pthread_once_t sdpa_once = PTHREAD_ONCE_INIT;
+static cpdit_cudnn_sdpa *sdpa_ctx;
+static char sdpa_error[256];
+
+static void sdpa_init(void)
+{
+    sdpa_ctx = cpdit_cudnn_sdpa_create(sdpa_error, sizeof sdpa_error);
+}
+
+/* Shapes already reported as refused by cuDNN (the fallback note is printed once per shape). */
+#define CUDNN_REFUSED_MAX 64
+static struct { int B, Sq, Skv, H, D; } cudnn_refused[CUDNN_REFUSED_MAX];
+static int cudnn_nrefused;
+
+static void note_refused(const cpdit_attention_args *a, const char *msg)
+{
+    pthread_mutex_lock(&S.lock);
+    int seen = 0;
+    for (int i = 0; i < cudnn_nrefused && !seen; i++)
+        seen = cudnn_refused[i].B == a->B && cudnn_refused[i].Sq == a->Sq &&
+               cudnn_refused[i].Skv == a->Skv && cudnn_refused[i].H == a->H &&
+               cudnn_refused[i].D == a->D;
+    if (!seen && cudnn_nrefused < CUDNN_REFUSED_MAX) {
+        cudnn_refused[cudnn_nrefused].B = a->B, cudnn_refused[cudnn_nrefused].Sq = a->Sq;
+        cudnn_refused[cudnn_nrefused].Skv = a->Skv, cudnn_refused[cudnn_nrefused].H = a->H;
+        cudnn_refused[cudnn_nrefused].D = a->D;
+        cudnn_nrefused++;
+    }
+    pthread_mutex_unlock(&S.lock);
+    if (!seen)
+        fprintf(stderr, "cpdit: %s: attention cudnn: %s; this shape runs on cuda-flash\n",
+                CUDA_WHERE, msg);
+}
+
+/* What the cudnn kernel does for a: 0 = the cuDNN graph; 1 = cuda-flash (bias or causal, which
+ * this graph leaves out; an empty side); 2 = cuda-flash because cuDNN refuses the shape (msg);
+ * -1 = the cuDNN context cannot be made (msg). Builds the plan on first use of a shape. */
+static int cudnn_route(const cpdit_attention_args *a, char *msg, size_t msg_size)
+{
+    if (a->bias || a->causal || a->B == 0 || a->Sq == 0 || a->Skv == 0 || a->H == 0)
+        return 1;
+    pthread_once(&sdpa_once, sdpa_init);
+    if (!sdpa_ctx) {
+        snprintf(msg, msg_size, "cuDNN attention: %s", sdpa_error);
+        return -1;
+    }
+    int rc = cpdit_cudnn_sdpa_prepare(sdpa_ctx, a->B, a->Sq, a->Skv, a->H, a->D, msg, msg_size);
+    return rc == 0 ? 0 : rc == CPDIT_CUDNN_SDPA_UNSUPPORTED ? 2 : -1;
+}
+
+static cpdit_status cudnn_forward(float *out, float *lse, const float *q, const float *k,
+                                  const float *v, const cpdit_attention_args *a, cpdit_error *err)
+{
+    const int B = a->B, Sq = a->Sq, Skv = a->Skv, H = a->H, D = a->D, HD = H * D;
+    const int ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
+              ldo = a->ld_out ? a->ld_out : HD;
+    const size_t nq = (size_t)B * Sq * HD, nkv = (size_t)B * Skv * HD;
+    uint16_t *qb = cpdit_cuda_alloc(nq * 2), *kb = cpdit_cuda_alloc(nkv * 2),
+             *vb = cpdit_cuda_alloc(nkv * 2), *ob = cpdit_cuda_alloc(nq * 2);
+    float *stats = cpdit_cuda_alloc((size_t)B * H * Sq * sizeof(float));
+    cpdit_status st = CPDIT_OK;
+    if (!qb || !kb || !vb || !ob || !stats) {
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
+                             "out of device memory for cudnn attention (B %d Sq %d Skv %d H %d "
+                             "D %d)", B, Sq, Skv, H, D);
+        goto done;
+    }
+    /* (B, S, H, D) fp32 with row strides -> contiguous bf16 */
+    st = rc_status(cpdit_cuda_cast_f32_bf16(qb, q, ldq, (size_t)B * Sq, HD, S.stream),
+                   "cudnn attention: cast q", err);
+    if (!st)
+        st = rc_status(cpdit_cuda_cast_f32_bf16(kb, k, ldkv, (size_t)B * Skv, HD, S.stream),
+                       "cudnn attention: cast k", err);
+    if (!st)
+        st = rc_status(cpdit_cuda_cast_f32_bf16(vb, v, ldkv, (size_t)B * Skv, HD, S.stream),
+                       "cudnn attention: cast v", err);
+    if (!st) {
+        char msg[512] = "";
+        int rc = cpdit_cudnn_sdpa_forward(sdpa_ctx, qb, kb, vb, ob, stats, B, Sq, Skv, H, D,
+                                          a->scale, S.stream, msg, sizeof msg);
+        if (rc)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
+    }
+    if (!st)
+        st = rc_status(cpdit_cuda_cast_bf16_f32(out, ldo, ob, (size_t)B * Sq, HD, S.stream),
+                       "cudnn attention: cast out", err);
+    if (!st && lse)
+        st = rc_status(cpdit_cuda_stats_to_lse(lse, stats, B, H, Sq, S.stream),
+                       "cudnn attention: stats to lse", err);
+done:
+    /* stream-ordered reuse: freeing after queueing is safe */
+    cpdit_cuda_free(qb), cpdit_cuda_free(kb), cpdit_cuda_free(vb), cpdit_cuda_free(ob);
+    cpdit_cuda_free(stats);
+    return st;
+}
+
+static cpdit_status cuda_attention_cudnn(float *out, float *lse, const float *q, const float *k,
+                                         const float *v, const cpdit_attention_args *a,
+                                         cpdit_error *err)
+{
+    if (!ready())
+        return not_ready(err);
+    cpdit_status st = check_args(a, "cudnn", err);
+    if (!st)
+        st = latched_status(err);
+    if (st)
+        return st;
+    char msg[512] = "";
+    switch (cudnn_route(a, msg, sizeof msg)) {
+    case 0:
+        return cudnn_forward(out, lse, q, k, v, a, err);
+    case 2:
+        note_refused(a, msg);
+        return cuda_attention_flash(out, lse, q, k, v, a, err);
+    case 1:
+        return cuda_attention_flash(out, lse, q, k, v, a, err);
+    default:
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
+    }
+}
+
+/* ---- auto: cuda-flash or cudnn, whichever is faster, measured once per shape */
+
+#define AUTO_SHAPES_MAX 128
+typedef struct auto_pick {
+    int B, Sq, Skv, H, D, ld_q, ld_kv, ld_out;
+    int cudnn; /* 1: cudnn won */
+} auto_pick;
+static auto_pick auto_picks[AUTO_SHAPES_MAX];
+static int auto_npicks;
+static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int same_shape(const auto_pick *p, const cpdit_attention_args *a)
+{
+    return p->B == a->B && p->Sq == a->Sq && p->Skv == a->Skv && p->H == a->H && p->D == a->D &&
+           p->ld_q == a->ld_q && p->ld_kv == a->ld_kv && p->ld_out == a->ld_out;
+}
+
+/* Milliseconds of the fastest of `reps` calls of fn after one warm-up (the warm-up builds the
+ * cuDNN plan); < 0 when a call fails (err filled). */
+static float time_kernel(cpdit_status (*fn)(float *, float *, const float *, const float *,
+                                            const float *, const cpdit_attention_args *,
+                                            cpdit_error *),
+                         float *out, float *lse, const float *q, const float *k, const float *v,
+                         const cpdit_attention_args *a, int reps, cpdit_error *err)
+{
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float best = -1.0f;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        cudaGetLastError();
+        goto out;
+    }
+    if (fn(out, lse, q, k, v, a, err))
+        goto out;
+    for (int r = 0; r < reps; r++) {
+        cudaEventRecord(e0, S.stream);
+        if (fn(out, lse, q, k, v, a, err)) {
+            best = -1.0f;
+            goto out;
+        }
+        cudaEventRecord(e1, S.stream);
+        float ms = 0;
+        if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) !=
+                                                           cudaSuccess) {
+            cudaGetLastError();
+            best = -1.0f;
+            goto out;
+        }
+        if (best < 0 || ms < best)
+            best = ms;
+    }
+out:
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    return best;
+}
+
+static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, const float *k,
+                                        const float *v, const cpdit_attention_args *a,
+                                        cpdit_error *err)
+{
+    if (!ready())
+        return not_ready(err);
+    cpdit_status st = check_args(a, "auto", err);
+    if (!st)
+        st = latched_status(err);
+    if (st)
+        return st;
+    char msg[512] = "";
+    /* cudnn would run cuda-flash anyway (bias, causal, empty, refused shape) or cannot run */
+    const int route = cudnn_route(a, msg, sizeof msg);
+    if (route != 0) {
+        if (route == 2)
+            note_refused(a, msg);
+        return cuda_attention_flash(out, lse, q, k, v, a, err);
+    }
+    int pick = -1;
+    pthread_mutex_lock(&auto_lock);
+    for (int i = 0; i < auto_npicks && pick < 0; i++)
+        if (same_shape(&auto_picks[i], a))
+            pick = auto_picks[i].cudnn;
+    pthread_mutex_unlock(&auto_lock);
+    if (pick < 0) {
+        cpdit_error e1, e2;
+        cpdit_error_clear(&e1);
+        cpdit_error_clear(&e2);
+        const float t_flash = time_kernel(cuda_attention_flash, out, lse, q, k, v, a, 3, &e1);
+        const float t_cudnn = time_kernel(cudnn_forward, out, lse, q, k, v, a, 3, &e2);
+        if (t_flash < 0 && t_cudnn < 0) { /* both failed: report cuda-flash's error */
+            if (err)
+                *err = e1;
+            return CPDIT_ERR_RUNTIME;
+        }
+        pick = t_cudnn >= 0 && (t_flash < 0 || t_cudnn < t_flash);
+        pthread_mutex_lock(&auto_lock);
+        if (auto_npicks < AUTO_SHAPES_MAX) {
+            auto_pick p = {a->B,    a->Sq,    a->Skv,    a->H, a->D,
+                           a->ld_q, a->ld_kv, a->ld_out, pick};
+            auto_picks[auto_npicks++] = p;
+        }
+        pthread_mutex_unlock(&auto_lock);
+        if (cpdit_backend_verbose() || t_flash < 0 || t_cudnn < 0)
+            fprintf(stderr,
+                    "cpdit: %s: attention auto: B %d Sq %d Skv %d H %d D %d: cuda-flash %s, "
+                    "cudnn %s -> %s\n",
+                    CUDA_WHERE, a->B, a->Sq, a->Skv, a->H, a->D,
+                    t_flash < 0 ? e1.what : "", t_cudnn < 0 ? e2.what : "",
+                    pick ? "cudnn" : "cuda-flash");
+        if (cpdit_backend_verbose() && t_flash >= 0 && t_cudnn >= 0)
+            fprintf(stderr, "cpdit: %s: attention auto: (cuda-flash %.3f ms, cudnn %.3f ms)\n",
+                    CUDA_WHERE, (double)t_flash, (double)t_cudnn);
+    }
+    /* the timed runs left the other kernel's result in out: run the choice once more */
+    return pick ? cudnn_forward(out, lse, q, k, v, a, err)
+                : cuda_attention_flash(out, lse, q, k, v, a, err);
+}
+
 static const cpdit_attention_kernel cuda_flash_kernel = {
     "cuda-flash",
     "flash attention with LSE, fp32, one pass over the keys (head dims 32..256 in steps of 32; "
     "others take cuda-reference)",
-    cuda_attention_flash};
+    cuda_attention_flash, 0.0};
 static const cpdit_attention_kernel cuda_reference_kernel = {
     "cuda-reference", "cuBLAS SGEMM scores + softmax with LSE + SGEMM, fp32, any shape",
-    cuda_attention_reference};
-static const cpdit_attention_kernel *const cuda_kernels[] = {&cuda_flash_kernel,
-                                                             &cuda_reference_kernel, NULL};
+    cuda_attention_reference, 0.0};
+/* bf16 Q, K, V (8 bits of mantissa), P and O rounded to bf16: normalised errors ~4e-3 */
+static const cpdit_attention_kernel cuda_cudnn_kernel = {
+    "cudnn",
+    "cuDNN fused flash attention (graph API): bf16 Q, K, V, fp32 softmax stats as the LSE; bias, "
+    "causal and shapes cuDNN refuses run on cuda-flash",
+    cuda_attention_cudnn, 2e-2};
+static const cpdit_attention_kernel cuda_auto_kernel = {
+    "auto",
+    "times cuda-flash and cudnn once per shape on first use and keeps the faster (--verbose "
+    "prints the choice); bias and causal take cuda-flash",
+    cuda_attention_auto, 2e-2};
+static const cpdit_attention_kernel *const cuda_kernels[] = {
+    &cuda_flash_kernel, &cuda_reference_kernel, &cuda_cudnn_kernel, NULL};
 
 /* ------------------------------------------------------------------ VAE section */
 
@@ -729,7 +1028,7 @@ static void cuda_transpose(float *y, const float *x, size_t rows, size_t cols)
 static const cpdit_backend cuda_backend = {
     .name = "cuda",
     .summary = "device memory, fp32 activations; bf16 weights with cuBLASLt (fp32 accumulate), "
-               "flash attention with LSE, cuDNN convolutions",
+               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions",
     .host_memory = 0,
     .available = cuda_available,
     .describe = cuda_describe,
@@ -762,6 +1061,8 @@ static const cpdit_backend cuda_backend = {
     .group_norm_apply = cuda_group_norm_apply,
     .upsample2x = cuda_upsample2x,
     .transpose = cuda_transpose,
+    .linear_act = cuda_linear_act,
+    .attention_auto = &cuda_auto_kernel,
 };
 
 const cpdit_backend *cpdit_backend_cuda(void)

@@ -26,6 +26,7 @@ struct shape_key {
 
 struct cached_plan {
     shape_key key;
+    int refused; /* cuBLASLt has no algorithm (status kept): asked once per key */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -43,12 +44,13 @@ void set_msg(char *msg, size_t size, const char *what, cublasStatus_t st)
 // align_*: the largest power of two (<= 256) dividing the pointer: the heuristic assumes
 // 256-byte aligned matrices unless told, and column blocks of fused buffers are not.
 struct shape_key_f32out {
-    int M, K, N, wtype, ldx, ldy, has_bias, accumulate, align_w, align_x, align_y;
+    int M, K, N, wtype, ldx, ldy, has_bias, accumulate, align_w, align_x, align_y, epilogue;
     bool operator==(const shape_key_f32out &o) const
     {
         return M == o.M && K == o.K && N == o.N && wtype == o.wtype && ldx == o.ldx &&
                ldy == o.ldy && has_bias == o.has_bias && accumulate == o.accumulate &&
-               align_w == o.align_w && align_x == o.align_x && align_y == o.align_y;
+               align_w == o.align_w && align_x == o.align_x && align_y == o.align_y &&
+               epilogue == o.epilogue;
     }
 };
 
@@ -63,6 +65,7 @@ static int pointer_alignment(const void *p)
 
 struct cached_plan_f32out {
     shape_key_f32out key;
+    int refused; /* cuBLASLt has no algorithm (status kept): asked once per key */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -83,14 +86,26 @@ static Plan *plan_for(cpdit_gemm_lt *g, std::vector<Plan> &plans, const Key &key
                       int *status, char *msg, size_t msg_size)
 {
     for (auto &p : plans)
-        if (p.key == key)
-            return &p;
+        if (p.key == key) {
+            if (!p.refused)
+                return &p;
+            set_msg(msg, msg_size, "AlgoGetHeuristic (no algorithm for this shape, cached)",
+                    (cublasStatus_t)p.refused);
+            *status = p.refused;
+            return nullptr;
+        }
     Plan p{};
     const char *what = "";
     cublasStatus_t st = make(g, key, &p, &what);
     if (st != CUBLAS_STATUS_SUCCESS) {
         set_msg(msg, msg_size, what, st);
         *status = (int)st;
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED) { /* remember the refusal, not other failures */
+            Plan r{};
+            r.key = key;
+            r.refused = (int)st;
+            plans.push_back(r);
+        }
         return nullptr;
     }
     plans.push_back(p);
@@ -156,8 +171,11 @@ extern "C" void cpdit_gemm_lt_destroy(cpdit_gemm_lt *g)
     if (!g)
         return;
     for (auto &p : g->plans)
-        destroy_plan(p);
+        if (!p.refused)
+            destroy_plan(p);
     for (auto &p : g->plans_f32out) {
+        if (p.refused)
+            continue;
         cublasLtMatmulDescDestroy(p.op);
         cublasLtMatrixLayoutDestroy(p.a);
         cublasLtMatrixLayoutDestroy(p.b);
@@ -273,6 +291,8 @@ static cublasStatus_t make_plan_f32out(cpdit_gemm_lt *g, const shape_key_f32out 
         TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
             "set TRANSB");
         cublasLtEpilogue_t epi = k.has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        if (k.epilogue == CPDIT_GEMM_GELU_TANH) /* cuBLASLt's GELU is the tanh form */
+            epi = k.has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
         TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
             "set EPILOGUE");
         if (k.has_bias) {
@@ -339,8 +359,23 @@ extern "C" int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wt
                                            const float *b, int M, int K, int N, int accumulate,
                                            void *stream, char *msg, size_t msg_size)
 {
+    return cpdit_gemm_lt_linear_f32out_ex(g, wtype, y, ldy, x, ldx, w, b, M, K, N, accumulate,
+                                          CPDIT_GEMM_PLAIN, stream, msg, msg_size);
+}
+
+extern "C" int cpdit_gemm_lt_linear_f32out_ex(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, float *y,
+                                              int ldy, const void *x, int ldx, const void *w,
+                                              const float *b, int M, int K, int N,
+                                              int accumulate, cpdit_gemm_epilogue epilogue,
+                                              void *stream, char *msg, size_t msg_size)
+{
     if (M == 0 || N == 0)
         return 0;
+    if (epilogue != CPDIT_GEMM_PLAIN && accumulate) { /* act(y + ...) is not y + act(...) */
+        if (msg && msg_size)
+            snprintf(msg, msg_size, "cuBLASLt: an activation epilogue with accumulate");
+        return (int)CUBLAS_STATUS_INVALID_VALUE;
+    }
     shape_key_f32out key{M,
                          K,
                          N,
@@ -351,7 +386,8 @@ extern "C" int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wt
                          accumulate ? 1 : 0,
                          pointer_alignment(w),
                          pointer_alignment(x),
-                         pointer_alignment(y)};
+                         pointer_alignment(y),
+                         (int)epilogue};
     int status = 0;
     cached_plan_f32out *plan =
         plan_for(g, g->plans_f32out, key, make_plan_f32out, &status, msg, msg_size);

@@ -47,6 +47,16 @@ int cpdit_gemm_lt_linear_f32out(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, float 
                                 int K, int N, int accumulate, void *stream, char *msg,
                                 size_t msg_size);
 
+/* cpdit_gemm_lt_linear_f32out with an epilogue: CPDIT_GEMM_GELU_TANH gives
+ *   y = gelu_tanh(x W^T + b)   (CUBLASLT_EPILOGUE_GELU_BIAS, or _GELU without b)
+ * with accumulate = 0 only (INVALID_VALUE otherwise). Returns 0 or the cuBLAS status:
+ * CUBLAS_STATUS_NOT_SUPPORTED (15) when cuBLASLt has no algorithm for the shape and types (kept,
+ * so asked once per shape): the caller then runs the GEMM and the activation apart. */
+int cpdit_gemm_lt_linear_f32out_ex(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, float *y, int ldy,
+                                   const void *x, int ldx, const void *w, const float *b, int M,
+                                   int K, int N, int accumulate, cpdit_gemm_epilogue epilogue,
+                                   void *stream, char *msg, size_t msg_size);
+
 /* Number of distinct shapes whose algorithm is cached (for tests). */
 int cpdit_gemm_lt_cached_shapes(const cpdit_gemm_lt *g);
 

@@ -94,6 +94,8 @@ void cpdit_build_info_print(FILE *out)
         }
         fprintf(out, "    %-8s  attention kernels: %s\n", "",
                 cpdit_attention_kernel_names(*b, kernels, sizeof kernels));
+        if ((*b)->attention_auto)
+            fprintf(out, "    %-8s  attention auto: %s\n", "", (*b)->attention_auto->summary);
     }
 }
 

@@ -91,9 +91,10 @@ static cpdit_status stream_ff(const cpdit_backend *be, flux_acts *a, float *x, c
     cpdit_status st;
     if (M == 0)
         return CPDIT_OK;
-    if ((st = lin(be, a->mlp, n, in, M, err)))
+    /* ff_in then gelu-tanh: one fused call where the backend has it (cuBLASLt epilogue) */
+    if ((st = cpdit_linear_act(be, a->mlp, in->out, n, in->in, in->w, in->b, M, in->in, in->out,
+                               CPDIT_ACT_GELU_TANH, err)))
         return st;
-    be->act(CPDIT_ACT_GELU_TANH, a->mlp, a->mlp, (size_t)M * in->out);
     if ((st = lin(be, tmp, a->mlp, out, M, err)))
         return st;
     be->gated_residual(x, a->inner, tmp, a->inner, gate, (size_t)M, a->inner);
@@ -182,13 +183,9 @@ cpdit_status flux_single_block(const flux_single_weights *w, flux_acts *a,
     if ((st = lin(be, a->q, a->n, &w->to_q, rows, err)) ||
         (st = lin(be, a->k, a->n, &w->to_k, rows, err)) ||
         (st = lin(be, a->v, a->n, &w->to_v, rows, err)) ||
-        (st = be->linear(a->mlp + E, ldc, a->n, E, w->proj_mlp.w, w->proj_mlp.b, rows, E, F, 0,
-                         err)))
+        (st = cpdit_linear_act(be, a->mlp + E, ldc, a->n, E, w->proj_mlp.w, w->proj_mlp.b,
+                               rows, E, F, CPDIT_ACT_GELU_TANH, err)))
         return st;
-    for (int r = 0; r < rows; r++) {
-        float *m = a->mlp + (size_t)r * ldc + E;
-        be->act(CPDIT_ACT_GELU_TANH, m, m, (size_t)F);
-    }
     qk_norm(be, a, a->q, a->k, rows, w->norm_q, w->norm_k);
     for (int b = 0; b < B; b++)
         rope_item(be, a, b);

@@ -15,17 +15,29 @@
 # ones are tests/gpu/gpu-steps.sh (its header states every tolerance):
 #   cuda-device      the device is seen, a kernel runs (tests/test_cuda_device)
 #   cuda-kernels     flash attention + LSE, LSE merge, cuBLASLt linear vs double loops
+#   cudnn-attention  cuDNN fused attention (graph API): a plan must build for FLUX.1-dev's
+#                    joint attention (B 1, S 4608, H 24, D 128), a ring block and an odd shape;
+#                    the cudnn and auto kernels vs fp64 loops (out <= 2e-2, LSE <= 2e-2: the
+#                    stats convention), fused-qkv strides, bias/causal/empty routes; the fused
+#                    linear + GELU-tanh (cuBLASLt GELU_BIAS) vs linear + act (<= 1e-3) and fp64
+#                    (<= 5e-3) (tests/test_cuda_cudnn_attention)
 #   comm-gpu         host-staged MPI on 1/2/4 ranks sharing the GPU; NCCL on 1 rank
 #   op-conformance   every op of the cuda kernel table vs the plain C references
-#                    (tests/test_backend_ops --backend cuda), VAE ops included
-#   bench            bf16 GEMM (raw and through the table) and attention rates (tests/cuda_bench)
+#                    (tests/test_backend_ops --backend cuda), VAE ops included, every attention
+#                    kernel (cudnn held to its own 2e-2), linear-act-gelu-tanh
+#   bench            bf16 GEMM (raw and through the table), attention rates, the table's
+#                    attention kernels cuda-flash / cudnn / auto at S 4608 and 1152 (ms,
+#                    TFLOP/s), fused vs unfused linear + gelu-tanh time ratio (tests/cuda_bench)
 #   bench-ops        `cpdit bench ops --backend cuda`: every op's time, GFLOP/s and GB/s
 #   forward-gpu      `cpdit forward --backend cuda` vs --backend cpu fp32: bf16 <= 1e-2, fp32
-#                    weights <= 1e-4, both attention kernels, head dims 128 and 40, VAE decode
-#   forward-gpu-cp   2 and 4 ranks sharing the GPU (host-staged) vs 1 rank, four grids, VAE too
+#                    weights <= 1e-4, attention cuda-flash, cuda-reference, cudnn and auto
+#                    (bf16, <= 1e-2), head dims 128 and 40, VAE decode
+#   forward-gpu-cp   2 and 4 ranks sharing the GPU (host-staged) vs 1 rank, four grids, VAE too;
+#                    ring 2 with cudnn and with auto attention (the ring merges cuDNN's stats)
 #   flux-dev-step    FLUX.1-dev-width transformer step (2 + 4 blocks at hidden 3072, 512 + 4096
 #                    tokens, scaled by FLOPs to 19 + 38; FLUX_DEV_FULL=1: the real 19 + 38)
-#                    against the 74.4 TFLOP floor at the bf16 GEMM rate bench measured
+#                    against the 74.4 TFLOP floor at the bf16 GEMM rate bench measured,
+#                    with the default attention (cuda-flash) and with cudnn
 #   pipeline-gpu     `cpdit run` on builtin:shapes (text encoders, transformer, VAE) on the
 #                    GPU vs the CPU, and on 2 GPU ranks vs 1
 # Planned time on an H200 (16 cores): build 3-4 min, checks 4-5 min; each check has 300 s.
@@ -112,6 +124,11 @@ missing() { record "$1" MISSING "$2"; }
 
 check cuda-device "$build/tests/test_cuda_device"
 check cuda-kernels "$build/tests/test_cuda_kernels"
+if [ -x "$build/tests/test_cuda_cudnn_attention" ]; then
+    check cudnn-attention "$build/tests/test_cuda_cudnn_attention"
+else
+    missing cudnn-attention "tests/test_cuda_cudnn_attention not built"
+fi
 check comm-gpu sh "$src/tests/comm_gpu.sh"
 if [ -x "$build/tests/test_backend_ops" ]; then
     check op-conformance "$build/tests/test_backend_ops" --backend cuda
@@ -145,7 +162,7 @@ report=/dev/null
     "$CPDIT" --version 2>&1 | sed -n '1,4p'
     printf '%-16s %-8s %s\n' check result detail
     printf '%s' "$summary"
-    for f in cuda-kernels bench comm-gpu bench-ops forward-gpu forward-gpu-cp flux-dev-step \
+    for f in cuda-kernels cudnn-attention bench comm-gpu bench-ops forward-gpu forward-gpu-cp flux-dev-step \
         pipeline-gpu; do
         n=25; [ $f = bench-ops ] && n=60
         [ -f "$build/$f.log" ] && { echo "-- $f"; grep -v '^$' "$build/$f.log" | tail -n $n; }
