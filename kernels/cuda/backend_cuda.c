@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -32,8 +33,9 @@
 /* Flash kernel limits (attention_flash_cuda.h). */
 #define CUDA_FLASH_D_QUANTUM 32
 #define CUDA_FLASH_D_MAX 256
-/* cuDNN errors come back from vae_ops_cuda as this + the cudnnStatus_t. */
-#define CUDA_CUDNN_ERROR_BASE 1000
+/* cuDNN errors come back from vae_ops_cuda as this + the cudnnStatus_t (cuDNN 9's statuses run
+ * from 1001 to 5004: above every cuBLAS (2000 + status) and CUDA code). */
+#define CUDA_CUDNN_ERROR_BASE 100000
 
 /* ------------------------------------------------------------------ state */
 
@@ -152,11 +154,12 @@ static void latch(const char *op, int rc)
     if (!rc)
         return;
     char what[CPDIT_ERROR_WHAT_MAX];
-    if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
+    if (rc >= CUDA_CUDNN_ERROR_BASE)
+        snprintf(what, sizeof what, "%s: cuDNN: %s", op,
+                 cudnnGetErrorString((cudnnStatus_t)(rc - CUDA_CUDNN_ERROR_BASE)));
+    else if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
         snprintf(what, sizeof what, "%s: cuBLAS status %d", op,
                  rc - CPDIT_CUDA_CUBLAS_ERROR_BASE);
-    else if (rc >= CUDA_CUDNN_ERROR_BASE)
-        snprintf(what, sizeof what, "%s: cuDNN status %d", op, rc - CUDA_CUDNN_ERROR_BASE);
     else
         snprintf(what, sizeof what, "%s: %s", op, cudaGetErrorString((cudaError_t)rc));
     pthread_mutex_lock(&S.lock);
@@ -184,12 +187,12 @@ static cpdit_status rc_status(int rc, const char *op, cpdit_error *err)
 {
     if (!rc)
         return CPDIT_OK;
+    if (rc >= CUDA_CUDNN_ERROR_BASE)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuDNN: %s", op,
+                               cudnnGetErrorString((cudnnStatus_t)(rc - CUDA_CUDNN_ERROR_BASE)));
     if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuBLAS status %d", op,
                                rc - CPDIT_CUDA_CUBLAS_ERROR_BASE);
-    if (rc >= CUDA_CUDNN_ERROR_BASE)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuDNN status %d", op,
-                               rc - CUDA_CUDNN_ERROR_BASE);
     return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: %s", op,
                            cudaGetErrorString((cudaError_t)rc));
 }
@@ -244,10 +247,36 @@ static void *cuda_alloc(size_t bytes)
     return ready() ? cpdit_cuda_alloc(bytes) : NULL;
 }
 
+/* Packed convolution weights in bf16 (conv2d_pack_format NATIVE): conv2d tells them from the
+ * fp32 ones by this list; free takes a block off it before the allocator may hand the address
+ * out again. */
+static void **bf16_convs;
+static size_t n_bf16_convs, cap_bf16_convs;
+
+static int is_bf16_conv(const void *p)
+{
+    int found = 0;
+    pthread_mutex_lock(&S.lock);
+    for (size_t i = 0; i < n_bf16_convs && !found; i++)
+        found = bf16_convs[i] == p;
+    pthread_mutex_unlock(&S.lock);
+    return found;
+}
+
 static void cuda_free(void *p)
 {
-    if (p && ready())
-        cpdit_cuda_free(p);
+    if (!p || !ready())
+        return;
+    if (n_bf16_convs) {
+        pthread_mutex_lock(&S.lock);
+        for (size_t i = 0; i < n_bf16_convs; i++)
+            if (bf16_convs[i] == p) {
+                bf16_convs[i] = bf16_convs[--n_bf16_convs];
+                break;
+            }
+        pthread_mutex_unlock(&S.lock);
+    }
+    cpdit_cuda_free(p);
 }
 
 /* Any direction (unified addressing); complete on return. */
@@ -931,6 +960,39 @@ static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
     return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
 }
 
+/* NATIVE: bf16 weights for cuDNN's bf16 convolution (tensor cores, fp32 accumulation);
+ * F32: the exact fp32 path (conv2d_pack). */
+static float *cuda_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
+                                      cpdit_weight_format format)
+{
+    if (format != CPDIT_WEIGHT_NATIVE)
+        return cuda_conv2d_pack(w, Cout, Cin, K);
+    if (!ready())
+        return NULL;
+    latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream)); /* as cuda_conv2d_pack */
+    void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&S.lock);
+    if (n_bf16_convs == cap_bf16_convs) {
+        const size_t cap = cap_bf16_convs ? 2 * cap_bf16_convs : 64;
+        void **n = realloc(bf16_convs, cap * sizeof *n);
+        if (n) {
+            bf16_convs = n;
+            cap_bf16_convs = cap;
+        }
+    }
+    const int ok = n_bf16_convs < cap_bf16_convs;
+    if (ok)
+        bf16_convs[n_bf16_convs++] = p;
+    pthread_mutex_unlock(&S.lock);
+    if (!ok) { /* out of host memory for the list: the caller sees out of memory */
+        cpdit_cuda_free(p);
+        return NULL;
+    }
+    return (float *)p;
+}
+
 static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
 {
     (void)W;
@@ -953,6 +1015,10 @@ static cpdit_status cuda_conv2d(float *y, const float *x, const float *w_packed,
     cpdit_status st = latched_status(err);
     if (st || r1 == r0 || W == 0)
         return st;
+    if (is_bf16_conv(w_packed))
+        return rc_status(cpdit_cuda_conv2d_bf16(y, x, w_packed, b, W, Cin, Cout, K, r0, r1,
+                                                S.stream),
+                         "conv2d (bf16)", err);
     return rc_status(cpdit_cuda_conv2d(y, x, w_packed, b, W, Cin, Cout, K, r0, r1, S.stream),
                      "conv2d", err);
 }
@@ -1028,7 +1094,8 @@ static void cuda_transpose(float *y, const float *x, size_t rows, size_t cols)
 static const cpdit_backend cuda_backend = {
     .name = "cuda",
     .summary = "device memory, fp32 activations; bf16 weights with cuBLASLt (fp32 accumulate), "
-               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions",
+               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions (bf16 or "
+               "fp32)",
     .host_memory = 0,
     .available = cuda_available,
     .describe = cuda_describe,
@@ -1055,6 +1122,7 @@ static const cpdit_backend cuda_backend = {
     .attention_kernels = cuda_kernels,
     .workers = cuda_workers,
     .conv2d_pack = cuda_conv2d_pack,
+    .conv2d_pack_format = cuda_conv2d_pack_format,
     .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes,
     .conv2d = cuda_conv2d,
     .group_moments = cuda_group_moments,
