@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "bin/cli.h"
@@ -31,6 +33,7 @@
 #include "lib/core/build_info.h"
 #include "kernels/host_runtime.h"
 #include "lib/cp/grid_mpi.h"
+#include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
 
 #define SUB "bench"
@@ -198,6 +201,96 @@ static double now_s(void)
 #define VAE_BENCH_SGEMM_N 1024
 #define KIB_PER_MIB 1024.0
 
+/* The random FLUX.1 VAE decoder weights of seed VAE_BENCH_SEED written as a bf16 checkpoint
+ * (FLUX's checkpoints are bf16) into a new file under $TMPDIR (or /tmp), named in path. */
+static cpdit_status vae_bench_checkpoint(const autoencoder_kl_config *cfg, char *path,
+                                         size_t size, cpdit_error *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, size, "%s/cpdit-vae-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    const int fd = mkstemp(path);
+    if (fd < 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "bench", "vae: cannot create %s: %s",
+                               path, strerror(errno));
+    close(fd);
+    vae_decoder *d = NULL;
+    cpdit_status st = vae_decoder_create(&d, cfg, err);
+    const size_t n = st == CPDIT_OK ? vae_decoder_param_count(d) : 0;
+    safetensors_write_tensor *t = calloc(n ? n : 1, sizeof *t);
+    int64_t(*shapes)[VAE_PARAM_MAX_DIMS] = calloc(n ? n : 1, sizeof *shapes);
+    if (st == CPDIT_OK && (!t || !shapes))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "bench", "out of memory");
+    if (st == CPDIT_OK) {
+        vae_decoder_fill_random(d, VAE_BENCH_SEED);
+        for (size_t i = 0; i < n; i++) {
+            vae_param_info info;
+            vae_decoder_param_at(d, i, &info);
+            memcpy(shapes[i], info.shape, sizeof shapes[i]);
+            t[i].name = info.name;
+            t[i].dtype = CPDIT_DTYPE_BF16;
+            t[i].ndim = info.ndim;
+            t[i].shape = shapes[i];
+            t[i].data = info.data;
+            t[i].src_dtype = CPDIT_DTYPE_F32;
+        }
+        st = safetensors_write(path, t, n, NULL, 0, err);
+    }
+    free(t);
+    free(shapes);
+    vae_decoder_free(d);
+    if (st != CPDIT_OK)
+        unlink(path);
+    return st;
+}
+
+/* Peak resident memory from now on: the kernel's high-water mark reset (VmHWM, Linux); 0 when
+ * it cannot be reset (the process's peak so far then). */
+static int peak_rss_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return 0;
+    const int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* The peak resident memory, MiB: VmHWM (since the last reset), else getrusage's maximum. */
+static double peak_rss_mib(void)
+{
+    double kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %lf kB", &kb) == 1)
+                break;
+        fclose(f);
+    }
+    if (kb <= 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = (double)ru.ru_maxrss;
+    }
+    return kb / KIB_PER_MIB;
+}
+
+/* A decoder of the checkpoint at path (config cfg) on the CPU, weights made for format wf. */
+static cpdit_status vae_bench_open(vae_decoder **d, const autoencoder_kl_config *cfg,
+                                   const char *path, cpdit_weight_format wf, cpdit_error *err)
+{
+    safetensors_set *s = NULL;
+    cpdit_status st = vae_decoder_create(d, cfg, err); /* host values never touched */
+    if (st == CPDIT_OK)
+        st = safetensors_set_open(&s, path, err);
+    if (st == CPDIT_OK)
+        st = vae_decoder_load_weights(*d, s, err); /* *d holds s */
+    if (st == CPDIT_OK) {
+        vae_decoder_set_backend(*d, cpdit_backend_cpu());
+        vae_decoder_set_weight_format(*d, wf);
+    }
+    return st;
+}
+
 /* `cpdit bench vae [--sizes 256,512] [--iters N] [--weight-format fp32|native]`: one row per
  * image size (multiples of 8) and weight format (both unless one is named). */
 static int bench_vae(int argc, char **argv)
@@ -241,11 +334,13 @@ static int bench_vae(int argc, char **argv)
     vae_config_flux(&cfg);
     vae_decoder *d = NULL;
     cp_grid *g = NULL;
-    cpdit_status st = vae_decoder_create(&d, &cfg, &err);
-    if (st == CPDIT_OK) { /* the CPU decode (its SGEMM-relative columns), MPI grid */
-        vae_decoder_set_backend(d, cpdit_backend_cpu());
-        vae_decoder_fill_random(d, VAE_BENCH_SEED);
-    }
+    char ckpt[4096] = "";
+    /* every rank its own file (node-local temporary folders) */
+    cpdit_status st = vae_bench_checkpoint(&cfg, ckpt, sizeof ckpt, &err);
+    int failed = st != CPDIT_OK; /* no rank goes on alone into the collectives */
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (failed && st == CPDIT_OK)
+        st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, "bench", "vae: another rank failed");
     if (st == CPDIT_OK)
         st = cp_grid_create(MPI_COMM_WORLD, 1, size, 1, &g, &err);
     /* the SGEMM rate of one rank while the others wait */
@@ -257,6 +352,8 @@ static int bench_vae(int argc, char **argv)
         printf("# FLUX.1 VAE decode (128/256/512/512, 2 layers, 32 groups), %d rank(s), "
                "%d BLAS thread(s) per rank; SGEMM n=%d on one rank: %.1f GFLOP/s\n", size,
                cpdit_host_gemm_threads(), VAE_BENCH_SGEMM_N, sgemm);
+        printf("# random weights from a bf16 checkpoint; peak_RSS_MiB: the most resident "
+               "memory of a rank from loading the weights to the end of the row\n");
         printf("%-9s %6s %5s %10s %9s %8s %13s\n", "size", "wfmt", "ranks", "time_s",
                "GFLOP/s", "%SGEMM", "peak_RSS_MiB");
     }
@@ -265,8 +362,13 @@ static int bench_vae(int argc, char **argv)
     for (int k = 0; k < n_sizes * n_formats && st == CPDIT_OK; k++) {
         const int i = k / n_formats;
         const cpdit_weight_format wf = formats[k % n_formats];
-        vae_decoder_set_weight_format(d, wf);
-        /* warm-up: packs the weights (the random weights stand for FLUX's bf16 checkpoint) */
+        /* each row loads the weights anew: its peak counts them as this format makes them */
+        vae_decoder_free(d);
+        d = NULL;
+        peak_rss_reset();
+        if ((st = vae_bench_open(&d, &cfg, ckpt, wf, &err)) != CPDIT_OK)
+            break;
+        /* warm-up: makes the weights (packs the convolutions) */
         float z1[16 * 1 * 1] = {0};
         if (st == CPDIT_OK && lc <= 16)
             st = vae_decode_group(d, g, z1, 1, 1, 1, NULL, &err);
@@ -291,9 +393,7 @@ static int bench_vae(int argc, char **argv)
             best = t < best ? t : best;
         }
         free(z);
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        double rss = (double)ru.ru_maxrss / KIB_PER_MIB;
+        double rss = peak_rss_mib();
         MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         const double gf = vae_decode_flops(d, h, w) / best * 1e-9;
         char label[32];
@@ -310,6 +410,8 @@ static int bench_vae(int argc, char **argv)
         code = rank == 0 ? cli_report(&err) : CLI_EXIT_RUNTIME;
     cp_grid_destroy(g);
     vae_decoder_free(d);
+    if (ckpt[0])
+        unlink(ckpt);
     MPI_Finalize();
     return code;
 }

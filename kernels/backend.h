@@ -227,11 +227,15 @@ typedef struct cpdit_backend {
     /* Convolution weights (Cout, Cin, K, K) host fp32 (PyTorch's layout) -> the backend's
      * packed form for conv2d, in backend memory (release with free); NULL when out of memory. */
     float *(*conv2d_pack)(const float *w, int Cout, int Cin, int K);
-    /* conv2d_pack for a weight format (may be NULL: conv2d_pack, fp32, whatever is asked):
-     * CPDIT_WEIGHT_F32 = conv2d_pack (the exact reference); CPDIT_WEIGHT_NATIVE = the
-     * backend's fast form (CPU with AVX512-BF16: bf16 panels for the bf16 GEMM, inputs rounded
-     * to bf16, fp32 sums; elsewhere fp32). conv2d tells the forms apart by itself. */
-    float *(*conv2d_pack_format)(const float *w, int Cout, int Cin, int K,
+    /* conv2d_pack from the weights as stored: w (Cout, Cin, K, K) in dtype (F32, F16, BF16,
+     * F8; host memory, any alignment: a checkpoint's map), for a weight format, as
+     * weight_create does for linear. CPDIT_WEIGHT_F32 = conv2d_pack of the fp32 values (the
+     * exact reference); CPDIT_WEIGHT_NATIVE = the backend's fast form for the dtype (CPU with
+     * AVX512-BF16: bf16 and fp8 as bf16 panels for the bf16 GEMM, inputs rounded to bf16, fp32
+     * sums; fp32 and fp16 stay fp32). No fp32 copy of a bf16 weight is made on the way. conv2d
+     * tells the forms apart by itself. NULL when out of memory. May be NULL (the backend packs
+     * only fp32): callers convert to fp32 and call conv2d_pack. */
+    float *(*conv2d_pack_stored)(const void *w, cpdit_dtype dtype, int Cout, int Cin, int K,
                                  cpdit_weight_format format);
     /* Bytes of workspace conv2d needs for this width, Cin and K (0 for K = 1). */
     size_t (*conv2d_workspace_bytes)(int W, int Cin, int K);

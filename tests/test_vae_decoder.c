@@ -11,7 +11,9 @@
  *   - group_norm_cpu (+ SiLU) vs a plain float64 computation: <= 1e-5 absolute;
  *   - nearest 2x upsampling: exact;
  *   - vae_latents_denormalize: z / 0.3611 + 0.1159 rounded twice, bit-exact;
- *   - the parameter table: names, shapes, count for a FLUX-sized config; load errors.
+ *   - the parameter table: names, shapes, count for a FLUX-sized config; load errors;
+ *   - one set of weights from host memory, fp32 / bf16 / deprecated-name checkpoints: the same
+ *     bits in the fp32 format; bf16 native within 2e-2 relative (bf16 convolutions used).
  * With --reference DIR (DIR/cases.txt, DIR/<case>/{model/, inputs.safetensors,
  * expected.safetensors}): vae_decode on each case; relative error
  * max |out - ref| / max |ref| <= 1e-4 (reference computed in float64).
@@ -19,11 +21,14 @@
  * script runs `cpdit forward` split over ranks and checks its output this way).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels/cpu/conv2d_cpu.h"
+#include "kernels/cpu/gemm_bf16_cpu.h"
 #include "kernels/cpu/group_norm_cpu.h"
 #include "kernels/backend.h"
 #include "lib/io/safetensors.h"
@@ -393,7 +398,7 @@ static void test_load_errors(void)
     t.ndim = 2;
     CHECK(safetensors_write(path, &t, 1, NULL, 0, &err) == CPDIT_OK);
     CHECK(vae_decoder_load(&d, dir, &err) == CPDIT_ERR_INPUT);
-    CHECK_STR_CONTAINS(err.what, "(4, 4, 1, 1)");
+    CHECK_STR_CONTAINS(err.what, "[4, 4, 1, 1]");
     /* forward: missing input tensor */
     char in[4200], out[4200];
     snprintf(in, sizeof in, "%s/in.safetensors", dir);
@@ -404,6 +409,156 @@ static void test_load_errors(void)
     CHECK(decode_file(dir, in, out, 0, &err) == CPDIT_ERR_INPUT); /* weights fail first */
     tmpdir_remove(dir);
     free(dir);
+}
+
+/* ---------------------------------------------------------------- checkpoints and dtypes */
+
+#define CK_LAT 4     /* latent rows and columns of the checkpoint test */
+#define BF16_REL_TOL 2e-2 /* bf16 convolutions vs fp32, relative to max |out| */
+
+/* Write d's parameters (host values) into dir/diffusion_pytorch_model.safetensors as dtype;
+ * legacy: the attention projections under their deprecated names, as (C, C, 1, 1). */
+static cpdit_status write_checkpoint(vae_decoder *d, const char *dir, cpdit_dtype dtype,
+                                     int legacy, cpdit_error *err)
+{
+    static const char *const now[4] = {"to_q.", "to_k.", "to_v.", "to_out.0."};
+    static const char *const old[4] = {"query.", "key.", "value.", "proj_attn."};
+    const size_t n = vae_decoder_param_count(d);
+    safetensors_write_tensor *t = calloc(n, sizeof *t);
+    int64_t(*shapes)[4] = calloc(n, sizeof *shapes);
+    char(*names)[VAE_PARAM_NAME_MAX] = calloc(n, sizeof *names);
+    cpdit_status st = t && shapes && names ? CPDIT_OK : CPDIT_ERR_RUNTIME;
+    for (size_t i = 0; st == CPDIT_OK && i < n; i++) {
+        vae_param_info info;
+        vae_decoder_param_at(d, i, &info);
+        snprintf(names[i], sizeof names[i], "%s", info.name);
+        memcpy(shapes[i], info.shape, sizeof shapes[i]);
+        t[i].ndim = info.ndim;
+        for (int k = 0; legacy && k < 4; k++) {
+            char *at = strstr(names[i], now[k]);
+            if (!at)
+                continue;
+            char rest[VAE_PARAM_NAME_MAX];
+            snprintf(rest, sizeof rest, "%s", at + strlen(now[k]));
+            snprintf(at, sizeof names[i] - (size_t)(at - names[i]), "%s%s", old[k], rest);
+            if (info.ndim == 2) { /* a 1x1 convolution's weight */
+                shapes[i][2] = shapes[i][3] = 1;
+                t[i].ndim = 4;
+            }
+        }
+        t[i].name = names[i];
+        t[i].dtype = dtype;
+        t[i].shape = shapes[i];
+        t[i].data = info.data;
+        t[i].src_dtype = CPDIT_DTYPE_F32;
+    }
+    char path[4400];
+    if (snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir) >=
+        (int)sizeof path)
+        st = CPDIT_ERR_RUNTIME;
+    if (st == CPDIT_OK)
+        st = safetensors_write(path, t, n, NULL, 0, err);
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        st = CPDIT_ERR_RUNTIME;
+    FILE *f = st == CPDIT_OK ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs("{\"_class_name\": \"AutoencoderKL\", \"block_out_channels\": [8, 16], "
+              "\"norm_num_groups\": 4, \"latent_channels\": 4, \"layers_per_block\": 1, "
+              "\"use_post_quant_conv\": true}", f);
+        fclose(f);
+    } else {
+        st = CPDIT_ERR_RUNTIME;
+    }
+    free(t);
+    free(shapes);
+    free(names);
+    return st;
+}
+
+/* Decode z (1, 4, CK_LAT, CK_LAT) with the checkpoint in dir in format wf into out. */
+static cpdit_status decode_checkpoint(const char *dir, cpdit_weight_format wf, const float *z,
+                                      float *out, cpdit_error *err)
+{
+    vae_decoder *d = NULL;
+    cpdit_status st = vae_decoder_load(&d, dir, err);
+    if (st == CPDIT_OK) {
+        vae_param_info info;
+        CHECK(vae_decoder_param_at(d, 0, &info) == 0 && info.data == NULL && info.count > 0);
+        vae_decoder_set_weight_format(d, wf);
+        st = vae_decode(d, z, 1, CK_LAT, CK_LAT, out, err);
+    }
+    vae_decoder_free(d);
+    return st;
+}
+
+/* The same weights from host memory, an fp32 checkpoint, a bf16 one and an fp32 one under the
+ * deprecated attention names (C, C, 1, 1) decode to the same bits in the fp32 format: every
+ * source and dtype goes through the one loader to the same fp32 weights. In the native format
+ * the fp32 checkpoint stays fp32 (same bits) and the bf16 one computes in bf16 (close, and
+ * different when the CPU has the bf16 GEMM for convolutions). */
+static void test_checkpoint_dtypes(void)
+{
+    autoencoder_kl_config c;
+    autoencoder_kl_config_defaults(&c);
+    c.latent_channels = 4;
+    c.n_blocks = 2;
+    c.block_out_channels[0] = 8;
+    c.block_out_channels[1] = 16;
+    c.layers_per_block = 1;
+    c.norm_num_groups = 4;
+    c.use_post_quant_conv = true;
+    vae_decoder *d = NULL;
+    cpdit_error err;
+    CHECK(vae_decoder_create(&d, &c, &err) == CPDIT_OK);
+    char *root = tmpdir_make("vae-ckpt");
+    if (!d || !root) {
+        vae_decoder_free(d);
+        free(root);
+        return;
+    }
+    vae_decoder_fill_random(d, 5);
+    vae_param_info info;
+    for (size_t i = 0; vae_decoder_param_at(d, i, &info) == 0; i++) { /* bf16 values */
+        uint16_t h;
+        for (size_t k = 0; k < info.count; k++)
+            if (cpdit_dtype_from_f32(&h, CPDIT_DTYPE_BF16, &info.data[k], 1, &err) ||
+                cpdit_dtype_to_f32(&info.data[k], &h, CPDIT_DTYPE_BF16, 1, &err))
+                CHECK(0);
+    }
+    const size_t nz = 4 * CK_LAT * CK_LAT, no = 3 * (size_t)(2 * CK_LAT) * (2 * CK_LAT);
+    float *z = rand_buf(nz), *ref = calloc(no, sizeof *ref), *out = calloc(no, sizeof *out);
+    CHECK(z && ref && out);
+    CHECK(vae_decode(d, z, 1, CK_LAT, CK_LAT, ref, &err) == CPDIT_OK);
+    const char *names[3] = {"f32", "bf16", "legacy"};
+    char dirs[3][4200];
+    for (int k = 0; k < 3; k++) {
+        snprintf(dirs[k], sizeof dirs[k], "%s/%s", root, names[k]);
+        CHECK(mkdir(dirs[k], 0700) == 0);
+        CHECK(write_checkpoint(d, dirs[k], k == 1 ? CPDIT_DTYPE_BF16 : CPDIT_DTYPE_F32, k == 2,
+                               &err) == CPDIT_OK);
+    }
+    vae_decoder_free(d);
+    for (int k = 0; k < 3 && z && ref && out; k++) {
+        CHECK_MSG(decode_checkpoint(dirs[k], CPDIT_WEIGHT_F32, z, out, &err) == CPDIT_OK,
+                  "%s: %s", dirs[k], err.what);
+        CHECK_MSG(memcmp(out, ref, no * sizeof *out) == 0, "%s checkpoint, fp32 format: not "
+                  "the host weights' bits (max |diff| %.3g)", names[k], max_diff(out, ref, no));
+    }
+    if (z && ref && out) {
+        CHECK(decode_checkpoint(dirs[0], CPDIT_WEIGHT_NATIVE, z, out, &err) == CPDIT_OK);
+        CHECK_MSG(memcmp(out, ref, no * sizeof *out) == 0, "fp32 checkpoint, native: not fp32");
+        CHECK(decode_checkpoint(dirs[1], CPDIT_WEIGHT_NATIVE, z, out, &err) == CPDIT_OK);
+        const double rel = max_diff(out, ref, no) / max_abs(ref, no);
+        fprintf(stderr, "bf16 checkpoint, native vs fp32: relative %.3g\n", rel);
+        CHECK_MSG(rel <= BF16_REL_TOL, "bf16 native relative %.3g > %.0e", rel, BF16_REL_TOL);
+        if (strcmp(cpu_gemm_bf16_kernel(), "avx512bf16") == 0)
+            CHECK_MSG(rel > 0, "bf16 checkpoint, native: the bf16 convolutions were not used");
+    }
+    free(z);
+    free(ref);
+    free(out);
+    tmpdir_remove(root);
+    free(root);
 }
 
 /* ---------------------------------------------------------------- against PyTorch */
@@ -490,5 +645,6 @@ int main(int argc, char **argv)
     test_denormalize();
     test_param_table();
     test_load_errors();
+    test_checkpoint_dtypes();
     TEST_MAIN_END();
 }

@@ -147,7 +147,7 @@ static const cpdit_backend cpu_backend = {
     .workers = attention_cpu_get_num_threads,
     /* VAE section (kernels/cpu/vae_ops_cpu.c) */
     .conv2d_pack = cpu_conv2d_pack,
-    .conv2d_pack_format = cpu_conv2d_pack_format,
+    .conv2d_pack_stored = cpu_conv2d_pack_stored,
     .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
     .conv2d = cpu_conv2d,
     .group_moments = cpu_group_moments,

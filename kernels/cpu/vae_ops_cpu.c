@@ -50,48 +50,58 @@ static const void *conv_weights(const float *packed)
 }
 
 /* fp32: Wp[(ky·K + kx)·Cin + ci][co] = w[co][ci][ky][kx] (K·K·Cin, Cout) for SGEMM.
- * bf16: the rows W[co][(ky·K + kx)·Cin + ci] (Cout, K·K·Cin) in the bf16 GEMM's panels. */
-float *cpu_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
+ * bf16: the rows W[co][(ky·K + kx)·Cin + ci] (Cout, K·K·Cin) in the bf16 GEMM's panels.
+ * Both start from those rows in the stored dtype (a reordering of w's elements, no conversion):
+ * bf16 and fp8 rows go to the bf16 packer as they are, fp32 rows are made one row at a time. */
+float *cpu_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin, int K,
                               cpdit_weight_format format)
 {
-    const size_t depth = (size_t)K * K * Cin;
+    const size_t depth = (size_t)K * K * Cin, es = cpdit_dtype_size(dtype);
     const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
+                     (dtype == CPDIT_DTYPE_BF16 || dtype == CPDIT_DTYPE_F8_E4M3 ||
+                      dtype == CPDIT_DTYPE_F8_E5M2) &&
                      strcmp(cpu_gemm_bf16_kernel(), "avx512bf16") == 0;
+    if (!es || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
+        return NULL;
     const size_t bytes = bf16 ? cpu_bf16_packed_bytes(Cout, (int)depth)
                               : depth * (size_t)Cout * sizeof(float);
     char *block = cpu_alloc(CONV_PACK_HEADER + bytes);
-    if (!block)
+    char *rows = malloc(depth * (size_t)Cout * es);
+    float *row = bf16 ? NULL : malloc(depth * sizeof *row);
+    if (!block || !rows || (!bf16 && !row)) {
+        cpu_free(block);
+        free(rows);
+        free(row);
         return NULL;
+    }
     conv_pack_header *h = (conv_pack_header *)block;
     h->magic = CONV_PACK_MAGIC;
     h->form = bf16 ? CONV_FORM_BF16 : CONV_FORM_F32;
-    if (bf16) {
-        float *rows = malloc(depth * (size_t)Cout * sizeof *rows);
-        if (!rows) {
-            cpu_free(block);
-            return NULL;
-        }
-        for (int co = 0; co < Cout; co++)
-            for (int ci = 0; ci < Cin; ci++)
-                for (int t = 0; t < K * K; t++)
-                    rows[(size_t)co * depth + (size_t)t * Cin + ci] =
-                        w[(((size_t)co * Cin + ci) * K * K) + t];
-        cpu_bf16_pack((uint16_t *)(block + CONV_PACK_HEADER), rows, CPDIT_DTYPE_F32, Cout,
-                      (int)depth);
-        free(rows);
-        return (float *)block;
-    }
-    float *p = (float *)(block + CONV_PACK_HEADER);
+    const char *src = w;
     for (int co = 0; co < Cout; co++)
         for (int ci = 0; ci < Cin; ci++)
             for (int t = 0; t < K * K; t++)
-                p[((size_t)t * Cin + ci) * Cout + co] = w[(((size_t)co * Cin + ci) * K * K) + t];
+                memcpy(rows + ((size_t)co * depth + (size_t)t * Cin + ci) * es,
+                       src + ((((size_t)co * Cin + ci) * K * K) + t) * es, es);
+    if (bf16) {
+        cpu_bf16_pack((uint16_t *)(block + CONV_PACK_HEADER), rows, dtype, Cout, (int)depth);
+    } else {
+        float *p = (float *)(block + CONV_PACK_HEADER);
+        for (int co = 0; co < Cout; co++) {
+            /* a float dtype (checked above) always converts */
+            (void)cpdit_dtype_to_f32(row, rows + (size_t)co * depth * es, dtype, depth, NULL);
+            for (size_t k = 0; k < depth; k++)
+                p[k * Cout + co] = row[k];
+        }
+    }
+    free(rows);
+    free(row);
     return (float *)block;
 }
 
 float *cpu_conv2d_pack(const float *w, int Cout, int Cin, int K)
 {
-    return cpu_conv2d_pack_format(w, Cout, Cin, K, CPDIT_WEIGHT_F32);
+    return cpu_conv2d_pack_stored(w, CPDIT_DTYPE_F32, Cout, Cin, K, CPDIT_WEIGHT_F32);
 }
 
 static size_t block_pixels(int Cin, int K)

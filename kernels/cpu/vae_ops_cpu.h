@@ -22,7 +22,7 @@ extern "C" {
 #define CONV_MIN_BLOCK_PIXELS 64
 
 float *cpu_conv2d_pack(const float *w, int Cout, int Cin, int K);
-float *cpu_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
+float *cpu_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin, int K,
                               cpdit_weight_format format);
 size_t cpu_conv2d_workspace_bytes(int W, int Cin, int K);
 cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,

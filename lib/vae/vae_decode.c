@@ -33,10 +33,6 @@
 #include "lib/vae/vae_decoder.h"
 #include "lib/vae/vae_decoder_internal.h"
 
-/* A parameter's host fp32 values (packing), and the same in the backend's memory (the ops'
- * biases and norm weights: a device backend gets its own copy in prepare()). */
-#define P(d, off) ((d)->params + (off))
-#define PB(d, off) (((d)->be_params ? (d)->be_params : (d)->params) + (off))
 #define POOL_SLOTS 16
 #define HALO_TAG_DOWN 1401 /* a row travelling to the next rank (its halo above) */
 #define HALO_TAG_UP 1402   /* a row travelling to the previous rank (its halo below) */
@@ -127,7 +123,7 @@ static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, float *y, float 
                          int W)
 {
     const cpdit_backend *be = ctx->be;
-    const float *b = PB(ctx->d, cv->b);
+    const float *b = cv->b;
     cpdit_error *err = ctx->err;
     if (rows == 0)
         return CPDIT_OK;
@@ -199,8 +195,8 @@ static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, float *y, con
     for (int g = 0; g < G; g++)
         rstd[g] = 1.0 / sqrt(dev[g] / count + (double)VAE_NORM_EPS);
     if (st == CPDIT_OK && pixels)
-        ctx->be->group_norm_apply(y, x, pixels, C, G, mean, rstd, PB(ctx->d, n->w),
-                                  PB(ctx->d, n->b), act);
+        ctx->be->group_norm_apply(y, x, pixels, C, G, mean, rstd, n->w, n->b,
+                                  act);
     free(mom);
     return st;
 }
@@ -210,7 +206,6 @@ static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, float *y, con
 static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, int rows, int w,
                               int h)
 {
-    const vae_decoder *d = ctx->d;
     const cpdit_backend *be = ctx->be;
     cpdit_error *err = ctx->err;
     const int C = a->c, S = rows * w;
@@ -223,10 +218,10 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     if (st == CPDIT_OK)
         st = norm_act(ctx, &a->norm, n, x, rows, w, C, (size_t)h * w, CPDIT_ACT_NONE);
     const cpdit_weight *wt[3] = {a->wq, a->wk, a->wv};
-    const size_t bo[3] = {a->q_b, a->k_b, a->v_b};
+    const float *bo[3] = {a->q_b, a->k_b, a->v_b};
     float *dst[3] = {q, k, v};
     for (int m = 0; m < 3 && st == CPDIT_OK && S > 0; m++)
-        st = be->linear(dst[m], C, n, C, wt[m], PB(d, bo[m]), S, C, C, 0, err);
+        st = be->linear(dst[m], C, n, C, wt[m], bo[m], S, C, C, 0, err);
     const float scale = (float)(1.0 / sqrt((double)C));
     if (st == CPDIT_OK && ctx->grid) {
         /* ring over the group; uneven and empty bands allowed */
@@ -254,7 +249,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
     }
     /* x (S, C) += o Wo^T + bo: the residual connection (rescale factor 1) */
     if (st == CPDIT_OK && S > 0)
-        st = be->linear(x, C, o, C, a->wo, PB(d, a->o_b), S, C, C, 1, err);
+        st = be->linear(x, C, o, C, a->wo, a->o_b, S, C, C, 1, err);
     give(ctx, n);
     give(ctx, q);
     give(ctx, k);
@@ -325,62 +320,6 @@ static cpdit_status upsample(decode_ctx *ctx, const vae_conv_p *cv, float *x, in
 }
 
 /* ------------------------------------------------------------------ setup */
-
-/* Pack every convolution's weights for be (once; again after the weights change). */
-static cpdit_status prepare(vae_decoder *d, const cpdit_backend *be, cpdit_error *err)
-{
-    if (d->packed_be == be)
-        return CPDIT_OK;
-    vae_decoder_unpack(d);
-    const int n = vae_decoder_convs(d, NULL);
-    vae_conv_p **list = malloc((size_t)n * sizeof *list);
-    if (!list)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
-    vae_decoder_convs(d, list);
-    d->packed_be = be;
-    cpdit_status st = CPDIT_OK;
-    if (!be->host_memory) { /* the backend owns the weights: biases and norms in its memory */
-        d->be_params = be->alloc(d->n_floats * sizeof(float));
-        if (!d->be_params)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae",
-                                 "out of %s memory for the parameters", be->name);
-        else
-            be->upload(d->be_params, d->params, d->n_floats * sizeof(float));
-    }
-    for (int i = 0; i < n && st == CPDIT_OK; i++) {
-        const cpdit_weight_format f =
-            d->format == CPDIT_WEIGHT_NATIVE && !d->stored_f32 ? CPDIT_WEIGHT_NATIVE
-                                                               : CPDIT_WEIGHT_F32;
-        list[i]->packed =
-            be->conv2d_pack_format
-                ? be->conv2d_pack_format(P(d, list[i]->w), list[i]->cout, list[i]->cin,
-                                         list[i]->k, f)
-                : be->conv2d_pack(P(d, list[i]->w), list[i]->cout, list[i]->cin, list[i]->k);
-        if (!list[i]->packed)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae",
-                                 "out of memory packing the convolution weights");
-    }
-    free(list);
-    /* the attention's four Linear(C, C): fp32 weights used in place */
-    if (st == CPDIT_OK && d->has_mid_attn) {
-        vae_attn_p *a = &d->mid_attn;
-        const size_t off[4] = {a->q_w, a->k_w, a->v_w, a->o_w};
-        cpdit_weight **dst[4] = {&a->wq, &a->wk, &a->wv, &a->wo};
-        for (int i = 0; i < 4 && st == CPDIT_OK; i++) {
-            cpdit_weight_desc wd;
-            memset(&wd, 0, sizeof wd);
-            wd.dtype = CPDIT_DTYPE_F32;
-            wd.rows = wd.cols = a->c;
-            wd.data = P(d, off[i]);
-            wd.data_persists = 1; /* d->params outlives the weight (unpacked on change) */
-            wd.format = CPDIT_WEIGHT_F32;
-            st = be->weight_create(dst[i], &wd, err);
-        }
-    }
-    if (st != CPDIT_OK)
-        vae_decoder_unpack(d);
-    return st;
-}
 
 static size_t workspace_bytes(vae_decoder *d, const cpdit_backend *be, int w_max)
 {
@@ -531,7 +470,7 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
     if (!zin || !zt || (ctx.rank == 0 && (!img || !chw)) || (ws_bytes && !ctx.ws))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the decode");
     if (st == CPDIT_OK)
-        st = prepare(d, be, err);
+        st = vae_decoder_prepare(d, be, err); /* the weights, made on first use */
     for (int b = 0; b < B && st == CPDIT_OK; b++) {
         be->upload(zin, z + (size_t)b * lat, lat * sizeof *zin);
         be->transpose(zt, zin, (size_t)Cl, (size_t)h * w); /* (h·w, Cl): NHWC */

@@ -31,21 +31,23 @@ typedef struct table_builder {
     cpdit_error *err;
 } table_builder;
 
-/* Append a parameter (name printf-style); returns its offset. On failure records it in tb. */
-static size_t add_param(table_builder *tb, const int64_t *shape, int ndim, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Append a parameter (name printf-style) that the loader makes as kind and publishes in dst. On
+ * failure records it in tb. */
+static void add_param(table_builder *tb, weight_kind kind, void *dst, const int64_t *shape,
+                      int ndim, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
-static size_t add_param(table_builder *tb, const int64_t *shape, int ndim, const char *fmt, ...)
+static void add_param(table_builder *tb, weight_kind kind, void *dst, const int64_t *shape,
+                      int ndim, const char *fmt, ...)
 {
     vae_decoder *d = tb->d;
     if (tb->status != CPDIT_OK)
-        return 0;
+        return;
     if (d->n_params == d->cap_params) {
         size_t cap = d->cap_params ? 2 * d->cap_params : INITIAL_TABLE_CAP;
         vae_param_entry *t = realloc(d->table, cap * sizeof *t);
         if (!t) {
             tb->status = cpdit_error_set(tb->err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
-            return 0;
+            return;
         }
         d->table = t;
         d->cap_params = cap;
@@ -56,6 +58,8 @@ static size_t add_param(table_builder *tb, const int64_t *shape, int ndim, const
     va_start(ap, fmt);
     vsnprintf(e->name, sizeof e->name, fmt, ap);
     va_end(ap);
+    e->kind = kind;
+    e->dst = dst;
     e->ndim = ndim;
     e->count = 1;
     for (int i = 0; i < ndim; i++) {
@@ -64,78 +68,73 @@ static size_t add_param(table_builder *tb, const int64_t *shape, int ndim, const
     }
     e->offset = d->n_floats;
     d->n_floats += e->count;
-    return e->offset;
 }
 
-static vae_norm_p add_norm(table_builder *tb, int c, const char *prefix)
+static void add_norm(table_builder *tb, vae_norm_p *n, int c, const char *prefix)
 {
     const int64_t shape[1] = {c};
-    vae_norm_p n;
-    n.w = add_param(tb, shape, 1, "%s.weight", prefix);
-    n.b = add_param(tb, shape, 1, "%s.bias", prefix);
-    return n;
+    add_param(tb, WEIGHT_VECTOR, &n->w, shape, 1, "%s.weight", prefix);
+    add_param(tb, WEIGHT_VECTOR, &n->b, shape, 1, "%s.bias", prefix);
 }
 
-static vae_conv_p add_conv(table_builder *tb, int cin, int cout, int k, const char *prefix)
+static void add_conv(table_builder *tb, vae_conv_p *cv, int cin, int cout, int k,
+                     const char *prefix)
 {
     const int64_t wshape[4] = {cout, cin, k, k}, bshape[1] = {cout};
-    vae_conv_p cv = {0, 0, cin, cout, k, NULL};
-    cv.w = add_param(tb, wshape, 4, "%s.weight", prefix);
-    cv.b = add_param(tb, bshape, 1, "%s.bias", prefix);
-    return cv;
+    cv->cin = cin;
+    cv->cout = cout;
+    cv->k = k;
+    add_param(tb, WEIGHT_CONV, &cv->packed, wshape, 4, "%s.weight", prefix);
+    add_param(tb, WEIGHT_VECTOR, &cv->b, bshape, 1, "%s.bias", prefix);
 }
 
-static vae_resnet_p add_resnet(table_builder *tb, int cin, int cout, const char *prefix)
+static void add_resnet(table_builder *tb, vae_resnet_p *r, int cin, int cout, const char *prefix)
 {
     char name[VAE_PARAM_NAME_MAX];
-    vae_resnet_p r;
-    memset(&r, 0, sizeof r);
-    r.cin = cin;
-    r.cout = cout;
+    memset(r, 0, sizeof *r);
+    r->cin = cin;
+    r->cout = cout;
     snprintf(name, sizeof name, "%s.norm1", prefix);
-    r.norm1 = add_norm(tb, cin, name);
+    add_norm(tb, &r->norm1, cin, name);
     snprintf(name, sizeof name, "%s.conv1", prefix);
-    r.conv1 = add_conv(tb, cin, cout, CONV3, name);
+    add_conv(tb, &r->conv1, cin, cout, CONV3, name);
     snprintf(name, sizeof name, "%s.norm2", prefix);
-    r.norm2 = add_norm(tb, cout, name);
+    add_norm(tb, &r->norm2, cout, name);
     snprintf(name, sizeof name, "%s.conv2", prefix);
-    r.conv2 = add_conv(tb, cout, cout, CONV3, name);
-    r.has_shortcut = cin != cout;
-    if (r.has_shortcut) {
+    add_conv(tb, &r->conv2, cout, cout, CONV3, name);
+    r->has_shortcut = cin != cout;
+    if (r->has_shortcut) {
         snprintf(name, sizeof name, "%s.conv_shortcut", prefix);
-        r.shortcut = add_conv(tb, cin, cout, CONV1, name);
+        add_conv(tb, &r->shortcut, cin, cout, CONV1, name);
     }
-    return r;
 }
 
 /* One Linear(C, C) of the attention with its deprecated name. */
 static void add_linear(table_builder *tb, int c, const char *prefix, const char *name,
-                       const char *old_name, size_t *w, size_t *b)
+                       const char *old_name, const cpdit_weight **w, const float **b)
 {
     const int64_t wshape[2] = {c, c}, bshape[1] = {c};
-    *w = add_param(tb, wshape, 2, "%s.%s.weight", prefix, name);
+    add_param(tb, WEIGHT_MATRIX, w, wshape, 2, "%s.%s.weight", prefix, name);
     if (tb->status == CPDIT_OK)
         snprintf(tb->d->table[tb->d->n_params - 1].alt_name, VAE_PARAM_NAME_MAX, "%s.%s.weight",
                  prefix, old_name);
-    *b = add_param(tb, bshape, 1, "%s.%s.bias", prefix, name);
+    add_param(tb, WEIGHT_VECTOR, b, bshape, 1, "%s.%s.bias", prefix, name);
     if (tb->status == CPDIT_OK)
         snprintf(tb->d->table[tb->d->n_params - 1].alt_name, VAE_PARAM_NAME_MAX, "%s.%s.bias",
                  prefix, old_name);
 }
 
-static vae_attn_p add_attention(table_builder *tb, int c, const char *prefix)
+static void add_attention(table_builder *tb, vae_attn_p *a, int c, const char *prefix)
 {
     char name[VAE_PARAM_NAME_MAX];
-    vae_attn_p a;
-    memset(&a, 0, sizeof a);
-    a.c = c;
+    memset(a, 0, sizeof *a);
+    a->c = c;
     snprintf(name, sizeof name, "%s.group_norm", prefix);
-    a.norm = add_norm(tb, c, name);
-    add_linear(tb, c, prefix, "to_q", "query", &a.q_w, &a.q_b);
-    add_linear(tb, c, prefix, "to_k", "key", &a.k_w, &a.k_b);
-    add_linear(tb, c, prefix, "to_v", "value", &a.v_w, &a.v_b);
-    add_linear(tb, c, prefix, "to_out.0", "proj_attn", &a.o_w, &a.o_b);
-    return a;
+    add_norm(tb, &a->norm, c, name);
+    add_linear(tb, c, prefix, "to_q", "query", &a->wq, &a->q_b);
+    add_linear(tb, c, prefix, "to_k", "key", &a->wk, &a->k_b);
+    add_linear(tb, c, prefix, "to_v", "value", &a->wv, &a->v_b);
+    add_linear(tb, c, prefix, "to_out.0", "proj_attn", &a->wo, &a->o_b);
 }
 
 static void build_table(table_builder *tb)
@@ -146,14 +145,14 @@ static void build_table(table_builder *tb)
     char name[VAE_PARAM_NAME_MAX];
     d->has_post_quant = c->use_post_quant_conv;
     if (d->has_post_quant)
-        d->post_quant = add_conv(tb, c->latent_channels, c->latent_channels, CONV1,
-                                 "post_quant_conv");
-    d->conv_in = add_conv(tb, c->latent_channels, top, CONV3, "decoder.conv_in");
-    d->mid_res[0] = add_resnet(tb, top, top, "decoder.mid_block.resnets.0");
+        add_conv(tb, &d->post_quant, c->latent_channels, c->latent_channels, CONV1,
+                 "post_quant_conv");
+    add_conv(tb, &d->conv_in, c->latent_channels, top, CONV3, "decoder.conv_in");
+    add_resnet(tb, &d->mid_res[0], top, top, "decoder.mid_block.resnets.0");
     d->has_mid_attn = c->mid_block_add_attention;
     if (d->has_mid_attn)
-        d->mid_attn = add_attention(tb, top, "decoder.mid_block.attentions.0");
-    d->mid_res[1] = add_resnet(tb, top, top, "decoder.mid_block.resnets.1");
+        add_attention(tb, &d->mid_attn, top, "decoder.mid_block.attentions.0");
+    add_resnet(tb, &d->mid_res[1], top, top, "decoder.mid_block.resnets.1");
     d->n_up = c->n_blocks;
     int prev = top;
     for (int i = 0; i < c->n_blocks; i++) {
@@ -167,18 +166,18 @@ static void build_table(table_builder *tb)
         }
         for (int j = 0; j < u->n_resnets; j++) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.resnets.%d", i, j);
-            u->resnets[j] = add_resnet(tb, j == 0 ? prev : ch, ch, name);
+            add_resnet(tb, &u->resnets[j], j == 0 ? prev : ch, ch, name);
         }
         u->has_upsample = i != c->n_blocks - 1;
         if (u->has_upsample) {
             snprintf(name, sizeof name, "decoder.up_blocks.%d.upsamplers.0.conv", i);
-            u->upsample = add_conv(tb, ch, ch, CONV3, name);
+            add_conv(tb, &u->upsample, ch, ch, CONV3, name);
         }
         prev = ch;
     }
-    d->norm_out = add_norm(tb, c->block_out_channels[0], "decoder.conv_norm_out");
-    d->conv_out = add_conv(tb, c->block_out_channels[0], c->out_channels, CONV3,
-                           "decoder.conv_out");
+    add_norm(tb, &d->norm_out, c->block_out_channels[0], "decoder.conv_norm_out");
+    add_conv(tb, &d->conv_out, c->block_out_channels[0], c->out_channels, CONV3,
+             "decoder.conv_out");
 }
 
 int vae_decoder_convs(vae_decoder *d, vae_conv_p **list)
@@ -218,33 +217,74 @@ int vae_decoder_convs(vae_decoder *d, vae_conv_p **list)
 void vae_decoder_set_weight_format(vae_decoder *d, cpdit_weight_format format)
 {
     if (d->format != format)
-        vae_decoder_unpack(d);
+        vae_decoder_unpack(d); /* made again for the new format by the next decode */
     d->format = format;
+}
+
+/* ---------------------------------------------------------------- the weights */
+
+/* The host tensor named name (the loader's source for a created decoder). */
+static const safetensors_tensor *find_host(void *ctx, const char *name)
+{
+    const vae_decoder *d = ctx;
+    for (size_t i = 0; i < d->n_params; i++)
+        if (strcmp(d->host[i].name, name) == 0)
+            return &d->host[i];
+    return NULL;
+}
+
+/* Open the loader on d's source for be and register every parameter (the checks of names,
+ * shapes and dtypes: their errors name the file). */
+static cpdit_status register_weights(vae_decoder *d, const cpdit_backend *be, cpdit_error *err)
+{
+    cpdit_status st = d->set ? weight_loader_open(&d->wl, d->set, safetensors_set_path(d->set),
+                                                  be, err)
+                             : weight_loader_open_tensors(&d->wl, find_host, d, "vae", be, err);
+    if (st != CPDIT_OK)
+        return st;
+    d->wl_open = 1;
+    for (size_t i = 0; i < d->n_params && st == CPDIT_OK; i++) {
+        const vae_param_entry *e = &d->table[i];
+        const char *disk = e->name; /* else the deprecated name, when the file has that one */
+        if (d->set && e->alt_name[0] && !safetensors_set_find(d->set, e->name) &&
+            safetensors_set_find(d->set, e->alt_name))
+            disk = e->alt_name;
+        if (e->kind == WEIGHT_CONV)
+            st = weight_loader_add_conv(&d->wl, e->name, disk, (int)e->shape[0],
+                                        (int)e->shape[1], (int)e->shape[2], e->dst,
+                                        "this config needs", NULL, err);
+        else
+            st = weight_loader_add(&d->wl, 0, e->kind, e->name, disk, e->shape[0], 0,
+                                   e->shape[0], e->ndim > 1 ? e->shape[1] : 0, 0, e->dst,
+                                   "this config needs", "", NULL, err);
+    }
+    if (st != CPDIT_OK)
+        vae_decoder_unpack(d);
+    return st;
+}
+
+cpdit_status vae_decoder_prepare(vae_decoder *d, const cpdit_backend *be, cpdit_error *err)
+{
+    if (d->wl_open && d->wl.prepared && (d->wl.be != be || d->wl.format != d->format))
+        vae_decoder_unpack(d); /* made for another backend or format */
+    cpdit_status st = CPDIT_OK;
+    if (!d->wl_open)
+        st = register_weights(d, be, err);
+    else
+        st = weight_loader_set_backend(&d->wl, be, err);
+    /* all resident: the decoder's weights are small next to its activations */
+    if (st == CPDIT_OK)
+        st = weight_loader_prepare(&d->wl, SIZE_MAX, d->format, err);
+    if (st != CPDIT_OK)
+        vae_decoder_unpack(d);
+    return st;
 }
 
 void vae_decoder_unpack(vae_decoder *d)
 {
-    if (!d->packed_be)
-        return;
-    cpdit_weight **aw[4] = {&d->mid_attn.wq, &d->mid_attn.wk, &d->mid_attn.wv, &d->mid_attn.wo};
-    for (int i = 0; i < 4; i++) {
-        if (*aw[i])
-            d->packed_be->weight_free(*aw[i]);
-        *aw[i] = NULL;
-    }
-    d->packed_be->free(d->be_params);
-    d->be_params = NULL;
-    const int n = vae_decoder_convs(d, NULL);
-    vae_conv_p **list = malloc((size_t)n * sizeof *list);
-    if (list) {
-        vae_decoder_convs(d, list);
-        for (int i = 0; i < n; i++) {
-            d->packed_be->free(list[i]->packed);
-            list[i]->packed = NULL;
-        }
-    }
-    free(list);
-    d->packed_be = NULL;
+    if (d->wl_open)
+        weight_loader_close(&d->wl);
+    d->wl_open = 0;
 }
 
 /* diffusers' get_activation names -> cpdit_activation, or -1. */
@@ -261,19 +301,30 @@ static int activation_from_name(const char *name)
     return -1;
 }
 
+/* Drop the host params (the weights come from a checkpoint now). */
+static void free_host(vae_decoder *d)
+{
+    free(d->params);
+    free(d->host);
+    d->params = NULL;
+    d->host = NULL;
+}
+
 void vae_decoder_free(vae_decoder *d)
 {
     if (!d)
         return;
     vae_decoder_unpack(d);
+    safetensors_set_close(d->set);
     for (int i = 0; i < VAE_MAX_BLOCKS; i++)
         free(d->up[i].resnets);
     free(d->table);
-    free(d->params);
+    free_host(d);
     free(d);
 }
 
-cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *c,
+/* A decoder with the table of config c and no weights yet. */
+static cpdit_status decoder_new(vae_decoder **out, const autoencoder_kl_config *c,
                                 cpdit_error *err)
 {
     *out = NULL;
@@ -292,15 +343,40 @@ cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *
     d->act = (cpdit_activation)act;
     table_builder tb = {d, CPDIT_OK, err};
     build_table(&tb);
-    if (tb.status == CPDIT_OK) {
-        d->params = calloc(d->n_floats ? d->n_floats : 1, sizeof *d->params);
-        if (!d->params)
-            tb.status = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae",
-                                        "out of memory for %zu parameters", d->n_floats);
-    }
     if (tb.status != CPDIT_OK) {
         vae_decoder_free(d);
         return tb.status;
+    }
+    *out = d;
+    return CPDIT_OK;
+}
+
+cpdit_status vae_decoder_create(vae_decoder **out, const autoencoder_kl_config *c,
+                                cpdit_error *err)
+{
+    vae_decoder *d;
+    cpdit_status st = decoder_new(&d, c, err);
+    if (st != CPDIT_OK)
+        return st;
+    /* host fp32 values, seen by the loader as tensors of a checkpoint */
+    d->params = calloc(d->n_floats ? d->n_floats : 1, sizeof *d->params);
+    d->host = calloc(d->n_params ? d->n_params : 1, sizeof *d->host);
+    if (!d->params || !d->host) {
+        vae_decoder_free(d);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for %zu parameters",
+                               d->n_floats);
+    }
+    for (size_t i = 0; i < d->n_params; i++) {
+        const vae_param_entry *e = &d->table[i];
+        safetensors_tensor *t = &d->host[i];
+        t->name = e->name;
+        t->file = "vae";
+        t->dtype = CPDIT_DTYPE_F32;
+        t->ndim = e->ndim;
+        memcpy(t->shape, e->shape, sizeof e->shape);
+        t->nelem = e->count;
+        t->data = d->params + e->offset;
+        t->nbytes = e->count * sizeof(float);
     }
     *out = d;
     return CPDIT_OK;
@@ -330,61 +406,27 @@ int vae_decoder_param_at(vae_decoder *d, size_t i, vae_param_info *info)
 {
     if (i >= d->n_params)
         return -1;
-    vae_decoder_unpack(d); /* the caller may write the weights: pack again on the next decode */
     const vae_param_entry *e = &d->table[i];
     info->name = e->name;
     info->ndim = e->ndim;
     memcpy(info->shape, e->shape, sizeof info->shape);
-    info->data = d->params + e->offset;
+    info->data = d->params ? d->params + e->offset : NULL;
     info->count = e->count;
+    if (d->params) /* the caller may write the weights: made again on the next decode */
+        vae_decoder_unpack(d);
     return 0;
 }
 
 /* ---------------------------------------------------------------- loading */
 
-static int shape_equals(const safetensors_tensor *t, const int64_t *shape, int ndim)
+cpdit_status vae_decoder_load_weights(vae_decoder *d, safetensors_set *s, cpdit_error *err)
 {
-    if (t->ndim != ndim)
-        return 0;
-    for (int i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return 0;
-    return 1;
-}
-
-cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, cpdit_error *err)
-{
-    const char *file = safetensors_set_path(s);
-    for (size_t i = 0; i < d->n_params; i++) {
-        const vae_param_entry *e = &d->table[i];
-        const safetensors_tensor *t = safetensors_set_find(s, e->name);
-        int legacy = 0;
-        if (!t && e->alt_name[0]) {
-            t = safetensors_set_find(s, e->alt_name);
-            legacy = t != NULL;
-        }
-        if (!t)
-            return cpdit_error_set(err, CPDIT_ERR_INPUT, file, "missing tensor \"%s\"", e->name);
-        /* deprecated attention projections may be stored as 1x1 convolutions */
-        const int64_t conv_shape[4] = {e->shape[0], e->ndim > 1 ? e->shape[1] : 0, 1, 1};
-        const int ok = shape_equals(t, e->shape, e->ndim) ||
-                       (legacy && e->ndim == 2 && shape_equals(t, conv_shape, 4));
-        if (!ok) {
-            char want[96], got[96];
-            safetensors_shape_text(want, sizeof want, e->shape, e->ndim, "()");
-            safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "()");
-            return cpdit_error_set(err, CPDIT_ERR_INPUT, t->file,
-                                   "tensor \"%s\" has shape %s, expected %s for this config",
-                                   t->name, got, want);
-        }
-        vae_decoder_unpack(d);
-        if (e->ndim == 4 && t->dtype == CPDIT_DTYPE_F32) /* fp32 on disk: native is fp32 */
-            d->stored_f32 = 1;
-        cpdit_status st = safetensors_tensor_read_f32(t, d->params + e->offset, e->count, err);
-        if (st != CPDIT_OK)
-            return st;
-    }
-    return CPDIT_OK;
+    vae_decoder_unpack(d);
+    safetensors_set_close(d->set);
+    d->set = s;
+    free_host(d);
+    /* names, shapes and dtypes checked now; the weights are made at the first decode */
+    return register_weights(d, d->be ? d->be : cpdit_backend_default(), err);
 }
 
 cpdit_status vae_config_load(const char *model_dir, autoencoder_kl_config *c, cpdit_error *err)
@@ -419,9 +461,11 @@ cpdit_status vae_decoder_load(vae_decoder **out, const char *model_dir, cpdit_er
     if (st == CPDIT_OK)
         st = safetensors_set_open(&s, dir, err);
     if (st == CPDIT_OK)
-        st = vae_decoder_create(&d, &c, err);
-    if (st == CPDIT_OK)
-        st = vae_decoder_load_weights(d, s, err);
+        st = decoder_new(&d, &c, err);
+    if (st == CPDIT_OK) {
+        st = vae_decoder_load_weights(d, s, err); /* d holds s now */
+        s = NULL;
+    }
     safetensors_set_close(s);
     free(dir);
     model_folder_close(&mf);
@@ -464,6 +508,8 @@ void vae_config_flux(autoencoder_kl_config *c)
 void vae_decoder_fill_random(vae_decoder *d, uint64_t seed)
 {
     uint64_t s = seed;
+    if (!d->params) /* a loaded decoder: its weights are the checkpoint's */
+        return;
     vae_decoder_unpack(d);
     for (size_t i = 0; i < d->n_params; i++) {
         const vae_param_entry *e = &d->table[i];

@@ -23,7 +23,14 @@
  * deprecated names query / key / value / proj_attn, weights (C, C) or (C, C, 1, 1)),
  * decoder.up_blocks.0.resnets.0.conv_shortcut.weight, decoder.up_blocks.0.upsamplers.0.conv.*,
  * decoder.conv_norm_out.*, decoder.conv_out.*. Other tensors (encoder.*, quant_conv.*) are
- * ignored. Any float dtype on disk; computed in fp32.
+ * ignored. Any float dtype on disk; activations in fp32.
+ *
+ * Weights go through the models' one loader (lib/weights/weight_loader.h): the checkpoint stays
+ * mapped in its stored dtype and the backend makes each weight from it at the first decode
+ * (convolutions packed by be->conv2d_pack_stored, the attention's Linear(C, C) by
+ * be->weight_create, norms and biases fp32 in the backend's memory): no fp32 copy of a bf16
+ * checkpoint is kept beside the backend's weights. A decoder made by vae_decoder_create holds
+ * fp32 values in host memory instead (tests, benchmarks), used as an fp32 checkpoint would be.
  */
 #ifndef CPDIT_VAE_DECODER_H
 #define CPDIT_VAE_DECODER_H
@@ -52,7 +59,9 @@ typedef struct vae_param_info {
     const char *name;                 /* diffusers' state-dict name */
     int ndim;
     int64_t shape[VAE_PARAM_MAX_DIMS];
-    float *data;                      /* count floats inside the decoder's one allocation */
+    float *data;                      /* count floats inside the decoder's one allocation
+                                         (vae_decoder_create); NULL for a decoder loaded from
+                                         a checkpoint (its weights stay as stored) */
     size_t count;
 } vae_param_info;
 
@@ -71,17 +80,22 @@ int vae_decoder_upscale(const vae_decoder *d);
 
 /* The parameters, in a fixed order (post_quant_conv first, decoder modules in forward order). */
 size_t vae_decoder_param_count(const vae_decoder *d);
-/* Fill info for parameter i < count; returns 0, or -1 when i is out of range. */
+/* Fill info for parameter i < count; returns 0, or -1 when i is out of range. Writing through
+ * info->data is allowed until the next decode (which makes the backend's weights again). */
 int vae_decoder_param_at(vae_decoder *d, size_t i, vae_param_info *info);
 
-/* Read every parameter from s by name (converted to fp32). Errors (INPUT, where = the file):
- * a missing tensor, a shape that is not the expected one. */
-cpdit_status vae_decoder_load_weights(vae_decoder *d, const safetensors_set *s, cpdit_error *err);
+/* Take the weights from s (d owns s from now on, also after an error: closed by
+ * vae_decoder_free); d's host values, if any, are dropped. Names, shapes and dtypes are checked
+ * now, the backend's weights made from s at the first decode. Errors (INPUT, where = the file):
+ * a missing tensor, a shape that is not the expected one (both shapes), a dtype that is not a
+ * float dtype. */
+cpdit_status vae_decoder_load_weights(vae_decoder *d, safetensors_set *s, cpdit_error *err);
 
 /* How the convolutions compute (kernels/backend.h): CPDIT_WEIGHT_F32 (the default here: fp32
  * weights, SGEMM, the exact reference) or CPDIT_WEIGHT_NATIVE (the backend's fast form, the
- * CPU's bf16 GEMM: inputs rounded to bf16, ~1e-3 relative per convolution; a checkpoint whose
- * convolution weights are fp32 stays fp32). Call before a decode; changing it repacks. */
+ * CPU's bf16 GEMM for weights stored as bf16 or fp8: inputs rounded to bf16, ~1e-3 relative
+ * per convolution; weights stored as fp32 or fp16, and a decoder made by vae_decoder_create,
+ * stay fp32). Call before a decode; changing it makes the weights again. */
 void vae_decoder_set_weight_format(vae_decoder *d, cpdit_weight_format format);
 
 /* Config (vae/config.json) and weights of a model folder: a pipeline root with vae/, or the
@@ -127,7 +141,8 @@ cpdit_status vae_decode_tiled(const vae_decoder *d, const float *z, int B, int h
 void vae_config_flux(autoencoder_kl_config *c);
 /* Fill every parameter with deterministic pseudo-random values (the same for the same seed on
  * every rank): weights uniform with unit variance through each layer (± sqrt(3 / fan_in)),
- * biases ± 0.1, norm weights 1 ± 0.1. For tests and benchmarks. */
+ * biases ± 0.1, norm weights 1 ± 0.1. For tests and benchmarks; a decoder made by
+ * vae_decoder_create (a loaded one keeps its checkpoint's weights). */
 void vae_decoder_fill_random(vae_decoder *d, uint64_t seed);
 
 /* Floating-point operations of one decode of an h x w latent (convolutions and attention). */

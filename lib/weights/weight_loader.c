@@ -64,12 +64,22 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     wl->current_group = -1;
     wl->current_slot = 1;
     wl->where = strdup(where ? where : "weights");
-    wl->used = calloc(safetensors_set_count(set) + 1, 1);
+    wl->used = calloc((set ? safetensors_set_count(set) : 0) + 1, 1);
     if (!wl->where || !wl->used) {
         weight_loader_close(wl);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
     }
     return CPDIT_OK;
+}
+
+cpdit_status weight_loader_open_tensors(weight_loader *wl, weight_tensor_find find, void *ctx,
+                                        const char *where, const cpdit_backend *be,
+                                        cpdit_error *err)
+{
+    cpdit_status st = weight_loader_open(wl, NULL, where, be, err);
+    wl->find = find;
+    wl->find_ctx = ctx;
+    return st;
 }
 
 /* The prefetch thread: one group's matrices made ahead (next_w), its status and costs. */
@@ -97,6 +107,8 @@ void weight_loader_close(weight_loader *wl)
     for (size_t i = 0; i < wl->n_params; i++) {
         if (wl->params[i]->w)
             wl->be->weight_free(wl->params[i]->w);
+        if (wl->params[i]->conv)
+            wl->be->free(wl->params[i]->conv);
         free(wl->params[i]);
     }
     free(wl->params);
@@ -141,49 +153,57 @@ void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops)
 
 /* ------------------------------------------------------------------ registration */
 
-cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
-                               const char *disk_name, int64_t disk_rows, int64_t row_off,
-                               int64_t rows, int64_t cols, int swap, void *dst,
-                               const char *needs, const char *hint, weight_param **out,
-                               cpdit_error *err)
+static const safetensors_tensor *find_tensor(const weight_loader *wl, const char *name)
 {
-    if (out)
-        *out = NULL;
+    return wl->set ? safetensors_set_find(wl->set, name) : wl->find(wl->find_ctx, name);
+}
+
+/* The tensor disk_name (NULL: name) holding parameter name, or NULL with the error (INPUT)
+ * filled. */
+static const safetensors_tensor *lookup(const weight_loader *wl, const char *disk_name,
+                                        const char *name, cpdit_error *err)
+{
     if (!disk_name)
         disk_name = name;
-    const safetensors_tensor *t = safetensors_set_find(wl->set, disk_name);
-    if (!t) {
-        if (strcmp(disk_name, name))
-            return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
-                                   "missing tensor '%s' (holds diffusers' '%s')", disk_name,
-                                   name);
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "missing tensor '%s'",
-                               disk_name);
-    }
-    const int want_ndim = cols ? 2 : 1;
-    if (t->ndim != want_ndim || t->shape[0] != disk_rows || (cols && t->shape[1] != cols)) {
-        char got[128], want[64];
-        safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "[]");
-        if (cols)
-            snprintf(want, sizeof want, "[%lld, %lld]", (long long)disk_rows, (long long)cols);
-        else
-            snprintf(want, sizeof want, "[%lld]", (long long)disk_rows);
-        char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
-        if (strcmp(disk_name, name))
-            snprintf(alias, sizeof alias, " (diffusers' '%s')", name);
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
-                               "tensor '%s'%s has shape %s but %s %s%s", disk_name, alias, got,
-                               needs ? needs : "the model needs", want, hint ? hint : "");
-    }
+    const safetensors_tensor *t = find_tensor(wl, disk_name);
+    if (t)
+        return t;
+    if (strcmp(disk_name, name))
+        cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                        "missing tensor '%s' (holds diffusers' '%s')", disk_name, name);
+    else
+        cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "missing tensor '%s'", disk_name);
+    return NULL;
+}
+
+/* The shape error: t is not want (its text); hint appended. */
+static cpdit_status shape_error(const weight_loader *wl, const safetensors_tensor *t,
+                                const char *name, const char *want, const char *needs,
+                                const char *hint, cpdit_error *err)
+{
+    char got[128];
+    safetensors_shape_text(got, sizeof got, t->shape, t->ndim, "[]");
+    char alias[CPDIT_ERROR_WHAT_MAX / 4] = "";
+    if (strcmp(t->name, name))
+        snprintf(alias, sizeof alias, " (diffusers' '%s')", name);
+    return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "tensor '%s'%s has shape %s but %s %s%s",
+                           t->name, alias, got, needs ? needs : "the model needs", want,
+                           hint ? hint : "");
+}
+
+/* A parameter of kind over nelem values of t from elem_offset on, after the dtype check; the
+ * tensor counts as used. */
+static cpdit_status register_param(weight_loader *wl, const safetensors_tensor *t,
+                                   weight_kind kind, int group, const char *name,
+                                   size_t elem_offset, size_t nelem, weight_param **out,
+                                   cpdit_error *err)
+{
     if (!cpdit_dtype_is_float(t->dtype) || t->dtype == CPDIT_DTYPE_F64)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
                                "tensor '%s' has dtype %s; expected a float dtype (F32, F16, "
                                "BF16, F8)",
-                               disk_name, cpdit_dtype_name(t->dtype));
-    if (rows > INT32_MAX || cols > INT32_MAX)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "tensor '%s' is too large",
-                               disk_name);
-    for (size_t i = 0; i < safetensors_set_count(wl->set); i++)
+                               t->name, cpdit_dtype_name(t->dtype));
+    for (size_t i = 0; wl->set && i < safetensors_set_count(wl->set); i++)
         if (safetensors_set_tensor_at(wl->set, i) == t)
             wl->used[i] = 1;
     if (wl->n_params == wl->cap_params) {
@@ -199,22 +219,85 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where, "out of memory");
     wl->params[wl->n_params++] = p;
     snprintf(p->name, sizeof p->name, "%s", name);
-    const size_t row_elems = cols ? (size_t)cols : 1;
     p->t = t;
-    p->elem_offset = (size_t)row_off * row_elems;
-    p->nelem = (size_t)rows * row_elems;
+    p->elem_offset = elem_offset;
+    p->nelem = nelem;
+    p->kind = kind;
+    p->group = group;
+    if (group + 1 > wl->n_groups)
+        wl->n_groups = group + 1;
+    wl->n_values += nelem;
+    *out = p;
+    return CPDIT_OK;
+}
+
+cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
+                               const char *disk_name, int64_t disk_rows, int64_t row_off,
+                               int64_t rows, int64_t cols, int swap, void *dst,
+                               const char *needs, const char *hint, weight_param **out,
+                               cpdit_error *err)
+{
+    if (out)
+        *out = NULL;
+    const safetensors_tensor *t = lookup(wl, disk_name, name, err);
+    if (!t)
+        return CPDIT_ERR_INPUT;
+    const int want_ndim = cols ? 2 : 1;
+    /* a matrix may be stored as a 1x1 convolution's weight (rows, cols, 1, 1) */
+    const int as_conv1x1 = kind == WEIGHT_MATRIX && t->ndim == 4 && t->shape[2] == 1 &&
+                           t->shape[3] == 1;
+    if ((t->ndim != want_ndim && !as_conv1x1) || t->shape[0] != disk_rows ||
+        (cols && t->shape[1] != cols)) {
+        const int64_t shape[2] = {disk_rows, cols};
+        char want[64];
+        safetensors_shape_text(want, sizeof want, shape, want_ndim, "[]");
+        return shape_error(wl, t, name, want, needs, hint, err);
+    }
+    if (rows > INT32_MAX || cols > INT32_MAX)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where, "tensor '%s' is too large",
+                               t->name);
+    const size_t row_elems = cols ? (size_t)cols : 1;
+    weight_param *p;
+    cpdit_status st = register_param(wl, t, kind, group, name, (size_t)row_off * row_elems,
+                                     (size_t)rows * row_elems, &p, err);
+    if (st)
+        return st;
     p->swap_halves = swap;
     p->rows = (int)rows;
     p->cols = (int)cols;
-    p->kind = kind;
-    p->group = group;
     if (kind == WEIGHT_MATRIX)
         p->wdst = dst;
     else if (kind == WEIGHT_VECTOR || kind == WEIGHT_HOST_VECTOR)
         p->fdst = dst;
-    if (group + 1 > wl->n_groups)
-        wl->n_groups = group + 1;
-    wl->n_values += p->nelem;
+    if (out)
+        *out = p;
+    return CPDIT_OK;
+}
+
+cpdit_status weight_loader_add_conv(weight_loader *wl, const char *name, const char *disk_name,
+                                    int cout, int cin, int k, const float **dst,
+                                    const char *needs, weight_param **out, cpdit_error *err)
+{
+    if (out)
+        *out = NULL;
+    const safetensors_tensor *t = lookup(wl, disk_name, name, err);
+    if (!t)
+        return CPDIT_ERR_INPUT;
+    if (t->ndim != 4 || t->shape[0] != cout || t->shape[1] != cin || t->shape[2] != k ||
+        t->shape[3] != k) {
+        const int64_t shape[4] = {cout, cin, k, k};
+        char want[96];
+        safetensors_shape_text(want, sizeof want, shape, 4, "[]");
+        return shape_error(wl, t, name, want, needs, "", err);
+    }
+    weight_param *p;
+    cpdit_status st = register_param(wl, t, WEIGHT_CONV, 0, name, 0, t->nelem, &p, err);
+    if (st)
+        return st;
+    p->rows = cout;
+    p->cols = cin;
+    p->conv_k = k;
+    p->cdst = dst;
     if (out)
         *out = p;
     return CPDIT_OK;
@@ -228,7 +311,7 @@ static int has_prefix(const char *s, const char *prefix)
 const char *weight_loader_first_unused(const weight_loader *wl, const char *const *ignore,
                                        int n_ignore)
 {
-    for (size_t i = 0; i < safetensors_set_count(wl->set); i++) {
+    for (size_t i = 0; wl->set && i < safetensors_set_count(wl->set); i++) {
         if (wl->used[i])
             continue;
         const char *name = safetensors_set_tensor_at(wl->set, i)->name;
@@ -289,7 +372,8 @@ static cpdit_status create_param(const weight_loader *wl, const weight_param *p,
     if (st)
         return cpdit_error_prefix_where(err, p->t->file);
     d.data = param_data(p);
-    if (wl->be->weight_bytes(&d) && (!storage || fill)) /* not used in place: drop the pages */
+    /* not used in place: drop the map's pages (never a caller's host tensors) */
+    if (wl->set && wl->be->weight_bytes(&d) && (!storage || fill))
         weight_drop_pages(param_data(p), p->nelem * cpdit_dtype_size(p->t->dtype));
     return CPDIT_OK;
 }
@@ -400,6 +484,43 @@ static cpdit_status prepare_vectors(weight_loader *wl, cpdit_error *err)
     return CPDIT_OK;
 }
 
+/* The convolutions' packed weights, made by the backend from the stored data (through fp32
+ * and conv2d_pack for a backend that packs only fp32); always resident. */
+static cpdit_status prepare_convs(weight_loader *wl, cpdit_error *err)
+{
+    const cpdit_backend *be = wl->be;
+    const double t0 = now_seconds();
+    for (size_t i = 0; i < wl->n_params; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind != WEIGHT_CONV)
+            continue;
+        const size_t bytes = p->nelem * cpdit_dtype_size(p->t->dtype);
+        if (be->conv2d_pack_stored) {
+            p->conv = be->conv2d_pack_stored(param_data(p), p->t->dtype, p->rows, p->cols,
+                                             p->conv_k, wl->format);
+        } else {
+            float *tmp = malloc(p->nelem * sizeof *tmp);
+            if (tmp && convert_vector(p, tmp, err)) {
+                free(tmp);
+                return err ? err->status : CPDIT_ERR_INPUT;
+            }
+            p->conv = tmp ? be->conv2d_pack(tmp, p->rows, p->cols, p->conv_k) : NULL;
+            free(tmp);
+        }
+        if (!p->conv)
+            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, wl->where,
+                                   "out of %s memory packing the convolution '%s'", be->name,
+                                   p->name);
+        wl->bytes_read += bytes;
+        if (wl->set) /* packed: the map's pages are not needed any more */
+            weight_drop_pages(param_data(p), bytes);
+        if (p->cdst)
+            *p->cdst = p->conv;
+    }
+    wl->create_seconds += now_seconds() - t0;
+    return CPDIT_OK;
+}
+
 static cpdit_status create_resident(weight_loader *wl, cpdit_error *err)
 {
     int fill = 1;
@@ -437,6 +558,8 @@ cpdit_status weight_loader_prepare(weight_loader *wl, size_t budget, cpdit_weigh
         return CPDIT_OK;
     wl->format = format;
     cpdit_status st = prepare_vectors(wl, err);
+    if (!st)
+        st = prepare_convs(wl, err);
     if (st)
         return st;
     size_t *group_bytes = calloc((size_t)(wl->n_groups ? wl->n_groups : 1), sizeof *group_bytes);

@@ -1,4 +1,5 @@
-/* weight_loader.h — the one weight loader of the models (FLUX transformer, CLIP, T5): names,
+/* weight_loader.h — the one weight loader of the models (FLUX transformer, CLIP, T5, the VAE
+ * decoder): names,
  * shapes and dtypes checked against a safetensors set (one file or a sharded index), weights
  * created once by the backend (kernels/backend.h weight_create) within a memory budget, and
  * streamed group by group (one transformer block, ...) when they do not fit.
@@ -7,6 +8,7 @@
  *   weight_loader_open(&wl, set, where, be)           set and be outlive the loader
  *   weight_loader_add(&wl, group, kind, ...)          per parameter: the tensor (or a row range
  *                                                     of one: BFL's fused q|k|v), its shape
+ *   weight_loader_add_conv(&wl, name, ...)             a convolution's weight (Cout, Cin, K, K)
  *   weight_loader_first_unused(&wl, ignore, n)         a checkpoint tensor nobody asked for
  *   weight_loader_prepare(&wl, budget, format)         vectors to fp32; matrices created now
  *                                                     when all fit in budget ("resident"),
@@ -22,7 +24,13 @@
  *   WEIGHT_HOST_VECTOR  small tables that host code reads (T5's relative-bias table): fp32 in
  *                  host memory whatever the backend;
  *   WEIGHT_MATRIX  the linear layers: backend weights (bf16 packed on the CPU by default);
- *   WEIGHT_ROWS    embedding tables: never loaded whole, rows gathered at use.
+ *   WEIGHT_ROWS    embedding tables: never loaded whole, rows gathered at use;
+ *   WEIGHT_CONV    convolution weights: packed by the backend from the stored dtype
+ *                  (be->conv2d_pack_stored: bf16 stays bf16 in the native format, no fp32 copy
+ *                  on the way), always made at prepare (never streamed), in be's memory.
+ * The tensors come from a safetensors set (a checkpoint's map: pages dropped once a weight is
+ * made from them) or, with weight_loader_open_tensors, from the caller's host memory (a model
+ * built in memory for tests and benchmarks: used as a checkpoint of those dtypes would be).
  * Resident weights live in one block (the "arena"), which may be memory shared by the ranks of
  * a node (weight_loader_set_arena): one rank fills it, the others use it (host-memory backends
  * only; a device backend allocates its weights itself).
@@ -47,19 +55,26 @@ typedef enum weight_kind {
     WEIGHT_VECTOR = 0,  /* read by the backend's ops: fp32 in the backend's memory */
     WEIGHT_MATRIX,
     WEIGHT_ROWS,
-    WEIGHT_HOST_VECTOR  /* read by host code (T5's relative-bias table): fp32 host memory */
+    WEIGHT_HOST_VECTOR, /* read by host code (T5's relative-bias table): fp32 host memory */
+    WEIGHT_CONV         /* a convolution's weight: the backend's packed form (conv2d) */
 } weight_kind;
+
+/* The tensor named name of a caller's set of host tensors, or NULL (weight_loader_open_tensors). */
+typedef const safetensors_tensor *(*weight_tensor_find)(void *ctx, const char *name);
 
 typedef struct weight_param {
     char name[128];                /* the model's name, for messages */
     const safetensors_tensor *t;
     size_t elem_offset, nelem;     /* the range of t holding it */
     int swap_halves;               /* the range's two halves are stored in the other order */
-    int rows, cols;                /* cols 0: a vector of rows */
+    int rows, cols;                /* cols 0: a vector of rows; CONV: Cout, Cin */
+    int conv_k;                    /* CONV: the kernel size K */
     weight_kind kind;
     int group;
     const cpdit_weight **wdst;     /* MATRIX: filled with its weight while usable (or NULL) */
     const float **fdst;            /* VECTOR: filled with its fp32 values (or NULL) */
+    const float **cdst;            /* CONV: filled with its packed weights (or NULL) */
+    float *conv;                   /* CONV: the packed weights (be->free) while they exist */
     cpdit_weight *w;               /* MATRIX: the weight while it exists */
     cpdit_weight *next_w;          /* MATRIX: made ahead by the prefetch thread (its group's) */
     const float *f32;              /* VECTOR: fp32 values */
@@ -85,7 +100,9 @@ typedef struct weight_arena_ops {
 } weight_arena_ops;
 
 typedef struct weight_loader {
-    safetensors_set *set;
+    safetensors_set *set;          /* NULL: the caller's tensors (find) */
+    weight_tensor_find find;
+    void *find_ctx;
     char *where;                   /* for messages */
     const cpdit_backend *be;
     weight_param **params;         /* stable pointers */
@@ -130,12 +147,21 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
                                 const cpdit_backend *be, cpdit_error *err);
 void weight_loader_close(weight_loader *wl);
 
+/* A loader over the caller's host tensors instead of a set: find(ctx, name) looks them up;
+ * their data must stay valid and unchanged while the loader lives (weights may use it in
+ * place). Nothing of it is dropped. Errors as weight_loader_open. */
+cpdit_status weight_loader_open_tensors(weight_loader *wl, weight_tensor_find find, void *ctx,
+                                        const char *where, const cpdit_backend *be,
+                                        cpdit_error *err);
+
 /* Register parameter `name` (the model's name) of shape (rows, cols) (cols 0: (rows)) found as
  * rows [row_off, row_off + rows) of tensor disk_name, which must have shape (disk_rows, cols);
  * swap: the two halves of that range are stored in the opposite order. dst: where the loader
  * publishes it (const cpdit_weight ** for MATRIX, const float ** for VECTOR, NULL for ROWS).
  * needs: how the message names the expectation ("this config needs", "config.json implies");
  * hint: appended to a shape error (or ""). *out (may be NULL) receives the parameter.
+ * A MATRIX may be stored as a 1x1 convolution's weight (rows, cols, 1, 1) (the VAE's deprecated
+ * attention projections).
  * Errors (INPUT, where = the loader's where): missing tensor (with " (holds '<name>')" when
  * the names differ), other shape (both in the message), not a float dtype. */
 cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, const char *name,
@@ -143,6 +169,13 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
                                int64_t rows, int64_t cols, int swap, void *dst,
                                const char *needs, const char *hint, weight_param **out,
                                cpdit_error *err);
+
+/* Register the convolution weight `name` of shape (cout, cin, k, k), stored as disk_name (NULL:
+ * name); dst (may be NULL) receives the backend's packed weights for be->conv2d at prepare.
+ * Errors as weight_loader_add. */
+cpdit_status weight_loader_add_conv(weight_loader *wl, const char *name, const char *disk_name,
+                                    int cout, int cin, int k, const float **dst,
+                                    const char *needs, weight_param **out, cpdit_error *err);
 
 /* The name of the first tensor of the set not registered and not starting with one of
  * ignore[0..n_ignore), or NULL. */
@@ -185,7 +218,8 @@ cpdit_status weight_loader_make(const weight_loader *wl, const weight_param *p,
 cpdit_status weight_loader_gather_rows(const weight_param *p, const int32_t *ids, size_t n,
                                        float *dst, cpdit_error *err);
 
-/* Bytes the loader holds now for weights (vectors, arena). */
+/* Bytes the loader holds now for weights (vectors, arena; not the convolutions, whose packed
+ * size only the backend knows). */
 size_t weight_loader_bytes(const weight_loader *wl);
 
 /* Drop the map pages of [p, p + bytes) (whole pages inside): file-backed, read-only, they come

@@ -12,7 +12,8 @@
  * ITERS after one warm-up, the methods interleaved; oneDNN: primitive and weight reorder made
  * once, only execute timed):
  *   ours_f32   conv2d, CPDIT_WEIGHT_F32 (NHWC, blocked im2col + SGEMM)
- *   ours_bf16  conv2d, CPDIT_WEIGHT_NATIVE (bf16 GEMM on the same blocks; AVX512-BF16 only)
+ *   ours_bf16  conv2d, CPDIT_WEIGHT_NATIVE of the weights stored as bf16 (bf16 GEMM on the
+ *              same blocks; AVX512-BF16 only)
  *   dnnl_f32_nhwc / dnnl_bf16_nhwc   oneDNN, src and dst NHWC (our layout), weights "any"
  *   dnnl_f32_any / dnnl_bf16_any     oneDNN, src, weights and dst "any" (its blocked layout;
  *                                    a decode would also pay reorders, not timed here)
@@ -24,6 +25,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +176,16 @@ static void ours_prepare(method_state *ms, const cpdit_backend *be, cpdit_weight
 {
     memset(ms, 0, sizeof *ms);
     ms->be = be;
-    ms->wp = be->conv2d_pack_format(w, Cout, Cin, KSIZE, fmt);
+    /* native: the weights as a bf16 checkpoint stores them (bf16 stays bf16 in the pack) */
+    const size_t nw = (size_t)Cout * Cin * KSIZE * KSIZE;
+    uint16_t *wb = fmt == CPDIT_WEIGHT_NATIVE ? malloc(nw * sizeof *wb) : NULL;
+    if (wb && cpdit_dtype_from_f32(wb, CPDIT_DTYPE_BF16, w, nw, NULL) != CPDIT_OK) {
+        free(wb);
+        wb = NULL;
+    }
+    ms->wp = wb ? be->conv2d_pack_stored(wb, CPDIT_DTYPE_BF16, Cout, Cin, KSIZE, fmt)
+                : be->conv2d_pack_stored(w, CPDIT_DTYPE_F32, Cout, Cin, KSIZE, fmt);
+    free(wb);
     ms->ws = be->alloc(be->conv2d_workspace_bytes(W, Cin, KSIZE));
     if (!ms->wp || !ms->ws) {
         fprintf(stderr, "vae_conv_onednn: out of memory\n");
