@@ -881,7 +881,7 @@ static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, 
     /* cudnn would run cuda-flash anyway (bias, causal, empty, refused shape) or cannot run */
     const int route = cudnn_route(a, msg, sizeof msg);
     if (route != 0) {
-        if (route == 2)
+        if (route == 2 && cpdit_backend_verbose()) /* auto: a refusal is only a choice */
             note_refused(a, msg);
         return cuda_attention_flash(out, lse, q, k, v, a, err);
     }
