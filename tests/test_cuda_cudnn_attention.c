@@ -295,8 +295,17 @@ static void run_conv_bf16(int rows, int W, int Cin, int Cout, int K)
     float *dx = be->alloc(nx * 4), *db = be->alloc(Cout * 4), *dy = be->alloc(ny * 4);
     be->upload(dx, x, nx * 4);
     be->upload(db, b, Cout * 4);
-    float *p32 = be->conv2d_pack_format(w, Cout, Cin, K, CPDIT_WEIGHT_F32);
-    float *p16 = be->conv2d_pack_format(w, Cout, Cin, K, CPDIT_WEIGHT_NATIVE);
+    /* the weights as a bf16 checkpoint stores them (NATIVE packs those in bf16) */
+    uint16_t *wb = malloc(nw * 2);
+    for (size_t i = 0; i < nw; i++) {
+        w[i] = bf16_round(w[i]);
+        uint32_t u;
+        memcpy(&u, &w[i], 4);
+        wb[i] = (uint16_t)(u >> 16);
+    }
+    float *p32 = be->conv2d_pack_stored(wb, CPDIT_DTYPE_BF16, Cout, Cin, K, CPDIT_WEIGHT_F32);
+    float *p16 = be->conv2d_pack_stored(wb, CPDIT_DTYPE_BF16, Cout, Cin, K, CPDIT_WEIGHT_NATIVE);
+    free(wb);
     CHECK(p32 && p16);
     cpdit_error err;
     cpdit_error_clear(&err);

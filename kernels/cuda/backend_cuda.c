@@ -960,15 +960,9 @@ static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
     return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
 }
 
-/* NATIVE: bf16 weights for cuDNN's bf16 convolution (tensor cores, fp32 accumulation);
- * F32: the exact fp32 path (conv2d_pack). */
-static float *cuda_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
-                                      cpdit_weight_format format)
+/* The bf16 form of fp32 host weights (Cout, Cin, K, K), registered for conv2d. */
+static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
 {
-    if (format != CPDIT_WEIGHT_NATIVE)
-        return cuda_conv2d_pack(w, Cout, Cin, K);
-    if (!ready())
-        return NULL;
     latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream)); /* as cuda_conv2d_pack */
     void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
     if (!p)
@@ -991,6 +985,28 @@ static float *cuda_conv2d_pack_format(const float *w, int Cout, int Cin, int K,
         return NULL;
     }
     return (float *)p;
+}
+
+/* Weights as stored. NATIVE with bf16 or fp8 storage: bf16 weights for cuDNN's bf16
+ * convolution (tensor cores, fp32 accumulation; fp8 values are exact in bf16); otherwise the
+ * exact fp32 path (conv2d_pack), as the CPU decides. */
+static float *cuda_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin,
+                                      int K, cpdit_weight_format format)
+{
+    if (!ready() || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
+        return NULL;
+    const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
+                     (dtype == CPDIT_DTYPE_BF16 || dtype == CPDIT_DTYPE_F8_E4M3 ||
+                      dtype == CPDIT_DTYPE_F8_E5M2);
+    const size_t n = (size_t)Cout * Cin * K * K;
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f)
+        return NULL;
+    float *packed = NULL;
+    if (cpdit_dtype_to_f32(f, w, dtype, n, NULL) == CPDIT_OK)
+        packed = bf16 ? conv2d_pack_bf16(f, Cout, Cin, K) : cuda_conv2d_pack(f, Cout, Cin, K);
+    free(f);
+    return packed;
 }
 
 static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
@@ -1122,7 +1138,7 @@ static const cpdit_backend cuda_backend = {
     .attention_kernels = cuda_kernels,
     .workers = cuda_workers,
     .conv2d_pack = cuda_conv2d_pack,
-    .conv2d_pack_format = cuda_conv2d_pack_format,
+    .conv2d_pack_stored = cuda_conv2d_pack_stored,
     .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes,
     .conv2d = cuda_conv2d,
     .group_moments = cuda_group_moments,
