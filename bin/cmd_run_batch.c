@@ -195,8 +195,11 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         job_test_hold("open", rank);
+        const double t_open = MPI_Wtime();
         st = run_open_pipeline(&c.p, m->model, o, &err);
         st = job_agree_status(MPI_COMM_WORLD, st, &err); /* the first failing rank's message */
+        if (!st && rank == 0 && o->verbose)
+            fprintf(stderr, "[cpdit] model loaded in %.3f s\n", MPI_Wtime() - t_open);
     }
     if (!st && m->vae_parallel == MANIFEST_VAE_WORLD) { /* the decode over every rank */
         int size;

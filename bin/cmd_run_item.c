@@ -102,8 +102,11 @@ int run_item(const run_item_options *o)
         st = cpdit_backend_resolve(o->backend, &grid_be, &err);
     if (!st)
         st = cp_grid_create_for(MPI_COMM_WORLD, 0, ring, ulysses, grid_be, &g, &err);
+    const double t_open = MPI_Wtime();
     if (!st)
         st = run_open_pipeline(&p, o->model, o, &err);
+    if (!st && rank == 0 && o->verbose) /* minutes at full size: say where they went */
+        fprintf(stderr, "cpdit: model loaded in %.3f s\n", MPI_Wtime() - t_open);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
     if (!st) {

@@ -29,7 +29,7 @@ static const cli_command commands[] = {
      "                 [--backend NAME] [--dump DIR]\n"
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "                 [--no-weight-sharing] [--topology FILE]\n"
-     "       (both forms) [--vae-parallel on|off|world] [--vae-tiling]\n"
+     "       (both forms) [--vae-parallel on|off|world] [--vae-tiling] [--verbose]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"
@@ -74,7 +74,10 @@ static const cli_command commands[] = {
      "rounding); a stop ends every group at the same round. --vae-tiling (manifest:\n"
      "vae_tiling: true) decodes on CP rank 0 in overlapping tiles as diffusers'\n"
      "enable_tiling: less memory, APPROXIMATE; never the default (not with world). The run\n"
-     "ends with the decode time and how it ran; index lines say it in \"grid\": {\"vae\"}.\n",
+     "ends with the decode time and how it ran; index lines say it in \"grid\": {\"vae\"}.\n"
+     "--verbose: plain lines (also under mpirun and in logs) with the model's loading time\n"
+     "and each step's time; every run ends with where the time went (text encoding, steps,\n"
+     "VAE decode, writing).\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
      "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"

@@ -60,6 +60,8 @@ grep -q '^\[cpdit\] item 0 done in [0-9.]* s: text [0-9.]* s, 2 steps' "$work/fo
     fail "--verbose: no item line"
 grep -q '^time per item (mean over 2): text [0-9.]* s, sampler [0-9.]* s' "$work/four.log" ||
     fail "summary: no time per item"
+grep -q '^\[cpdit\] model loaded in [0-9.]* s$' "$work/four.log" || fail "--verbose: no load line"
 grep -q 'step 1/2' "$work/one.log" && fail "step lines without --verbose"
+grep -q 'model loaded in' "$work/one.log" && fail "load line without --verbose"
 [ $status -eq 0 ] && echo "ok: job_pipeline.sh"
 exit $status

@@ -31,7 +31,7 @@ ref=$(ls "$work"/one/*.png)
 [ -f "$work/dump/00000/noise.safetensors" ] && [ -f "$work/dump/00000/schedule.json" ] ||
     { echo "FAIL: --dump files missing"; fail=1; }
 grep -q '"sigmas"' "$work/dump/00000/schedule.json" || { echo "FAIL: schedule.json"; fail=1; }
-for spec in "u2:2:--ulysses 2 --ring 1" "r2:2:--ring 2 --ulysses 1" \
+for spec in "u2:2:--ulysses 2 --ring 1 --verbose" "r2:2:--ring 2 --ulysses 1" \
             "u4:4:--ulysses 4 --ring 1" "r4:4:--ring 4 --ulysses 1" "uni22:4:--ring 2 --ulysses 2" \
             "rag4:4:--ring 4 --ulysses 1 --attention ring-allgather" \
             "dp2:4:--ring 1 --ulysses 2" "uni24:8:--ring 2 --ulysses 4" "u8:8:--ulysses 8 --ring 1"; do
@@ -55,6 +55,10 @@ grep -q "vae decode: .*split over the CP group" "$work/u2.log" ||
 # ... and where the item's time went (text, steps, vae, write)
 grep -q "^cpdit: times: text [0-9.]* s, [0-9]* steps [0-9.]* s (.* s/step, slowest [0-9.]* s), vae [0-9.]* s.*, write [0-9.]* s$" "$work/u2.log" ||
     { echo "FAIL: u2 does not report its times"; fail=1; }
+# ... and with --verbose, plain lines: the model's loading time and each step
+grep -q "^cpdit: model loaded in [0-9.]* s$" "$work/u2.log" &&
+    grep -q "^cpdit: step 2/2 [0-9.]* s$" "$work/u2.log" ||
+    { echo "FAIL: u2 --verbose: no load or step lines"; cat "$work/u2.log"; fail=1; }
 if run vpoff 2 --ulysses 2 --ring 1 --vae-parallel off; then
     grep -q "vae decode: .*(CP rank 0)" "$work/vpoff.log" || { echo "FAIL: vpoff log"; fail=1; }
     "$CMP" "$ref" "$work"/vpoff/*.png 1 >"$work/cmp" 2>&1 &&

@@ -127,13 +127,21 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.backend = p->be;
     topt.attention_kernel = p->attn_kernel->name;
     topt.weight_format = wo->format;
-    if (wo->arena) {
-        /* one copy per node: the text encoders stay resident when what memory is left after
-         * the transformer holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix */
+    /* The text encoders get what the budget leaves after the transformer's weights: its
+     * resident matrices, or (streaming) its two block slots; they stay resident when that
+     * holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix. With an arena, one
+     * copy per node; without one and without an explicit budget, the encoders' own default
+     * (several unshared ranks would each take the free memory otherwise). */
+    if (wo->arena)
         topt.arena = wo->arena;
-        const size_t tbytes = flux_transformer_weight_bytes(p->transformer);
-        const size_t left = !wo->budget ? weight_budget_default(1) /* free memory, now */
-                            : wo->budget > tbytes ? wo->budget - tbytes : 0;
+    if (wo->arena || wo->budget) {
+        flux_weight_stats ws;
+        flux_transformer_weight_stats(p->transformer, &ws);
+        size_t tbytes = flux_transformer_weight_bytes(p->transformer);
+        if (!ws.resident)
+            tbytes += 2 * ws.largest_group_bytes;
+        const size_t budget = wo->budget ? wo->budget : weight_budget_default(1);
+        const size_t left = budget > tbytes ? budget - tbytes : 0;
         if (left > topt.cache_bytes)
             topt.cache_bytes = left;
     }
