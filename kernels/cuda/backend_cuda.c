@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -32,8 +33,9 @@
 /* Flash kernel limits (attention_flash_cuda.h). */
 #define CUDA_FLASH_D_QUANTUM 32
 #define CUDA_FLASH_D_MAX 256
-/* cuDNN errors come back from vae_ops_cuda as this + the cudnnStatus_t. */
-#define CUDA_CUDNN_ERROR_BASE 1000
+/* cuDNN errors come back from vae_ops_cuda as this + the cudnnStatus_t (cuDNN 9's statuses run
+ * from 1001 to 5004: above every cuBLAS (2000 + status) and CUDA code). */
+#define CUDA_CUDNN_ERROR_BASE 100000
 
 /* ------------------------------------------------------------------ state */
 
@@ -152,11 +154,12 @@ static void latch(const char *op, int rc)
     if (!rc)
         return;
     char what[CPDIT_ERROR_WHAT_MAX];
-    if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
+    if (rc >= CUDA_CUDNN_ERROR_BASE)
+        snprintf(what, sizeof what, "%s: cuDNN: %s", op,
+                 cudnnGetErrorString((cudnnStatus_t)(rc - CUDA_CUDNN_ERROR_BASE)));
+    else if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
         snprintf(what, sizeof what, "%s: cuBLAS status %d", op,
                  rc - CPDIT_CUDA_CUBLAS_ERROR_BASE);
-    else if (rc >= CUDA_CUDNN_ERROR_BASE)
-        snprintf(what, sizeof what, "%s: cuDNN status %d", op, rc - CUDA_CUDNN_ERROR_BASE);
     else
         snprintf(what, sizeof what, "%s: %s", op, cudaGetErrorString((cudaError_t)rc));
     pthread_mutex_lock(&S.lock);
@@ -184,12 +187,12 @@ static cpdit_status rc_status(int rc, const char *op, cpdit_error *err)
 {
     if (!rc)
         return CPDIT_OK;
+    if (rc >= CUDA_CUDNN_ERROR_BASE)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuDNN: %s", op,
+                               cudnnGetErrorString((cudnnStatus_t)(rc - CUDA_CUDNN_ERROR_BASE)));
     if (rc >= CPDIT_CUDA_CUBLAS_ERROR_BASE)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuBLAS status %d", op,
                                rc - CPDIT_CUDA_CUBLAS_ERROR_BASE);
-    if (rc >= CUDA_CUDNN_ERROR_BASE)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: cuDNN status %d", op,
-                               rc - CUDA_CUDNN_ERROR_BASE);
     return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s: %s", op,
                            cudaGetErrorString((cudaError_t)rc));
 }
@@ -244,10 +247,36 @@ static void *cuda_alloc(size_t bytes)
     return ready() ? cpdit_cuda_alloc(bytes) : NULL;
 }
 
+/* Packed convolution weights in bf16 (conv2d_pack_format NATIVE): conv2d tells them from the
+ * fp32 ones by this list; free takes a block off it before the allocator may hand the address
+ * out again. */
+static void **bf16_convs;
+static size_t n_bf16_convs, cap_bf16_convs;
+
+static int is_bf16_conv(const void *p)
+{
+    int found = 0;
+    pthread_mutex_lock(&S.lock);
+    for (size_t i = 0; i < n_bf16_convs && !found; i++)
+        found = bf16_convs[i] == p;
+    pthread_mutex_unlock(&S.lock);
+    return found;
+}
+
 static void cuda_free(void *p)
 {
-    if (p && ready())
-        cpdit_cuda_free(p);
+    if (!p || !ready())
+        return;
+    if (n_bf16_convs) {
+        pthread_mutex_lock(&S.lock);
+        for (size_t i = 0; i < n_bf16_convs; i++)
+            if (bf16_convs[i] == p) {
+                bf16_convs[i] = bf16_convs[--n_bf16_convs];
+                break;
+            }
+        pthread_mutex_unlock(&S.lock);
+    }
+    cpdit_cuda_free(p);
 }
 
 /* Any direction (unified addressing); complete on return. */
@@ -852,7 +881,7 @@ static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, 
     /* cudnn would run cuda-flash anyway (bias, causal, empty, refused shape) or cannot run */
     const int route = cudnn_route(a, msg, sizeof msg);
     if (route != 0) {
-        if (route == 2)
+        if (route == 2 && cpdit_backend_verbose()) /* auto: a refusal is only a choice */
             note_refused(a, msg);
         return cuda_attention_flash(out, lse, q, k, v, a, err);
     }
@@ -931,6 +960,55 @@ static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
     return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
 }
 
+/* The bf16 form of fp32 host weights (Cout, Cin, K, K), registered for conv2d. */
+static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
+{
+    latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream)); /* as cuda_conv2d_pack */
+    void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&S.lock);
+    if (n_bf16_convs == cap_bf16_convs) {
+        const size_t cap = cap_bf16_convs ? 2 * cap_bf16_convs : 64;
+        void **n = realloc(bf16_convs, cap * sizeof *n);
+        if (n) {
+            bf16_convs = n;
+            cap_bf16_convs = cap;
+        }
+    }
+    const int ok = n_bf16_convs < cap_bf16_convs;
+    if (ok)
+        bf16_convs[n_bf16_convs++] = p;
+    pthread_mutex_unlock(&S.lock);
+    if (!ok) { /* out of host memory for the list: the caller sees out of memory */
+        cpdit_cuda_free(p);
+        return NULL;
+    }
+    return (float *)p;
+}
+
+/* Weights as stored. NATIVE with bf16 or fp8 storage: bf16 weights for cuDNN's bf16
+ * convolution (tensor cores, fp32 accumulation; fp8 values are exact in bf16); otherwise the
+ * exact fp32 path (conv2d_pack), as the CPU decides. */
+static float *cuda_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin,
+                                      int K, cpdit_weight_format format)
+{
+    if (!ready() || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
+        return NULL;
+    const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
+                     (dtype == CPDIT_DTYPE_BF16 || dtype == CPDIT_DTYPE_F8_E4M3 ||
+                      dtype == CPDIT_DTYPE_F8_E5M2);
+    const size_t n = (size_t)Cout * Cin * K * K;
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f)
+        return NULL;
+    float *packed = NULL;
+    if (cpdit_dtype_to_f32(f, w, dtype, n, NULL) == CPDIT_OK)
+        packed = bf16 ? conv2d_pack_bf16(f, Cout, Cin, K) : cuda_conv2d_pack(f, Cout, Cin, K);
+    free(f);
+    return packed;
+}
+
 static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
 {
     (void)W;
@@ -953,6 +1031,10 @@ static cpdit_status cuda_conv2d(float *y, const float *x, const float *w_packed,
     cpdit_status st = latched_status(err);
     if (st || r1 == r0 || W == 0)
         return st;
+    if (is_bf16_conv(w_packed))
+        return rc_status(cpdit_cuda_conv2d_bf16(y, x, w_packed, b, W, Cin, Cout, K, r0, r1,
+                                                S.stream),
+                         "conv2d (bf16)", err);
     return rc_status(cpdit_cuda_conv2d(y, x, w_packed, b, W, Cin, Cout, K, r0, r1, S.stream),
                      "conv2d", err);
 }
@@ -1028,7 +1110,8 @@ static void cuda_transpose(float *y, const float *x, size_t rows, size_t cols)
 static const cpdit_backend cuda_backend = {
     .name = "cuda",
     .summary = "device memory, fp32 activations; bf16 weights with cuBLASLt (fp32 accumulate), "
-               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions",
+               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions (bf16 or "
+               "fp32)",
     .host_memory = 0,
     .available = cuda_available,
     .describe = cuda_describe,
@@ -1055,6 +1138,7 @@ static const cpdit_backend cuda_backend = {
     .attention_kernels = cuda_kernels,
     .workers = cuda_workers,
     .conv2d_pack = cuda_conv2d_pack,
+    .conv2d_pack_stored = cuda_conv2d_pack_stored,
     .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes,
     .conv2d = cuda_conv2d,
     .group_moments = cuda_group_moments,

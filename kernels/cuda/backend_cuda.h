@@ -12,7 +12,9 @@
  *     fp32 path for fp32 weights); attention in fp32 ("cuda-flash": the flash kernel with LSE
  *     for head dims that are multiples of 32 up to 256, the reference otherwise;
  *     "cuda-reference": cuBLAS SGEMMs + softmax with LSE, any shape);
- *   - the VAE's convolutions through cuDNN (NHWC, fp32), GroupNorm + activation fused.
+ *   - the VAE's convolutions through cuDNN (NHWC; CPDIT_WEIGHT_NATIVE packs bf16 weights for
+ *     cuDNN's bf16 convolution with fp32 accumulation, F32 the exact fp32 one), GroupNorm +
+ *     activation fused.
  * The device: the process's local rank on its node (MPI's shared-memory split, done by
  * cpdit_cuda_bind_device_mpi right after MPI_Init; never SLURM_* alone) modulo the visible
  * devices; device 0 when not bound. The first use initialises (lazily, no collective).

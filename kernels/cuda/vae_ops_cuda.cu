@@ -7,6 +7,7 @@
 // choice per shape, cached; the workspace comes from the caching allocator.
 #include "kernels/cuda/vae_ops_cuda.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -18,7 +19,7 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kCudnnError = 1000;
+constexpr int kCudnnError = 100000; // above cuBLAS (2000 + status) and CUDA codes
 
 unsigned blocks_for(size_t n)
 {
@@ -36,7 +37,7 @@ cudnnHandle_t handle_for(cudaStream_t s)
 }
 
 struct conv_plan {
-    int W, Cin, Cout, K, rows_in;
+    int W, Cin, Cout, K, rows_in, bf16;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws_bytes;
 };
@@ -51,6 +52,22 @@ __global__ void pack_kernel(float *dst, const float *src, int Cout, int Cin, int
         size_t ci = t % Cin, kx = (t / Cin) % K, ky = (t / Cin / K) % K, co = t / Cin / K / K;
         dst[t] = src[((co * Cin + ci) * K + ky) * K + kx];
     }
+}
+
+__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
+{
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x)
+        dst[t] = __float2bfloat16_rn(src[t]);
+}
+
+// y = bf16 conv output + bias (fp32), n values of C channels
+__global__ void from_bf16_bias_kernel(float *y, const __nv_bfloat16 *x, const float *b, size_t n,
+                                      int C)
+{
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x)
+        y[t] = __bfloat162float(x[t]) + (b ? b[t % C] : 0.0f);
 }
 
 __global__ void bias_kernel(float *y, const float *b, size_t n, int C)
@@ -164,8 +181,45 @@ extern "C" float *cpdit_cuda_conv2d_pack(const float *w, int Cout, int Cin, int 
     return dst;
 }
 
+extern "C" void *cpdit_cuda_conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
+{
+    const size_t n = (size_t)Cout * Cin * K * K;
+    float *f = cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
+    void *dst = f ? cpdit_cuda_alloc(n * 2) : nullptr;
+    if (!dst) {
+        cpdit_cuda_free(f);
+        return nullptr;
+    }
+    to_bf16_kernel<<<blocks_for(n), kThreads>>>((__nv_bfloat16 *)dst, f, n);
+    cudaError_t e = cudaDeviceSynchronize();
+    cpdit_cuda_free(f);
+    if (e != cudaSuccess) {
+        cpdit_cuda_free(dst);
+        return nullptr;
+    }
+    return dst;
+}
+
+static int conv2d_any(float *y, const float *x, const void *w_packed, const float *b, int W,
+                      int Cin, int Cout, int K, int r0, int r1, int bf16, void *stream);
+
 extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b,
                                  int W, int Cin, int Cout, int K, int r0, int r1, void *stream)
+{
+    return conv2d_any(y, x, w_packed, b, W, Cin, Cout, K, r0, r1, 0, stream);
+}
+
+extern "C" int cpdit_cuda_conv2d_bf16(float *y, const float *x, const void *w_bf16,
+                                      const float *b, int W, int Cin, int Cout, int K, int r0,
+                                      int r1, void *stream)
+{
+    return conv2d_any(y, x, w_bf16, b, W, Cin, Cout, K, r0, r1, 1, stream);
+}
+
+// fp32: x, w, y fp32, FMA math (exact fp32). bf16: x cast to bf16, w bf16, y bf16 with fp32
+// accumulation (cuDNN's PSEUDO_BFLOAT16 configuration, tensor cores), then y -> fp32 + bias.
+static int conv2d_any(float *y, const float *x, const void *w_packed, const float *b, int W,
+                      int Cin, int Cout, int K, int r0, int r1, int bf16, void *stream)
 {
     if (r1 <= r0 || W <= 0)
         return 0;
@@ -178,6 +232,19 @@ extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed
     int rows_out = r1 - r0, rows_in = K == 3 ? rows_out + 2 : rows_out;
     const float *xin = x + (size_t)(K == 3 ? r0 - 1 : r0) * W * Cin;
     float *yout = y + (size_t)r0 * W * Cout;
+    const size_t n_in = (size_t)rows_in * W * Cin, n_out = (size_t)rows_out * W * Cout;
+    const cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    void *xb = nullptr, *yb = nullptr; // bf16 staging of the input band and the output
+    if (bf16) {
+        xb = cpdit_cuda_alloc(n_in * 2);
+        yb = cpdit_cuda_alloc(n_out * 2);
+        if (!xb || !yb) {
+            cpdit_cuda_free(xb);
+            cpdit_cuda_free(yb);
+            return (int)cudaErrorMemoryAllocation;
+        }
+        to_bf16_kernel<<<blocks_for(n_in), kThreads, 0, s>>>((__nv_bfloat16 *)xb, xin, n_in);
+    }
     cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
     cudnnFilterDescriptor_t wd = nullptr;
     cudnnConvolutionDescriptor_t cd = nullptr;
@@ -191,22 +258,24 @@ extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed
     CK(cudnnCreateTensorDescriptor(&yd));
     CK(cudnnCreateFilterDescriptor(&wd));
     CK(cudnnCreateConvolutionDescriptor(&cd));
-    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, Cin, rows_in, W));
-    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, Cout, rows_out, W));
-    CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, Cout, Cin, K, K));
+    CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, dt, 1, Cin, rows_in, W));
+    CK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NHWC, dt, 1, Cout, rows_out, W));
+    CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, Cout, Cin, K, K));
     CK(cudnnSetConvolution2dDescriptor(cd, 0, K == 3 ? 1 : 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                        CUDNN_DATA_FLOAT));
-    // fp32 exactly: no TF32 tensor-core math (the VAE must match the CPU to 1e-5)
-    CK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
+    // fp32 exactly: no TF32 tensor-core math (the VAE must match the CPU to 1e-5); bf16: tensor
+    // cores with fp32 accumulation
+    CK(cudnnSetConvolutionMathType(cd, bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     conv_plan *plan = nullptr;
     for (auto &p : g_plans)
-        if (p.W == W && p.Cin == Cin && p.Cout == Cout && p.K == K && p.rows_in == rows_in)
+        if (p.W == W && p.Cin == Cin && p.Cout == Cout && p.K == K && p.rows_in == rows_in &&
+            p.bf16 == bf16)
             plan = &p;
     if (st == CUDNN_STATUS_SUCCESS && !plan) {
         cudnnConvolutionFwdAlgoPerf_t perf[8];
         int found = 0;
         CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &found, perf));
-        conv_plan p{W, Cin, Cout, K, rows_in, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0};
+        conv_plan p{W, Cin, Cout, K, rows_in, bf16, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0};
         for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < found; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS) {
                 p.algo = perf[i].algo;
@@ -225,15 +294,27 @@ extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed
             st = CUDNN_STATUS_ALLOC_FAILED;
     }
     const float one = 1.0f, zero = 0.0f;
-    CK(cudnnConvolutionForward(h, &one, xd, xin, wd, w_packed, cd, plan ? plan->algo
-                                                                       : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-                               ws, plan ? plan->ws_bytes : 0, &zero, yd, yout));
+    CK(cudnnConvolutionForward(h, &one, xd, bf16 ? (const void *)xb : (const void *)xin, wd,
+                               w_packed, cd,
+                               plan ? plan->algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ws,
+                               plan ? plan->ws_bytes : 0, &zero, yd,
+                               bf16 ? yb : (void *)yout));
 #undef CK
     cpdit_cuda_free(ws); // stream-ordered reuse: see alloc_cuda.h
     cudnnDestroyTensorDescriptor(xd);
     cudnnDestroyTensorDescriptor(yd);
     cudnnDestroyFilterDescriptor(wd);
     cudnnDestroyConvolutionDescriptor(cd);
+    if (bf16) {
+        if (st == CUDNN_STATUS_SUCCESS)
+            from_bf16_bias_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(
+                yout, (const __nv_bfloat16 *)yb, b, n_out, Cout);
+        cpdit_cuda_free(xb);
+        cpdit_cuda_free(yb);
+        if (st != CUDNN_STATUS_SUCCESS)
+            return kCudnnError + (int)st;
+        return (int)cudaGetLastError();
+    }
     if (st != CUDNN_STATUS_SUCCESS)
         return kCudnnError + (int)st;
     if (b) {

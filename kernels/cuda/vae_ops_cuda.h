@@ -4,7 +4,7 @@
  * images are NHWC (rows, W, C), a row band of an image lives on each rank, the caller
  * exchanges the convolution's halo rows and reduces GroupNorm's moments.
  * Every function queues its work on `stream` (NULL = default) and returns 0 or a nonzero
- * error (a cudaError_t value, or 1000 + a cudnnStatus_t value for cuDNN errors).
+ * error (a cudaError_t value, or 100000 + a cudnnStatus_t value for cuDNN errors).
  */
 #ifndef CPDIT_VAE_OPS_CUDA_H
 #define CPDIT_VAE_OPS_CUDA_H
@@ -34,6 +34,15 @@ float *cpdit_cuda_conv2d_pack(const float *w, int Cout, int Cin, int K);
  * The workspace comes from the caching allocator. */
 int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,
                       int Cin, int Cout, int K, int r0, int r1, void *stream);
+
+/* The bf16 form: host weights -> device bf16 (Cout, K, K, Cin) (cpdit_cuda_free), or NULL. */
+void *cpdit_cuda_conv2d_pack_bf16(const float *w, int Cout, int Cin, int K);
+
+/* cpdit_cuda_conv2d with bf16 weights from cpdit_cuda_conv2d_pack_bf16: the input band rounded
+ * to bf16, cuDNN's bf16 convolution (tensor cores, fp32 accumulation, bf16 output), then the
+ * output to fp32 plus the bias in fp32. */
+int cpdit_cuda_conv2d_bf16(float *y, const float *x, const void *w_bf16, const float *b, int W,
+                           int Cin, int Cout, int K, int r0, int r1, void *stream);
 
 /* acc[g] += sum over the group's elements of x (mean == NULL) or of (x - mean[g])^2.
  * acc, mean: device doubles (G). x (pixels, C), G groups of C/G consecutive channels. */
