@@ -53,6 +53,36 @@ static const void *conv_weights(const float *packed)
     return (const char *)packed + CONV_PACK_HEADER;
 }
 
+/* rows[co][(ky·K + kx)·Cin + ci] = w[co][ci][ky][kx], elements of es bytes (1, 2 or 4). */
+#define REORDER_TAPS(T)                                                                    \
+    do {                                                                                   \
+        T *r = (T *)rows;                                                                  \
+        const T *s = (const T *)w;                                                         \
+        for (int co = 0; co < Cout; co++)                                                  \
+            for (int ci = 0; ci < Cin; ci++)                                               \
+                for (int t = 0; t < K * K; t++)                                            \
+                    r[(size_t)co * depth + (size_t)t * Cin + ci] =                         \
+                        s[((size_t)co * Cin + ci) * K * K + t];                            \
+    } while (0)
+
+static void reorder_taps(void *rows, const void *w, size_t es, int Cout, int Cin, int K)
+{
+    const size_t depth = (size_t)K * K * Cin;
+    if (es == sizeof(uint32_t) && (uintptr_t)w % sizeof(uint32_t) == 0)
+        REORDER_TAPS(uint32_t);
+    else if (es == sizeof(uint16_t) && (uintptr_t)w % sizeof(uint16_t) == 0)
+        REORDER_TAPS(uint16_t);
+    else if (es == 1)
+        REORDER_TAPS(uint8_t);
+    else /* unaligned in the map: byte copies */
+        for (int co = 0; co < Cout; co++)
+            for (int ci = 0; ci < Cin; ci++)
+                for (int t = 0; t < K * K; t++)
+                    memcpy((char *)rows + ((size_t)co * depth + (size_t)t * Cin + ci) * es,
+                           (const char *)w + (((size_t)co * Cin + ci) * K * K + t) * es, es);
+}
+#undef REORDER_TAPS
+
 /* fp32: Wp[(ky·K + kx)·Cin + ci][co] = w[co][ci][ky][kx] (K·K·Cin, Cout) for SGEMM.
  * bf16: the rows W[co][(ky·K + kx)·Cin + ci] (Cout, K·K·Cin) in the bf16 GEMM's panels.
  * Both start from those rows in the stored dtype (a reordering of w's elements, no conversion):
@@ -92,12 +122,7 @@ float *cpu_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Ci
     conv_pack_header *h = (conv_pack_header *)block;
     h->magic = CONV_PACK_MAGIC;
     h->form = bf16 ? CONV_FORM_BF16 : CONV_FORM_F32;
-    const char *src = w;
-    for (int co = 0; co < Cout; co++)
-        for (int ci = 0; ci < Cin; ci++)
-            for (int t = 0; t < K * K; t++)
-                memcpy(rows + ((size_t)co * depth + (size_t)t * Cin + ci) * es,
-                       src + ((((size_t)co * Cin + ci) * K * K) + t) * es, es);
+    reorder_taps(rows, w, es, Cout, Cin, K);
     if (bf16) {
         cpu_bf16_pack((uint16_t *)(block + CONV_PACK_HEADER), rows, dtype, Cout, (int)depth);
     } else {

@@ -247,9 +247,9 @@ static void *cuda_alloc(size_t bytes)
     return ready() ? cpdit_cuda_alloc(bytes) : NULL;
 }
 
-/* Packed convolution weights in bf16 (conv2d_pack_format NATIVE): conv2d tells them from the
- * fp32 ones by this list; free takes a block off it before the allocator may hand the address
- * out again. */
+/* Packed convolution weights in bf16 (conv2d_pack_stored, NATIVE format, bf16 or fp8 stored):
+ * conv2d tells them from the fp32 ones by this list; free takes a block off it before the
+ * allocator may hand the address out again. */
 static void **bf16_convs;
 static size_t n_bf16_convs, cap_bf16_convs;
 

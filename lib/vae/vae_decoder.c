@@ -1,6 +1,7 @@
 /* vae_decoder.c — the AutoencoderKL decoder's parameters: the table of diffusers' tensor names
- * and shapes laid out in one allocation, loading them from safetensors, the model-folder entry
- * point (see vae_decoder.h; the math is in vae_decode.c). */
+ * and shapes, registered with the models' weight loader (lib/weights/weight_loader.h) over a
+ * checkpoint or over host fp32 values, and made by the backend at the first decode; the
+ * model-folder entry point (see vae_decoder.h; the math is in vae_decode.c). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
