@@ -327,8 +327,12 @@ else
     [ "$s" = "COMPLETED " ] || { fail "job $j5 after the requeue: '$s'"; cat "term/slurm-$j5.out"; }
     check_set term 4
     ls -a term | grep -q '^\.cpdit-stop' && fail "a stop marker or request was left: $(ls -a term | grep stop)"
-    grep -q '"restart_count":1' term/index.jsonl || fail "no index line from the requeued mpirun run"
-    echo "case 4: mpirun job $j5: SIGTERM, mpirun exit ${rc5:-?}, requeued $how5, then $s" \
+    # the requeued run writes lines only when the first one left items (when its ranks were
+    # killed while stopping they may have finished every item first)
+    if [ "$stopped_at" -lt 4 ]; then
+        grep -q '"restart_count":1' term/index.jsonl || fail "no index line from the requeued mpirun run"
+    fi
+    echo "case 4: mpirun job $j5: SIGTERM with $before images done, $stopped_at when it ended, mpirun exit ${rc5:-?}, requeued $how5, then $s" \
          "in $(( $(date +%s) - t1 )) s"
 fi
 
