@@ -101,14 +101,22 @@ static double wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The kernel table's linear (fp32 x cast to bf16, bf16 weight, fp32 y, bias fused): what the
- * models get, next to the raw bf16 GEMM above. */
-static void bench_table_linear(int M, int K, int N)
+/* A (M, K) x (N, K)^T linear through the table: zero bf16 weight, x and bias in device
+ * memory (the values do not matter for timing). */
+typedef struct table_linear {
+    const cpdit_backend *be;
+    cpdit_weight *w;
+    float *x, *y, *b;
+} table_linear;
+
+static table_linear table_linear_make(int M, int K, int N, const char *what)
 {
-    const cpdit_backend *be = cpdit_backend_cuda();
+    table_linear t = {cpdit_backend_cuda(), NULL, NULL, NULL, NULL};
+    const cpdit_backend *be = t.be;
     uint16_t *wh = calloc((size_t)N * K, sizeof *wh);
-    float *x = be->alloc((size_t)M * K * 4), *y = be->alloc((size_t)M * N * 4),
-          *b = be->alloc((size_t)N * 4);
+    float *zeros = calloc((size_t)M * K > (size_t)N ? (size_t)M * K : (size_t)N, sizeof *zeros);
+    t.x = be->alloc((size_t)M * K * 4), t.y = be->alloc((size_t)M * N * 4);
+    t.b = be->alloc((size_t)N * 4);
     cpdit_weight_desc d;
     memset(&d, 0, sizeof d);
     d.dtype = CPDIT_DTYPE_BF16;
@@ -116,16 +124,34 @@ static void bench_table_linear(int M, int K, int N)
     d.cols = K;
     d.data = wh;
     d.format = CPDIT_WEIGHT_NATIVE;
-    cpdit_weight *w = NULL;
     cpdit_error err;
     cpdit_error_clear(&err);
-    if (!wh || !x || !y || !b || be->weight_create(&w, &d, &err)) {
-        fprintf(stderr, "cuda_bench: table linear setup: %s\n", err.what);
+    if (!wh || !zeros || !t.x || !t.y || !t.b || be->weight_create(&t.w, &d, &err)) {
+        fprintf(stderr, "cuda_bench: %s setup: %s\n", what, err.what);
         exit(1);
     }
-    float *zeros = calloc((size_t)M * K, sizeof *zeros);
-    be->upload(x, zeros, (size_t)M * K * 4);
-    be->upload(b, zeros, (size_t)N * 4);
+    be->upload(t.x, zeros, (size_t)M * K * 4);
+    be->upload(t.b, zeros, (size_t)N * 4);
+    free(wh), free(zeros);
+    return t;
+}
+
+static void table_linear_free(table_linear *t)
+{
+    t->be->weight_free(t->w);
+    t->be->free(t->x), t->be->free(t->y), t->be->free(t->b);
+}
+
+/* The kernel table's linear (fp32 x cast to bf16, bf16 weight, fp32 y, bias fused): what the
+ * models get, next to the raw bf16 GEMM above. */
+static void bench_table_linear(int M, int K, int N)
+{
+    table_linear tl = table_linear_make(M, K, N, "table linear");
+    const cpdit_backend *be = tl.be;
+    cpdit_weight *w = tl.w;
+    float *x = tl.x, *y = tl.y, *b = tl.b;
+    cpdit_error err;
+    cpdit_error_clear(&err);
     double best = 1e30;
     for (int it = 0; it < WARMUP + ITERS; it++) {
         be->sync(NULL);
@@ -145,9 +171,7 @@ static void bench_table_linear(int M, int K, int N)
     printf("%-22s %-24s %10.3f %10.1f\n", "linear table f32-io", "", best * 1e3,
            2.0 * M * K * N / best / 1e12);
     printf("  (M %d, K %d, N %d; x cast to bf16, y fp32)\n", M, K, N);
-    be->weight_free(w);
-    be->free(x), be->free(y), be->free(b);
-    free(wh), free(zeros);
+    table_linear_free(&tl);
 }
 
 /* One attention kernel of the table at FLUX.1-dev's joint attention (fp32 activations in and
@@ -195,27 +219,12 @@ static void bench_table_attention(const char *kname, int B, int Sq, int Skv, int
 /* linear + gelu-tanh through the table: fused (linear_act, cuBLASLt GELU_BIAS) vs the two ops. */
 static void bench_table_linear_act(int M, int K, int N)
 {
-    const cpdit_backend *be = cpdit_backend_cuda();
-    uint16_t *wh = calloc((size_t)N * K, sizeof *wh);
-    float *x = be->alloc((size_t)M * K * 4), *y = be->alloc((size_t)M * N * 4),
-          *b = be->alloc((size_t)N * 4);
-    cpdit_weight_desc d;
-    memset(&d, 0, sizeof d);
-    d.dtype = CPDIT_DTYPE_BF16;
-    d.rows = N;
-    d.cols = K;
-    d.data = wh;
-    d.format = CPDIT_WEIGHT_NATIVE;
-    cpdit_weight *w = NULL;
+    table_linear tl = table_linear_make(M, K, N, "linear_act");
+    const cpdit_backend *be = tl.be;
+    cpdit_weight *w = tl.w;
+    float *x = tl.x, *y = tl.y, *b = tl.b;
     cpdit_error err;
     cpdit_error_clear(&err);
-    if (!wh || !x || !y || !b || be->weight_create(&w, &d, &err)) {
-        fprintf(stderr, "cuda_bench: linear_act setup: %s\n", err.what);
-        exit(1);
-    }
-    float *zeros = calloc((size_t)M * K, sizeof *zeros);
-    be->upload(x, zeros, (size_t)M * K * 4);
-    be->upload(b, zeros, (size_t)N * 4);
     double best[2] = {1e30, 1e30};
     for (int fused = 0; fused < 2; fused++)
         for (int it = 0; it < WARMUP + ITERS; it++) {
@@ -241,9 +250,7 @@ static void bench_table_linear_act(int M, int K, int N)
     printf("%-22s %-24s %10.3f %10.1f\n", "linear_act table", "", best[1] * 1e3,
            2.0 * M * K * N / best[1] / 1e12);
     printf("  (M %d, K %d, N %d; fused/unfused time ratio %.3f)\n", M, K, N, best[1] / best[0]);
-    be->weight_free(w);
-    be->free(x), be->free(y), be->free(b);
-    free(wh), free(zeros);
+    table_linear_free(&tl);
 }
 
 int main(void)
