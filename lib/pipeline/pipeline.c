@@ -129,7 +129,8 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.weight_format = wo->format;
     /* The text encoders get what the budget leaves after the transformer's weights: its
      * resident matrices, or (streaming) its two block slots; they stay resident when that
-     * holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix. With an arena, one
+     * holds them (T5-XXL: 9.5 GB in bf16), else they stream per layer (two layer slots, the
+     * next layer read and packed while the current one computes). With an arena, one
      * copy per node; without one and without an explicit budget, the encoders' own default
      * (several unshared ranks would each take the free memory otherwise). */
     if (wo->arena)
