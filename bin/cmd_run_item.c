@@ -34,12 +34,17 @@
 #define SUB "run"
 
 /* Progress on a terminal: one line rewritten in place; in a log: nothing per step, unless
- * --verbose (then a plain line per step). */
-static void progress_line(int step, int steps, double seconds, void *ctx)
+ * --verbose (then a plain line per step, with the bytes read from storage during the step
+ * where the kernel says). */
+static void progress_line(int step, int steps, double seconds, long long read_bytes, void *ctx)
 {
     const run_item_options *o = ctx;
     if (o && o->verbose) { /* plain lines, also under mpirun */
-        fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+        if (read_bytes >= 0)
+            fprintf(stderr, "cpdit: step %d/%d %.3f s, disk read %lld bytes\n", step, steps,
+                    seconds, read_bytes);
+        else
+            fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))
@@ -187,6 +192,10 @@ int run_item(const run_item_options *o)
                         tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
                         tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
                         MPI_Wtime() - t_write);
+            if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
+                fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, steps 2-%d %lld bytes\n",
+                        tm.read_step1_bytes, tm.steps,
+                        tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
             if (!st)
                 printf("%s\n", out_path);
             long n_dec = 0;
