@@ -157,6 +157,8 @@ int main(int argc, char **argv)
         run_kind(CPDIT_COMM_GPU_NCCL, "nccl");
     else if (local_rank == 0)
         fprintf(stderr, "ranks share a GPU: NCCL not tested (it refuses one device twice)\n");
+    /* AUTO: NCCL when no two ranks use one device (UUIDs compared), else host-staged */
+    run_kind(CPDIT_COMM_GPU_AUTO, any_shared ? "staged" : "nccl");
     int failed = test_failures, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
