@@ -187,6 +187,20 @@ static cpdit_status nccl_allgatherv(cpdit_comm *c, const float *send, size_t sen
     return grouped_exchange(c, send, NULL, NULL, send_count, recv, recv_counts, recv_displs, err);
 }
 
+/* Whether the queued point-to-point operations form a batch to launch as one NCCL group: as
+ * many sends as receives (at least one each). NCCL matches a send only with a receive that is
+ * already launched or in the same group, and a group completes only when all its operations
+ * do, so a batch must not be split where the peer's matching operation falls into a later
+ * group of its own: cp_ring posts recv K, recv V, send K, send V each step; launching at the
+ * first send would put recv V in the first group and send V in the second on every rank, and
+ * each rank's first group would wait on the previous rank's second group around the ring
+ * (deadlock). Launching at balance keeps the four together; the VAE halo's recv-up, send-up,
+ * recv-down, send-down still launches as two pairs that match their neighbours' pairs. */
+static int p2p_batch_complete(int nsend, int nrecv)
+{
+    return nsend > 0 && nsend == nrecv;
+}
+
 static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count, int peer,
                               cpdit_comm_request *req, cpdit_error *err)
 {
@@ -216,8 +230,7 @@ static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count,
     else
         s->nrecv++;
     req->impl = r;
-    /* a send and a receive are queued: launch them together (the ring's step) */
-    return (s->nsend > 0 && s->nrecv > 0) ? flush_p2p(c, err) : CPDIT_OK;
+    return p2p_batch_complete(s->nsend, s->nrecv) ? flush_p2p(c, err) : CPDIT_OK;
 }
 
 static cpdit_status nccl_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,

@@ -18,11 +18,12 @@
  * visible to work queued on the compute stream afterwards: collectives return once the
  * compute stream has been made to wait for them (no host synchronisation), and `wait` on a
  * point-to-point request does the same. `test` reports whether the GPU has finished it.
- * Point-to-point operations are batched: NCCL pairs sends and receives only within one group,
- * so isend/irecv are queued and launched as one group as soon as the queue holds at least
- * one send and one receive (the ring's "send to next, receive from previous"), or at the next
- * test, wait or collective. Every rank therefore issues its matching operations in the same
- * order, as with MPI.
+ * Point-to-point operations are batched: isend/irecv are queued and launched as one NCCL group
+ * as soon as the queue holds as many sends as receives (the ring's recv K, recv V, send K,
+ * send V; the VAE halo's recv + send per neighbour), or at the next test, wait or collective.
+ * A batch split elsewhere could deadlock: a group completes only when all its operations do,
+ * and a send matches only a receive already launched or in the same group (comm_nccl.c).
+ * Every rank therefore posts its matching operations in batches that balance, in one order.
  *
  * "staged" is synchronous with respect to the host: it synchronises the compute stream before
  * copying out, so it is for correctness runs, not for speed.
