@@ -159,7 +159,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
-        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
         case 'W': if (cli_parse_int(SUB, "--width", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
         case 'H': if (cli_parse_int(SUB, "--height", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
         case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; item_only = 1; break;

@@ -11,9 +11,10 @@ typedef struct run_item_options {
     const char *prompt;
     const char *negative_prompt;
     uint64_t seed;
-    int width, height, steps;    /* 0: defaults of the model */
+    int width, height, steps;    /* 0: defaults of the model (run_item_model_defaults) */
     float guidance, true_cfg;
-    int max_sequence_length;     /* 0: 512 (dev) / 256 (schnell) */
+    int true_cfg_given;          /* --true-cfg was given (else the model's default) */
+    int max_sequence_length;     /* 0: the model's default */
     const char *output;          /* folder */
     const char *dump;            /* NULL or folder */
     int ring, ulysses, anything;
@@ -30,6 +31,11 @@ typedef struct run_item_options {
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
+/* Fill what o leaves to the model: width, height (0), max_sequence_length (0), true_cfg and
+ * negative_prompt (each when not given) from a built-in model's run defaults (lib/builtin); a folder
+ * keeps FLUX.1's (1024 x 1024; steps and T5 tokens from the pipeline). Steps are filled at
+ * pipeline_open (they depend on whether the model is guidance-distilled). */
+void run_item_model_defaults(run_item_options *o);
 
 /* --weight-format / --weight-memory of `cpdit run` (item and manifest alike). */
 typedef struct run_weight_options {

@@ -35,11 +35,17 @@ static int stop_poll(void *ctx)
     return job_stop_agreed(c->grid);
 }
 
-static void progress_tty(int step, int steps, double seconds, void *ctx)
+static void progress_tty(int step, int steps, double seconds, long long read_bytes,
+                         void *ctx)
 {
     const batch_ctx *c = ctx;
     if (c->verbose) { /* plain lines, also under mpirun and in Slurm logs */
-        fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps, seconds);
+        if (read_bytes >= 0)
+            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s, disk read %lld bytes\n",
+                    c->item, step, steps, seconds, read_bytes);
+        else
+            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps,
+                    seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))
@@ -76,6 +82,8 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     *h = it->height;
     c->item = (unsigned long long)it->index;
     pipeline_timings tm;
+    memset(&tm, 0, sizeof tm); /* pipeline_generate may stop before filling it */
+    tm.read_step1_bytes = tm.read_later_bytes = -1;
     run.timings = &tm;
     cpdit_status st = pipeline_generate(c->p, &prm, &run, rgb, err);
     times->text_s = tm.text_s;
@@ -84,6 +92,8 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     times->step_max_s = tm.step_max_s;
     times->vae_load_s = tm.vae_load_s;
     times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
+    times->read_step1_bytes = tm.read_step1_bytes;
+    times->read_later_bytes = tm.steps > 1 ? tm.read_later_bytes : -1;
     return st;
 }
 

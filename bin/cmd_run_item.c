@@ -23,9 +23,11 @@
 #include "bin/cli.h"
 #include "lib/cp/comm_mpi.h"
 #include "bin/cmd_run.h"
+#include "lib/builtin/builtin_model.h"
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
+#include "lib/flux/flux_transformer.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
 #include "topology/cost_model.h"
@@ -34,12 +36,17 @@
 #define SUB "run"
 
 /* Progress on a terminal: one line rewritten in place; in a log: nothing per step, unless
- * --verbose (then a plain line per step). */
-static void progress_line(int step, int steps, double seconds, void *ctx)
+ * --verbose (then a plain line per step, with the bytes read from storage during the step
+ * where the kernel says). */
+static void progress_line(int step, int steps, double seconds, long long read_bytes, void *ctx)
 {
     const run_item_options *o = ctx;
     if (o && o->verbose) { /* plain lines, also under mpirun */
-        fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+        if (read_bytes >= 0)
+            fprintf(stderr, "cpdit: step %d/%d %.3f s, disk read %lld bytes\n", step, steps,
+                    seconds, read_bytes);
+        else
+            fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))
@@ -53,8 +60,8 @@ void run_item_defaults(run_item_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "builtin:tiny";
-    o->width = o->height = 0; /* 0: 1024 for a folder, 256 for builtin:tiny */
-    o->steps = 0;             /* 0: 28 for guidance-distilled (dev), 4 otherwise */
+    o->width = o->height = 0; /* 0: the model's (run_item_model_defaults) */
+    o->steps = 0;             /* 0: the model's; a folder: 28 if guidance-distilled, else 4 */
     o->guidance = 3.5f;
     o->true_cfg = 1.0f;
     o->output = "out";
@@ -62,8 +69,29 @@ void run_item_defaults(run_item_options *o)
     o->variant = NULL; /* auto */
 }
 
-int run_item(const run_item_options *o)
+void run_item_model_defaults(run_item_options *o)
 {
+    builtin_run_defaults d = {1024, 1024, 0, 0, 1.0, NULL}; /* a folder: FLUX.1's */
+    const int builtin = builtin_model_run_defaults(o->model, &d);
+    if (!o->width)
+        o->width = d.width;
+    if (!o->height)
+        o->height = d.height;
+    if (!o->max_sequence_length)
+        o->max_sequence_length = d.max_sequence_length; /* 0 stays: the pipeline's */
+    if (builtin && !o->steps)
+        o->steps = d.steps;
+    if (!o->true_cfg_given) /* true CFG as the model is meant to run */
+        o->true_cfg = (float)d.true_cfg;
+    if (!o->negative_prompt)
+        o->negative_prompt = d.negative_prompt;
+}
+
+int run_item(const run_item_options *o_given)
+{
+    run_item_options resolved = *o_given;
+    run_item_model_defaults(&resolved);
+    const run_item_options *o = &resolved;
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -80,10 +108,7 @@ int run_item(const run_item_options *o)
         /* no grid given: the planner's choice for one image from the topology file (or
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
-        const int builtin = strncmp(o->model, "builtin:", 8) == 0;
-        grid_choice_request rq = {o->topology, o->model,
-                                  o->width ? o->width : (builtin ? 256 : 1024),
-                                  o->height ? o->height : (builtin ? 256 : 1024),
+        grid_choice_request rq = {o->topology, o->model, o->width, o->height,
                                   o->max_sequence_length, o->steps, 1, size};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
@@ -110,11 +135,6 @@ int run_item(const run_item_options *o)
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
     if (!st) {
-        const int builtin = strncmp(o->model, "builtin:", 8) == 0;
-        if (!prm.width)
-            prm.width = builtin ? 256 : 1024;
-        if (!prm.height)
-            prm.height = builtin ? 256 : 1024;
         if (!prm.steps)
             prm.steps = pipeline_is_guidance_distilled(p) ? 28 : 4;
         st = pipeline_check_params(p, &prm, &err);
@@ -187,10 +207,30 @@ int run_item(const run_item_options *o)
                         tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
                         tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
                         MPI_Wtime() - t_write);
+            if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
+                fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, steps 2-%d %lld bytes\n",
+                        tm.read_step1_bytes, tm.steps,
+                        tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
             if (!st)
                 printf("%s\n", out_path);
             long n_dec = 0;
             const double t_dec = pipeline_decode_seconds(p, &n_dec);
+            flux_weight_stats ws;
+            pipeline_weight_stats(p, &ws);
+            char how[96];
+            if (ws.resident)
+                snprintf(how, sizeof how, "made once");
+            else if (ws.stream_sharers > 1)
+                snprintf(how, sizeof how, "streamed per block, slots shared by %d ranks",
+                         ws.stream_sharers);
+            else
+                snprintf(how, sizeof how, "streamed per block, slots its own");
+            if (!st && o->verbose)
+                fprintf(stderr, "cpdit: transformer weights: %s (largest block %.1f MiB); "
+                        "made in %.3f s, the steps waited %.3f s; %llu blocks made by another "
+                        "rank (CP rank 0's figures)\n", how,
+                        ws.largest_group_bytes / 1048576.0, ws.create_seconds,
+                        ws.stall_seconds, ws.peer_groups);
             if (!st && n_dec)
                 fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
                         vae_world ? "split over all ranks of the job"

@@ -45,6 +45,7 @@ void job_item_times_clear(job_item_times *t)
 {
     t->text_s = t->sample_s = t->step_max_s = t->vae_load_s = t->vae_s = t->write_s = -1.0;
     t->steps = -1;
+    t->read_step1_bytes = t->read_later_bytes = -1;
 }
 
 static json_t *seconds_or_null(double s)

@@ -66,6 +66,9 @@ typedef struct job_item_times {
     double vae_load_s;  /* loading the VAE (first decode of a run only) */
     double vae_s;       /* latents → RGB: gather, VAE decode, conversion */
     double write_s;     /* PNG encoding and writing (temp file + rename) */
+    /* bytes the leader read from storage during step 1 / the later steps (pipeline_timings;
+     * printed in the item's log line, not written to the index); -1: not measured */
+    long long read_step1_bytes, read_later_bytes;
 } job_item_times;
 
 /* Every field "not measured". */

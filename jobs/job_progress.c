@@ -199,13 +199,19 @@ void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
         snprintf(vae, sizeof vae, "%.3f s (+%.3f s loading)", t->vae_s, t->vae_load_s);
     else if (t->vae_s >= 0)
         snprintf(vae, sizeof vae, "%.3f s", t->vae_s);
+    char reads[96] = ""; /* storage reads in the steps, where the kernel says */
+    if (t->read_step1_bytes >= 0 && t->read_later_bytes >= 0)
+        snprintf(reads, sizeof reads, ", disk read: step 1 %lld bytes, later steps %lld bytes",
+                 t->read_step1_bytes, t->read_later_bytes);
+    else if (t->read_step1_bytes >= 0)
+        snprintf(reads, sizeof reads, ", disk read: step 1 %lld bytes", t->read_step1_bytes);
     fprintf(log, "[cpdit] item %llu %s in %.3f s: text %.3f s, %d steps %.3f s (%.3f s/step, "
-            "slowest %.3f s), vae %s, write %.3f s\n",
+            "slowest %.3f s), vae %s, write %.3f s%s\n",
             (unsigned long long)x->index, result == 0 ? "done" : "failed", seconds,
             t->text_s > 0 ? t->text_s : 0.0, t->steps > 0 ? t->steps : 0,
             t->sample_s > 0 ? t->sample_s : 0.0,
             t->steps > 0 ? t->sample_s / t->steps : 0.0, t->step_max_s > 0 ? t->step_max_s : 0.0,
-            vae, t->write_s > 0 ? t->write_s : 0.0);
+            vae, t->write_s > 0 ? t->write_s : 0.0, reads);
     fflush(log);
 }
 

@@ -121,7 +121,8 @@ static void test_defaults_and_overrides(void)
     CHECK(b->max_sequence_length == MANIFEST_DEFAULT_SEQ_LEN);
     CHECK(b->negative_prompt == NULL); /* not given: no true CFG (given "": CFG, as diffusers) */
     CHECK(b->seeds.n == 1 && manifest_seed_at(&b->seeds, 0) == MANIFEST_DEFAULT_SEED);
-    CHECK(b->n_sizes == 1 && b->sizes[0].width == MANIFEST_DEFAULT_SIDE);
+    /* builtin:tiny's own size (lib/builtin builtin_model_run_defaults); a folder: 1024 */
+    CHECK(b->n_sizes == 1 && b->sizes[0].width == 256 && b->sizes[0].height == 256);
     CHECK(strcmp(m->output_dir, MANIFEST_DEFAULT_OUTPUT_DIR) == 0);
     CHECK(strcmp(m->name_template, MANIFEST_DEFAULT_NAME) == 0);
     CHECK(m->parallel.is_auto && m->prompts_file == NULL);
@@ -150,9 +151,19 @@ static void test_defaults_and_overrides(void)
     CHECK_MSG(m != NULL, "%s: %s", err.where, err.what);
     if (m) {
         CHECK(m->base.seeds.n == 1 && manifest_seed_at(&m->base.seeds, 0) == 42);
-        CHECK(m->base.sizes[0].width == 512 && m->base.sizes[0].height == 1024);
+        CHECK(m->base.sizes[0].width == 512 && m->base.sizes[0].height == 256);
         CHECK(strcmp(m->prompts_file, "/abs/p.txt") == 0); /* absolute: unchanged */
         CHECK(m->prompts_format == MANIFEST_PROMPTS_TEXT);
+        manifest_free(m);
+    }
+    /* builtin:shapes runs as trained unless told otherwise; what is given wins */
+    m = parse("m.yaml", "model: builtin:shapes\nprompts: [x]\ndefaults: {steps: 3}\n", 0, &err);
+    CHECK_MSG(m != NULL, "%s: %s", err.where, err.what);
+    if (m) {
+        const manifest_settings *s = &m->base;
+        CHECK(s->sizes[0].width == 128 && s->sizes[0].height == 128 && s->steps == 3);
+        CHECK(s->max_sequence_length == 32 && s->negative_prompt && !s->negative_prompt[0]);
+        CHECK_NEAR(s->true_cfg, 4.0, 0);
         manifest_free(m);
     }
     m = parse("m.yaml", "model: builtin:tiny\nprompts: [x]\nseeds: {count: 4, start: 10}\n", 0,

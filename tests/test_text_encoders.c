@@ -7,6 +7,10 @@
  *     single forwards (1e-5 relative); CLIP is causal (a later token changes nothing before
  *     it, exactly) and pools at the right row; config / checkpoint mismatches and bad inputs
  *     are errors naming the tensor or key;
+ *   - forced streaming (a budget smaller than one layer): the weights stream per layer with the
+ *     next layer made ahead on the helper thread; repeated forwards (the first layer made ahead
+ *     at the end of the previous one) and two threads running forwards at once give exactly
+ *     the resident result, bit for bit;
  *   - text_encode on a pipeline folder with toy tokenizers, and with the real CLIP-L / T5-XXL
  *     tokenizer files when present ($CPDIT_TOKENIZER_DATA or $top_srcdir/../shared/data/
  *     tokenizers): equals the encoders run on the tokenizers' padded ids, flags truncation.
@@ -14,6 +18,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +34,8 @@
 
 #define OP_TOL 1e-5
 #define BATCH_TOL 1e-5
+/* A weight budget below one layer of the streaming test's models: they must stream. */
+#define TINY_BUDGET 4096
 
 static char *g_tmp;
 
@@ -454,6 +461,129 @@ done:
     free(drelu);
 }
 
+/* ---------------------------------------------------------------- streaming per layer */
+
+enum { STREAM_B = 2, STREAM_S = 33, STREAM_T5_LAYERS = 4, STREAM_CLIP_LAYERS = 3 };
+
+typedef struct stream_job {
+    const t5_encoder *t5;
+    const clip_text_model *clip;
+    const int32_t *ids;
+    float *out;
+    cpdit_status st;
+} stream_job;
+
+static void *stream_job_run(void *arg)
+{
+    stream_job *j = arg;
+    cpdit_error err;
+    j->st = j->t5 ? t5_encoder_forward(j->t5, j->ids, STREAM_B, STREAM_S, j->out, &err)
+                  : clip_text_model_forward(j->clip, j->ids, STREAM_B, STREAM_S, j->out, NULL,
+                                            &err);
+    return NULL;
+}
+
+/* Two threads run a forward each on the same model; both outputs must equal ref. */
+static void check_two_threads(const t5_encoder *t5, const clip_text_model *clip,
+                              const int32_t *ids, const float *ref, size_t n)
+{
+    stream_job jobs[2];
+    pthread_t th[2];
+    int started[2];
+    for (int k = 0; k < 2; k++) {
+        jobs[k] = (stream_job){t5, clip, ids, malloc(sizeof(float) * n), CPDIT_ERR_RUNTIME};
+        started[k] = jobs[k].out && pthread_create(&th[k], NULL, stream_job_run, &jobs[k]) == 0;
+        CHECK(started[k]);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        CHECK(jobs[k].st == CPDIT_OK);
+        CHECK_MSG(jobs[k].out && memcmp(jobs[k].out, ref, sizeof(float) * n) == 0,
+                  "thread %d: streamed != resident", k);
+        free(jobs[k].out);
+    }
+}
+
+/* The stats of a model streamed per layer with prefetch, after `forwards` forwards of L
+ * layers: every layer but the very first one was made ahead. */
+static void check_stream_stats(const text_weight_stats *s, int layers, int forwards)
+{
+    CHECK(s->streaming && s->prefetch);
+    CHECK_MSG(s->prefetched == (unsigned long long)(forwards * layers - 1),
+              "%llu layers made ahead, expected %d", s->prefetched, forwards * layers - 1);
+    CHECK(s->bytes_read > 0 && s->create_s > 0.0);
+}
+
+static void test_streaming(void)
+{
+    cpdit_error err;
+    t5_fixture tf = t5_fixture_tiny();
+    tf.layers = STREAM_T5_LAYERS;
+    clip_fixture cf = clip_fixture_tiny();
+    cf.layers = STREAM_CLIP_LAYERS;
+    char *dt5 = sub("stream_t5"), *dclip = sub("stream_clip");
+    CHECK(fixture_write_t5(dt5, &tf, CPDIT_DTYPE_BF16, 3, &err) == 0);
+    CHECK(fixture_write_clip(dclip, &cf, CPDIT_DTYPE_BF16, 3, &err) == 0);
+    text_encoder_options tiny = text_encoder_options_default();
+    tiny.cache_bytes = TINY_BUDGET;
+    int32_t ids[STREAM_B * STREAM_S];
+    make_ids(ids, STREAM_B, STREAM_S, 2, 998, 1, 20, 4);
+    const size_t n_t5 = (size_t)STREAM_B * STREAM_S * tf.d_model;
+    const size_t n_clip = (size_t)STREAM_B * STREAM_S * cf.hidden;
+    float *ref = malloc(sizeof(float) * n_t5), *got = malloc(sizeof(float) * n_t5);
+
+    t5_encoder *t5r = NULL, *t5s = NULL;
+    CHECK(t5_encoder_load(dt5, NULL, &t5r, &err) == CPDIT_OK);
+    CHECK_MSG(t5_encoder_load(dt5, &tiny, &t5s, &err) == CPDIT_OK, "%s", err.what);
+    if (t5r && t5s) {
+        text_weight_stats s, rs;
+        t5_encoder_weight_stats(t5r, &rs);
+        CHECK(!rs.streaming && !rs.prefetch);
+        CHECK(t5_encoder_streaming(t5s));
+        CHECK(t5_encoder_forward(t5r, ids, STREAM_B, STREAM_S, ref, &err) == CPDIT_OK);
+        for (int f = 1; f <= 2; f++) { /* the second starts with layer 0 made ahead */
+            memset(got, 0, sizeof(float) * n_t5);
+            CHECK(t5_encoder_forward(t5s, ids, STREAM_B, STREAM_S, got, &err) == CPDIT_OK);
+            CHECK_MSG(memcmp(got, ref, sizeof(float) * n_t5) == 0,
+                      "T5 forward %d: streamed != resident", f);
+            t5_encoder_weight_stats(t5s, &s);
+            check_stream_stats(&s, STREAM_T5_LAYERS, f);
+        }
+        /* two slots of one layer each: about half of the 4 layers held resident */
+        CHECK_MSG(s.bytes > 0 && s.bytes < rs.bytes, "streamed %zu bytes, resident %zu",
+                  s.bytes, rs.bytes);
+        check_two_threads(t5s, NULL, ids, ref, n_t5);
+    }
+    t5_encoder_free(t5r);
+    t5_encoder_free(t5s);
+
+    clip_text_model *cr = NULL, *cs = NULL;
+    CHECK(clip_text_model_load(dclip, NULL, &cr, &err) == CPDIT_OK);
+    CHECK_MSG(clip_text_model_load(dclip, &tiny, &cs, &err) == CPDIT_OK, "%s", err.what);
+    if (cr && cs) {
+        text_weight_stats s;
+        CHECK(clip_text_model_forward(cr, ids, STREAM_B, STREAM_S, ref, NULL, &err) ==
+              CPDIT_OK);
+        for (int f = 1; f <= 2; f++) {
+            memset(got, 0, sizeof(float) * n_clip);
+            CHECK(clip_text_model_forward(cs, ids, STREAM_B, STREAM_S, got, NULL, &err) ==
+                  CPDIT_OK);
+            CHECK_MSG(memcmp(got, ref, sizeof(float) * n_clip) == 0,
+                      "CLIP forward %d: streamed != resident", f);
+            clip_text_model_weight_stats(cs, &s);
+            check_stream_stats(&s, STREAM_CLIP_LAYERS, f);
+        }
+        check_two_threads(NULL, cs, ids, ref, n_clip);
+    }
+    clip_text_model_free(cr);
+    clip_text_model_free(cs);
+    free(ref);
+    free(got);
+    free(dt5);
+    free(dclip);
+}
+
 /* ---------------------------------------------------------------- text_encode */
 
 /* Check text_encode against the encoders on the tokenizers' ids for these prompts. */
@@ -625,6 +755,7 @@ int main(void)
     test_buckets();
     test_clip();
     test_t5();
+    test_streaming();
     test_text_encode_toy();
     test_text_encode_real();
     tmpdir_remove(g_tmp);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/builtin/builtin_model.h" /* builtin_model_run_defaults */
 #include "lib/io/regular_file.h" /* cpdit_file_kind */
 #include "yaml/name_template.h"   /* output.name */
 
@@ -520,6 +521,33 @@ static cpdit_status parse_defaults(mf_ctx *c, const mf_node *n, manifest *m,
     return st;
 }
 
+/* A built-in model's run defaults (lib/builtin/builtin_model.h) for the settings the manifest
+ * leaves out: builtin:shapes runs as trained (128 x 128, 32 T5 tokens, 20 steps, true CFG
+ * against the empty prompt); a folder keeps FLUX.1's (MANIFEST_DEFAULT_*). */
+static cpdit_status builtin_defaults(mf_ctx *c, manifest *m)
+{
+    builtin_run_defaults d;
+    manifest_settings *b = &m->base;
+    if (!m->model_is_builtin || !builtin_model_run_defaults(m->model, &d))
+        return CPDIT_OK;
+    if (!(b->set & (MANIFEST_SET_WIDTH | MANIFEST_SET_SIZES)))
+        b->width = d.width;
+    if (!(b->set & (MANIFEST_SET_HEIGHT | MANIFEST_SET_SIZES)))
+        b->height = d.height;
+    if (!(b->set & MANIFEST_SET_STEPS))
+        b->steps = d.steps;
+    if (!(b->set & MANIFEST_SET_SEQ_LEN))
+        b->max_sequence_length = d.max_sequence_length;
+    if (!(b->set & MANIFEST_SET_TRUE_CFG))
+        b->true_cfg = d.true_cfg;
+    if (!(b->set & MANIFEST_SET_NEGATIVE) && d.negative_prompt) {
+        free(b->negative_prompt);
+        if (!(b->negative_prompt = strdup(d.negative_prompt)))
+            return oom(c);
+    }
+    return CPDIT_OK;
+}
+
 cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags, mf_ctx *c)
 {
     cpdit_status st;
@@ -575,6 +603,8 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
     if (!vals[K_PROMPTS] && !vals[K_PROMPTS_FILE])
         return mf_error(c, root->mark, "no prompts: give prompts: (a list) or prompts_file: "
                         "(a text or JSONL file)");
+    if ((st = builtin_defaults(c, m)))
+        return st;
     if (seen[K_SEEDS] && dseen[4])
         return not_both(c, seen[K_SEEDS], "seeds", dseen[4], "defaults.seed");
     if (seen[K_SIZES] && (dseen[2] || dseen[3]))

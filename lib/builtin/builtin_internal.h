@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/builtin/builtin_model.h"
 #include "lib/core/cpdit_error.h"
 
 struct json_t;
@@ -23,6 +24,7 @@ typedef struct builtin_blob {
 typedef struct builtin_sizes {
     const char *name;
     const char *description;   /* one line for `cpdit builtin list` */
+    builtin_run_defaults run;  /* what a run uses for the settings it is not given */
     uint64_t seed;
     const char *corpus;        /* text the tokenizers are learned from (NULL: the default) */
     int guidance_embeds;       /* 1: guidance-distilled (dev-like); 0: true CFG / schnell-like */

@@ -41,6 +41,8 @@ static const builtin_sizes TINY = {
     .name = "tiny",
     .description = "random weights from a fixed seed (a smoke-test model: coloured noise); "
                    "6 heads, for uneven head shares",
+    .run = {.width = 256, .height = 256, .steps = 28, .max_sequence_length = 512,
+            .true_cfg = 1.0, .negative_prompt = NULL},
     .seed = TINY_SEED,
     .guidance_embeds = 1,
     .dynamic_shifting = 1,
@@ -84,6 +86,9 @@ static const builtin_sizes SHAPES = {
     .name = "shapes",
     .description = "trained on procedural shapes: draws \"a large red circle in the center on "
                    "a blue background\" (grammar in README.md)",
+    /* as trained and as tests/shapes_accuracy.sh checks it (tests/reference/train-builtin) */
+    .run = {.width = 128, .height = 128, .steps = 20, .max_sequence_length = 32,
+            .true_cfg = 4.0, .negative_prompt = ""},
     .seed = SHAPES_SEED,
     .corpus = builtin_shapes_corpus,
     .guidance_embeds = 0,  /* true CFG with an empty negative prompt */
@@ -161,6 +166,16 @@ const char *builtin_model_name_at(size_t i)
 const char *builtin_model_description_at(size_t i)
 {
     return i < N_MODELS ? MODELS[i]->description : NULL;
+}
+
+int builtin_model_run_defaults(const char *spec, builtin_run_defaults *d)
+{
+    if (!builtin_model_is_spec(spec))
+        return 0;
+    const builtin_sizes *s = find_model(spec + strlen(BUILTIN_SPEC_PREFIX));
+    if (s)
+        *d = s->run;
+    return s != NULL;
 }
 
 /* ------------------------------------------------------------------ file helpers */

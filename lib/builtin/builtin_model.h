@@ -49,6 +49,22 @@ size_t builtin_model_count(void);
 const char *builtin_model_name_at(size_t i);
 const char *builtin_model_description_at(size_t i);
 
+/* How a built-in model is meant to be run: what `cpdit run --model builtin:NAME` and a
+ * manifest use for the settings the user leaves out (a folder model uses FLUX.1's: 1024 x 1024,
+ * 28 steps, 512 T5 tokens, no true CFG). builtin:shapes was trained at 128 x 128 with 32 T5
+ * tokens and is sampled with true CFG against the empty prompt; its defaults say so, so that
+ * its pictures show the prompt without any option. */
+typedef struct builtin_run_defaults {
+    int width, height;          /* pixels */
+    int steps;                  /* sampler steps */
+    int max_sequence_length;    /* T5 tokens */
+    double true_cfg;            /* 1 = off */
+    const char *negative_prompt; /* NULL: none; "" the empty prompt (with true_cfg > 1) */
+} builtin_run_defaults;
+
+/* The run defaults of spec "builtin:NAME": 1 and *d filled for a known NAME, else 0. */
+int builtin_model_run_defaults(const char *spec, builtin_run_defaults *d);
+
 /* Write the built-in model `name` ("tiny") as a diffusers folder at dir. The files go to a
  * new folder "dir.tmp.XXXXXX" beside dir, which is renamed onto dir when complete: dir
  * appears complete or not at all. If dir already holds a complete copy (its marker file

@@ -15,6 +15,7 @@
 #include "lib/io/atomic_file.h"
 #include "lib/builtin/builtin_model.h"
 #include "lib/io/component_config.h"
+#include "lib/pipeline/disk_reads.h"
 #include "lib/pipeline/flow_schedule.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
@@ -129,7 +130,8 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
     topt.weight_format = wo->format;
     /* The text encoders get what the budget leaves after the transformer's weights: its
      * resident matrices, or (streaming) its two block slots; they stay resident when that
-     * holds them (T5-XXL: 9.5 GB in bf16), else they stream per matrix. With an arena, one
+     * holds them (T5-XXL: 9.5 GB in bf16), else they stream per layer (two layer slots, the
+     * next layer read and packed while the current one computes). With an arena, one
      * copy per node; without one and without an explicit budget, the encoders' own default
      * (several unshared ranks would each take the free memory otherwise). */
     if (wo->arena)
@@ -166,6 +168,11 @@ fail:
 const cpdit_backend *pipeline_backend(const pipeline *p)
 {
     return p ? p->be : NULL;
+}
+
+void pipeline_weight_stats(const pipeline *p, flux_weight_stats *s)
+{
+    flux_transformer_weight_stats(p->transformer, s);
 }
 
 void pipeline_close(pipeline *p)
@@ -463,6 +470,7 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
 
     pipeline_timings tm_local, *tm = run->timings ? run->timings : &tm_local;
     memset(tm, 0, sizeof *tm);
+    tm->read_step1_bytes = tm->read_later_bytes = -1;
     gen_buffers b;
     memset(&b, 0, sizeof b);
     double t_phase = pipeline_now_seconds();
@@ -508,6 +516,7 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
     /* 4. sampler: Euler over FLUX's sigmas; each rank updates its own image tokens */
     for (int i = 0; i < prm->steps; i++) {
         const double t0 = pipeline_now_seconds();
+        const long long read0 = disk_read_bytes();
         if (run->should_stop && run->should_stop(run->ctx)) {
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "stopped");
             goto done;
@@ -547,6 +556,12 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
         }
         flow_euler_step(b.x, b.v, (size_t)ilen * W64, sigma, sigma_next);
         const double t_step = pipeline_now_seconds() - t0;
+        const long long read1 = disk_read_bytes();
+        const long long read = read0 >= 0 && read1 >= read0 ? read1 - read0 : -1;
+        if (i == 0)
+            tm->read_step1_bytes = read;
+        else if (read >= 0)
+            tm->read_later_bytes = (tm->read_later_bytes > 0 ? tm->read_later_bytes : 0) + read;
         tm->sample_s += t_step;
         if (tm->steps == 0 || t_step < tm->step_min_s)
             tm->step_min_s = t_step;
@@ -554,7 +569,7 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
             tm->step_max_s = t_step;
         tm->steps++;
         if (run->progress && cp_rank == 0 && cfg_rank == 0)
-            run->progress(i + 1, prm->steps, t_step, run->ctx);
+            run->progress(i + 1, prm->steps, t_step, read, run->ctx);
     }
     t_phase = pipeline_now_seconds();
 

@@ -41,8 +41,10 @@ typedef struct pipeline_params {
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
 } pipeline_params;
 
-/* Called on CP rank 0 after each sampler step (step counts from 1). */
-typedef void (*pipeline_progress_fn)(int step, int steps, double step_seconds, void *ctx);
+/* Called on CP rank 0 after each sampler step (step counts from 1); read_bytes: what this
+ * process read from storage during the step (disk_reads.h), -1 where the kernel does not say. */
+typedef void (*pipeline_progress_fn)(int step, int steps, double step_seconds,
+                                     long long read_bytes, void *ctx);
 /* Polled between steps on every rank (must give the same answer on all ranks of the group,
  * e.g. after an allreduce by the caller); non-zero = stop: pipeline_generate returns
  * CPDIT_ERR_RUNTIME with what = "stopped". */
@@ -57,6 +59,10 @@ typedef struct pipeline_timings {
     double step_min_s, step_max_s;
     double vae_load_s; /* loading the VAE (the first decode only; 0 after) */
     double vae_s;      /* gathering the latents, VAE decode, conversion to RGB8 */
+    /* bytes this process read from storage during step 1 and during the later steps
+     * (disk_reads.h); -1: the kernel does not say. Weights that fit the budget are made at
+     * load, so the later steps read nothing; streamed ones may be read again at every step. */
+    long long read_step1_bytes, read_later_bytes;
 } pipeline_timings;
 
 typedef struct pipeline_run {
@@ -117,6 +123,11 @@ void pipeline_close(pipeline *p);
 
 /* The backend every model of p runs on (grids for p: cp_grid_create_for with it). */
 const cpdit_backend *pipeline_backend(const pipeline *p);
+
+/* The transformer's weights: resident or streamed, slots shared, time and bytes spent making
+ * them (flux_transformer_weight_stats). */
+struct flux_weight_stats;
+void pipeline_weight_stats(const pipeline *p, struct flux_weight_stats *s);
 
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */

@@ -99,28 +99,29 @@ cpdit_status clip_text_config_read(const model_config *file_cfg, clip_text_confi
 
 /* ------------------------------------------------------------------ weights */
 
-static cpdit_status add_linear(text_weights *tw, clip_linear *l, const char *prefix, int out,
-                               int in, cpdit_error *err)
+/* A linear layer of encoder layer `layer` (its streaming unit). */
+static cpdit_status add_linear(text_weights *tw, clip_linear *l, int layer, const char *prefix,
+                               int out, int in, cpdit_error *err)
 {
     char name[256];
     cpdit_status st;
     snprintf(name, sizeof name, "%s.weight", prefix);
-    if ((st = text_weights_add(tw, &l->w, name, TEXT_PARAM_MATRIX, out, in, err)))
+    if ((st = text_weights_add(tw, &l->w, layer, name, TEXT_PARAM_MATRIX, out, in, err)))
         return st;
     snprintf(name, sizeof name, "%s.bias", prefix);
-    return text_weights_add(tw, &l->b, name, TEXT_PARAM_SMALL, out, 0, err);
+    return text_weights_add(tw, &l->b, layer, name, TEXT_PARAM_SMALL, out, 0, err);
 }
 
-static cpdit_status add_norm(text_weights *tw, text_param *w, text_param *b, const char *prefix,
-                             int dim, cpdit_error *err)
+static cpdit_status add_norm(text_weights *tw, text_param *w, text_param *b, int layer,
+                             const char *prefix, int dim, cpdit_error *err)
 {
     char name[256];
     cpdit_status st;
     snprintf(name, sizeof name, "%sweight", prefix);
-    if ((st = text_weights_add(tw, w, name, TEXT_PARAM_SMALL, dim, 0, err)))
+    if ((st = text_weights_add(tw, w, layer, name, TEXT_PARAM_SMALL, dim, 0, err)))
         return st;
     snprintf(name, sizeof name, "%sbias", prefix);
-    return text_weights_add(tw, b, name, TEXT_PARAM_SMALL, dim, 0, err);
+    return text_weights_add(tw, b, layer, name, TEXT_PARAM_SMALL, dim, 0, err);
 }
 
 static cpdit_status register_weights(clip_text_model *m, cpdit_error *err)
@@ -129,9 +130,9 @@ static cpdit_status register_weights(clip_text_model *m, cpdit_error *err)
     text_weights *tw = &m->tw;
     const int D = c->hidden_size, I = c->intermediate_size;
     cpdit_status st;
-    if ((st = text_weights_add(tw, &m->tok_emb, P_EMB "token_embedding.weight", TEXT_PARAM_ROWS,
+    if ((st = text_weights_add(tw, &m->tok_emb, 0, P_EMB "token_embedding.weight", TEXT_PARAM_ROWS,
                                c->vocab_size, D, err)) ||
-        (st = text_weights_add(tw, &m->pos_emb, P_EMB "position_embedding.weight",
+        (st = text_weights_add(tw, &m->pos_emb, 0, P_EMB "position_embedding.weight",
                                TEXT_PARAM_ROWS, c->max_position_embeddings, D, err)))
         return st;
     for (int i = 0; i < c->num_hidden_layers; i++) {
@@ -139,26 +140,26 @@ static cpdit_status register_weights(clip_text_model *m, cpdit_error *err)
         char p[128], q[160];
         snprintf(p, sizeof p, P_LAYER "%d.", i);
         snprintf(q, sizeof q, "%slayer_norm1.", p);
-        if ((st = add_norm(tw, &L->ln1_w, &L->ln1_b, q, D, err)))
+        if ((st = add_norm(tw, &L->ln1_w, &L->ln1_b, i, q, D, err)))
             return st;
         snprintf(q, sizeof q, "%slayer_norm2.", p);
-        if ((st = add_norm(tw, &L->ln2_w, &L->ln2_b, q, D, err)))
+        if ((st = add_norm(tw, &L->ln2_w, &L->ln2_b, i, q, D, err)))
             return st;
         static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
         clip_linear *lin[4] = {&L->q, &L->k, &L->v, &L->o};
         for (int j = 0; j < 4; j++) {
             snprintf(q, sizeof q, "%sself_attn.%s", p, proj[j]);
-            if ((st = add_linear(tw, lin[j], q, D, D, err)))
+            if ((st = add_linear(tw, lin[j], i, q, D, D, err)))
                 return st;
         }
         snprintf(q, sizeof q, "%smlp.fc1", p);
-        if ((st = add_linear(tw, &L->fc1, q, I, D, err)))
+        if ((st = add_linear(tw, &L->fc1, i, q, I, D, err)))
             return st;
         snprintf(q, sizeof q, "%smlp.fc2", p);
-        if ((st = add_linear(tw, &L->fc2, q, D, I, err)))
+        if ((st = add_linear(tw, &L->fc2, i, q, D, I, err)))
             return st;
     }
-    return add_norm(tw, &m->final_w, &m->final_b, P_FINAL, D, err);
+    return add_norm(tw, &m->final_w, &m->final_b, 0, P_FINAL, D, err);
 }
 
 /* text_model_parts callbacks: the config and one slot per layer; the weights */
@@ -216,6 +217,11 @@ size_t clip_text_model_param_count(const clip_text_model *m)
     return m->tw.n_params;
 }
 
+void clip_text_model_weight_stats(const clip_text_model *m, text_weight_stats *out)
+{
+    text_weights_stats(&m->tw, out);
+}
+
 int clip_text_pool_index(const clip_text_config *cfg, const int32_t *ids, int S)
 {
     int best = 0;
@@ -244,19 +250,16 @@ typedef struct clip_work {
     int32_t *pos;   /* (S) position ids (host) */
 } clip_work;
 
-/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear (W made now when streamed). */
+/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear (W of the layer in use). */
 static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, float *y, int ldy,
                                const float *x, int ldx, int M, int K, int N, int accumulate,
                                float *scratch, cpdit_error *err)
 {
     (void)scratch;
-    cpdit_weight *tmp;
-    const cpdit_weight *w;
-    cpdit_status st = text_param_weight(&m->tw, &l->w, &tmp, &w, err);
-    if (!st)
-        st = m->be->linear(y, ldy, x, ldx, w, l->b.f32, M, K, N, accumulate, err);
-    text_param_release(&m->tw, &l->w, tmp);
-    return st;
+    const cpdit_weight *w = text_param_weight(&m->tw, &l->w, err);
+    if (!w)
+        return CPDIT_ERR_RUNTIME;
+    return m->be->linear(y, ldy, x, ldx, w, l->b.f32, M, K, N, accumulate, err);
 }
 
 static cpdit_status layer_forward(const clip_text_model *m, const clip_layer *L, clip_work *w,
@@ -349,8 +352,14 @@ cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *id
     for (int b = 0; b < B && !st; b++)
         be->add(w.x + (size_t)b * S * D, w.x + (size_t)b * S * D, w.h, (size_t)S * D);
 
-    for (int i = 0; i < c->num_hidden_layers && !st; i++)
-        st = layer_forward(m, &m->layers[i], &w, B, S, err);
+    /* streaming: layer i + 1 is made while layer i computes (text_weights.h) */
+    text_weights_begin(&m->tw);
+    for (int i = 0; i < c->num_hidden_layers && !st; i++) {
+        st = text_weights_use_layer(&m->tw, i, err);
+        if (!st)
+            st = layer_forward(m, &m->layers[i], &w, B, S, err);
+    }
+    text_weights_end(&m->tw);
 
     if (!st) {
         be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D, c->layer_norm_eps);

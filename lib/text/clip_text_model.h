@@ -64,11 +64,13 @@ void clip_text_model_free(clip_text_model *m);
 const clip_text_config *clip_text_model_config(const clip_text_model *m);
 /* Parameters in the checkpoint's registered tensors. */
 size_t clip_text_model_param_count(const clip_text_model *m);
+/* Whether its weights stream (per layer) and what they cost so far (text_weights.h). */
+void clip_text_model_weight_stats(const clip_text_model *m, text_weight_stats *out);
 
 /* ids (B, S) int32 → last_hidden (B, S, hidden_size) and pooled (B, hidden_size), either
  * output may be NULL. 1 <= S <= max_position_embeddings. Errors (INPUT): an id outside
- * [0, vocab_size), bad B or S; (RUNTIME) out of memory. The model is not modified: calls
- * may run concurrently. */
+ * [0, vocab_size), bad B or S; (RUNTIME) out of memory. Calls may run concurrently (one
+ * after the other while the weights stream: text_weights.h). */
 cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *ids, int B, int S,
                                      float *last_hidden, float *pooled, cpdit_error *err);
 

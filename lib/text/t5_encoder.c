@@ -125,7 +125,7 @@ static cpdit_status add_block(text_weights *tw, text_param *p, int i, const char
 {
     char name[192];
     snprintf(name, sizeof name, P_BLOCK "%d.layer.%s.weight", i, suffix);
-    return text_weights_add(tw, p, name, kind, rows, cols, err);
+    return text_weights_add(tw, p, i, name, kind, rows, cols, err);
 }
 
 static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
@@ -136,7 +136,7 @@ static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
     static const char *const embed_names[] = {"encoder.embed_tokens.weight", "shared.weight"};
     const safetensors_tensor *e = text_weights_find_any(tw, embed_names, 2);
     cpdit_status st;
-    if ((st = text_weights_add(tw, &m->embed, e ? e->name : "shared.weight", TEXT_PARAM_ROWS,
+    if ((st = text_weights_add(tw, &m->embed, 0, e ? e->name : "shared.weight", TEXT_PARAM_ROWS,
                                c->vocab_size, D, err)))
         return st;
     for (int i = 0; i < c->num_layers; i++) {
@@ -162,12 +162,12 @@ static cpdit_status register_weights(t5_encoder *m, cpdit_error *err)
             return st;
     }
     if (c->num_layers > 0 &&
-        (st = text_weights_add(tw, &m->rel_bias,
+        (st = text_weights_add(tw, &m->rel_bias, 0,
                                P_BLOCK "0.layer.0.SelfAttention.relative_attention_bias.weight",
                                TEXT_PARAM_HOST, c->relative_attention_num_buckets, c->num_heads,
                                err)))
         return st;
-    return text_weights_add(tw, &m->final_ln, "encoder.final_layer_norm.weight",
+    return text_weights_add(tw, &m->final_ln, 0, "encoder.final_layer_norm.weight",
                             TEXT_PARAM_SMALL, D, 0, err);
 }
 
@@ -231,6 +231,11 @@ int t5_encoder_streaming(const t5_encoder *m)
     return m->tw.streaming;
 }
 
+void t5_encoder_weight_stats(const t5_encoder *m, text_weight_stats *out)
+{
+    text_weights_stats(&m->tw, out);
+}
+
 /* ------------------------------------------------------------------ forward */
 
 typedef struct t5_work {
@@ -245,19 +250,16 @@ typedef struct t5_work {
     float *host;    /* host staging: embeddings, the bias table, the output */
 } t5_work;
 
-/* y (M, N) (+)= x (M, K) W^T (W made now when streamed). */
+/* y (M, N) (+)= x (M, K) W^T (W of the layer in use). */
 static cpdit_status run_linear(const t5_encoder *m, const text_param *w, float *y, int ldy,
                                const float *x, int ldx, int M, int K, int N, int accumulate,
                                float *scratch, cpdit_error *err)
 {
     (void)scratch;
-    cpdit_weight *tmp;
-    const cpdit_weight *wt;
-    cpdit_status st = text_param_weight(&m->tw, w, &tmp, &wt, err);
-    if (!st)
-        st = m->be->linear(y, ldy, x, ldx, wt, NULL, M, K, N, accumulate, err);
-    text_param_release(&m->tw, w, tmp);
-    return st;
+    const cpdit_weight *wt = text_param_weight(&m->tw, w, err);
+    if (!wt)
+        return CPDIT_ERR_RUNTIME;
+    return m->be->linear(y, ldy, x, ldx, wt, NULL, M, K, N, accumulate, err);
 }
 
 static cpdit_status block_forward(const t5_encoder *m, const t5_block *b, t5_work *w, int B,
@@ -356,8 +358,14 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
                          c->relative_attention_max_distance, (int)H, S, S);
         be->upload(w.bias, w.host, H * S * S * sizeof(float));
     }
-    for (int i = 0; i < c->num_layers && !st; i++)
-        st = block_forward(m, &m->blocks[i], &w, B, S, err);
+    /* streaming: layer i + 1 is made while layer i computes (text_weights.h) */
+    text_weights_begin(&m->tw);
+    for (int i = 0; i < c->num_layers && !st; i++) {
+        st = text_weights_use_layer(&m->tw, i, err);
+        if (!st)
+            st = block_forward(m, &m->blocks[i], &w, B, S, err);
+    }
+    text_weights_end(&m->tw);
     if (!st) {
         be->rms_norm(w.h, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
         be->download(last_hidden, w.h, M * D * sizeof(float));

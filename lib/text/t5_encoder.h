@@ -18,8 +18,9 @@
  * {layer_norm.weight, DenseReluDense.{wi_0,wi_1,wo | wi,wo}.weight},
  * encoder.final_layer_norm.weight. A decoder and lm_head in the file are ignored.
  *
- * Memory: see text_weights.h. T5-XXL in bf16 (9.5 GB on disk) with the default cache streams:
- * one converted matrix at a time (at most d_ff x d_model fp32: 168 MB for XXL) plus activations.
+ * Memory: see text_weights.h. T5-XXL in bf16 (9.5 GB on disk) with the default cache streams
+ * per block: two blocks' matrices at a time (the one computing, the next one being read and
+ * packed: 2 x 386 MB in bf16 for XXL) plus activations.
  */
 #ifndef CPDIT_T5_ENCODER_H
 #define CPDIT_T5_ENCODER_H
@@ -67,11 +68,14 @@ void t5_encoder_free(t5_encoder *m);
 
 const t5_encoder_config *t5_encoder_get_config(const t5_encoder *m);
 size_t t5_encoder_param_count(const t5_encoder *m);
-/* 1 when the matrices are converted at use (the model did not fit options.cache_bytes). */
+/* 1 when the matrices are made per block at use (the model did not fit options.cache_bytes). */
 int t5_encoder_streaming(const t5_encoder *m);
+/* What its weights cost so far (text_weights.h). */
+void t5_encoder_weight_stats(const t5_encoder *m, text_weight_stats *out);
 
 /* ids (B, S) int32 → last_hidden (B, S, d_model). S >= 1. Errors (INPUT): an id outside
- * [0, vocab_size), bad B or S; (RUNTIME) out of memory. Calls may run concurrently. */
+ * [0, vocab_size), bad B or S; (RUNTIME) out of memory. Calls may run concurrently (one after
+ * the other while the weights stream: text_weights.h). */
 cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, int S,
                                 float *last_hidden, cpdit_error *err);
 

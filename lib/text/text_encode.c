@@ -77,8 +77,14 @@ cpdit_status text_encoders_load(const char *dir, const text_encoder_options *opt
         st = load_component(&mf, "tokenizer_2", load_t5_tok, opt, (void **)&te->t5_tok, err);
     if (!st)
         st = load_component(&mf, "text_encoder", load_clip, opt, (void **)&te->clip, err);
-    if (!st)
-        st = load_component(&mf, "text_encoder_2", load_t5, opt, (void **)&te->t5, err);
+    /* one budget for both: the T5 gets what CLIP's weights leave of it */
+    text_encoder_options t5_opt = opt ? *opt : text_encoder_options_default();
+    if (!st) {
+        text_weight_stats cs;
+        clip_text_model_weight_stats(te->clip, &cs);
+        t5_opt.cache_bytes = t5_opt.cache_bytes > cs.bytes ? t5_opt.cache_bytes - cs.bytes : 0;
+        st = load_component(&mf, "text_encoder_2", load_t5, &t5_opt, (void **)&te->t5, err);
+    }
     if (!st) {
         const clip_text_config *cc = clip_text_model_config(te->clip);
         const t5_encoder_config *tc = t5_encoder_get_config(te->t5);

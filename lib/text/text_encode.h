@@ -37,7 +37,8 @@ extern "C" {
 typedef struct text_encoders text_encoders;
 
 /* Load both tokenizers and both encoders of the pipeline folder dir. opt may be NULL
- * (defaults; see text_weights.h). Errors: a missing component (INPUT, naming it), those of
+ * (defaults; see text_weights.h); opt->cache_bytes is the budget of both encoders' weights:
+ * CLIP is loaded first, the T5 gets what CLIP's weights leave of it. Errors: a missing component (INPUT, naming it), those of
  * the four loaders (naming the file in the component folder), a CLIP text model with fewer than 77
  * positions, a tokenizer with more tokens than its encoder's vocab_size. */
 cpdit_status text_encoders_load(const char *dir, const text_encoder_options *opt,

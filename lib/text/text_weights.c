@@ -98,6 +98,11 @@ cpdit_status text_weights_open(text_weights *tw, const char *dir, const cpdit_ba
     tw->where = strdup(dir);
     if (!tw->where)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
+    if (pthread_mutex_init(&tw->lock, NULL)) {
+        text_weights_close(tw);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "cannot make a lock");
+    }
+    tw->lock_made = 1;
     cpdit_status st = safetensors_set_open(&tw->set, dir, err);
     if (!st)
         st = weight_loader_open(&tw->wl, tw->set, dir, be, err);
@@ -113,8 +118,10 @@ void text_weights_close(text_weights *tw)
 {
     if (!tw)
         return;
-    if (tw->wl_open)
+    if (tw->wl_open) /* joins a prefetch still running */
         weight_loader_close(&tw->wl);
+    if (tw->lock_made)
+        pthread_mutex_destroy(&tw->lock);
     safetensors_set_close(tw->set);
     free(tw->where);
     memset(tw, 0, sizeof *tw);
@@ -133,7 +140,7 @@ const safetensors_tensor *text_weights_find_any(const text_weights *tw, const ch
 
 /* ------------------------------------------------------------------ registration */
 
-cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
+cpdit_status text_weights_add(text_weights *tw, text_param *p, int layer, const char *name,
                               text_param_kind kind, int64_t rows, int64_t cols,
                               cpdit_error *err)
 {
@@ -147,8 +154,8 @@ cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
                 : kind == TEXT_PARAM_SMALL || kind == TEXT_PARAM_HOST ? (void *)&p->f32
                                                                      : NULL;
     /* a SMALL table (T5's relative bias) is a vector of all its values */
-    cpdit_status st = weight_loader_add(&tw->wl, 0, wk, name, name, rows, 0, rows, cols, 0, dst,
-                                        "config.json implies", "", &p->wp, err);
+    cpdit_status st = weight_loader_add(&tw->wl, layer, wk, name, name, rows, 0, rows, cols, 0,
+                                        dst, "config.json implies", "", &p->wp, err);
     if (st)
         return st;
     tw->n_params += p->wp->nelem;
@@ -196,29 +203,62 @@ cpdit_status text_weights_finish(text_weights *tw, const text_encoder_options *o
     if (st)
         return st;
     tw->streaming = !tw->wl.resident && tw->wl.matrix_bytes > 0;
+    /* streaming: layer i + 1 is read and packed on a helper thread while layer i computes
+     * (two slots of the largest layer) */
+    weight_loader_set_prefetch(&tw->wl, tw->streaming);
     return CPDIT_OK;
 }
 
 /* ------------------------------------------------------------------ use */
 
-cpdit_status text_param_weight(const text_weights *tw, const text_param *p, cpdit_weight **tmp,
-                               const cpdit_weight **out, cpdit_error *err)
+/* The loader's state changes while streaming: forwards hold the lock, so the const model
+ * handed to them is changed only by one at a time. */
+static text_weights *mutable_weights(const text_weights *tw)
 {
-    *tmp = NULL;
-    if (p->w) {
-        *out = p->w;
-        return CPDIT_OK;
-    }
-    cpdit_status st = weight_loader_make(&tw->wl, p->wp, tmp, err);
-    *out = *tmp;
-    return st;
+    return (text_weights *)tw;
 }
 
-void text_param_release(const text_weights *tw, const text_param *p, cpdit_weight *tmp)
+void text_weights_begin(const text_weights *tw)
 {
-    (void)p;
-    if (tmp)
-        tw->wl.be->weight_free(tmp);
+    if (tw->streaming)
+        pthread_mutex_lock(&mutable_weights(tw)->lock);
+}
+
+void text_weights_end(const text_weights *tw)
+{
+    if (tw->streaming)
+        pthread_mutex_unlock(&mutable_weights(tw)->lock);
+}
+
+cpdit_status text_weights_use_layer(const text_weights *tw, int layer, cpdit_error *err)
+{
+    if (!tw->streaming)
+        return CPDIT_OK;
+    return weight_loader_acquire(&mutable_weights(tw)->wl, layer, err);
+}
+
+const cpdit_weight *text_param_weight(const text_weights *tw, const text_param *p,
+                                      cpdit_error *err)
+{
+    if (!p->w)
+        cpdit_error_set(err, CPDIT_ERR_RUNTIME, tw->where,
+                        "weight '%s' used outside its layer (layer %d is not in use)",
+                        p->wp->name, p->wp->group);
+    return p->w;
+}
+
+void text_weights_stats(const text_weights *tw, text_weight_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!tw->wl_open)
+        return;
+    out->streaming = tw->streaming;
+    out->prefetch = tw->wl.prefetch;
+    out->bytes = weight_loader_bytes(&tw->wl);
+    out->create_s = tw->wl.create_seconds;
+    out->stall_s = tw->wl.stall_seconds;
+    out->bytes_read = tw->wl.bytes_read;
+    out->prefetched = tw->wl.prefetched_groups;
 }
 
 cpdit_status text_param_gather_rows(const text_param *p, const int32_t *ids, size_t n,

@@ -10,16 +10,23 @@
  *   TEXT_PARAM_HOST    small tables read by host code (T5's relative-bias table): fp32, host;
  *   TEXT_PARAM_MATRIX  the linear layers: backend weights (kernels/backend.h; bf16 kept as bf16
  *                      by default, options.weight_format), made at load when all of them fit in
- *                      options.cache_bytes, otherwise ("streaming") each is made just before its
- *                      use and freed after, the map pages it came from dropped, so that a model
- *                      bigger than memory (T5-XXL: 19 GB in fp32) runs with one matrix at a time;
+ *                      options.cache_bytes ("resident"), otherwise ("streaming") made one
+ *                      encoder layer at a time (the loader's groups, weight_loader.h): a forward
+ *                      takes layer i (text_weights_use_layer) while a helper thread reads and
+ *                      packs layer i + 1 (after the last layer: layer 0, the next forward's
+ *                      first), the map pages dropped once packed, so that a model bigger than
+ *                      memory (T5-XXL: 9.5 GB in bf16) runs with two layers' matrices in memory
+ *                      (two slots of the largest layer: 2 x 386 MB for T5-XXL in bf16);
  *   TEXT_PARAM_ROWS    embedding tables: never converted whole; the rows a forward needs are
  *                      gathered (and converted) at use.
- * A loaded text_weights is read-only: forwards may run concurrently.
+ * A loaded text_weights is read-only when resident: forwards may run concurrently. Streaming,
+ * the loader's state changes during a forward: text_weights_begin / text_weights_end take a
+ * lock, so concurrent forwards run one after the other.
  */
 #ifndef CPDIT_TEXT_WEIGHTS_H
 #define CPDIT_TEXT_WEIGHTS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,8 +40,8 @@
 extern "C" {
 #endif
 
-/* Default cache for converted fp32 matrices: CLIP-L (123 M parameters, 0.5 GB in fp32) and
- * small T5s fit; T5-XXL (4.7 G parameters) streams. */
+/* Default budget for the matrices in the backend's form: CLIP-L (123 M parameters) and small
+ * T5s fit; T5-XXL (4.7 G parameters, 9.5 GB in bf16) streams. */
 #define TEXT_ENCODER_DEFAULT_CACHE_BYTES ((size_t)2 << 30)
 
 typedef struct text_encoder_options {
@@ -85,7 +92,8 @@ typedef struct text_param {
     weight_param *wp;            /* the loader's parameter */
     text_param_kind kind;
     const float *f32;            /* SMALL: fp32 values */
-    const cpdit_weight *w;       /* MATRIX: the weight made at load, or NULL (streaming) */
+    const cpdit_weight *w;       /* MATRIX: the weight while usable (resident: always;
+                                    streaming: while its layer is the one in use) */
 } text_param;
 
 typedef struct text_weights {
@@ -93,10 +101,25 @@ typedef struct text_weights {
     char *where;               /* the folder, for messages */
     weight_loader wl;
     int wl_open;
-    int streaming;             /* 1: matrices are made at use */
+    int streaming;             /* 1: matrices are made per layer at use */
     size_t scratch_floats;     /* always 0 (kept for callers sizing a conversion buffer) */
     size_t n_params;           /* parameters registered */
+    pthread_mutex_t lock;      /* streaming: held from text_weights_begin to _end */
+    int lock_made;
 } text_weights;
+
+/* What the weights of an encoder cost (text_weights_stats). */
+typedef struct text_weight_stats {
+    int streaming;                 /* 1: per layer, 0: resident */
+    int prefetch;                  /* streaming: the next layer is made during the current one */
+    size_t bytes;                  /* held now: vectors, resident matrices or the two slots */
+    double create_s;               /* reading and packing matrices, on any thread */
+    double stall_s;                /* the forwards' wait for them (compute thread) */
+    unsigned long long bytes_read; /* of matrices, from the checkpoint */
+    unsigned long long prefetched; /* layers that were made ahead */
+} text_weight_stats;
+
+void text_weights_stats(const text_weights *tw, text_weight_stats *out);
 
 /* Load dir/config.json into cfg (free with model_config_free). Errors: as
  * model_config_load_file; out of memory. */
@@ -113,9 +136,11 @@ void text_weights_close(text_weights *tw);
 const safetensors_tensor *text_weights_find_any(const text_weights *tw, const char *const *names,
                                                 int n);
 
-/* Register p as the tensor `name` of shape (rows, cols) (cols 0: 1-D (rows)). Errors (INPUT,
- * where = the folder): missing tensor, other shape (both shapes in the message). */
-cpdit_status text_weights_add(text_weights *tw, text_param *p, const char *name,
+/* Register p as the tensor `name` of shape (rows, cols) (cols 0: 1-D (rows)), used by encoder
+ * layer `layer` (the streaming unit; 0 for parameters outside the layers: only matrices are
+ * streamed, and the encoders have none outside). Errors (INPUT, where = the folder): missing
+ * tensor, other shape (both shapes in the message). */
+cpdit_status text_weights_add(text_weights *tw, text_param *p, int layer, const char *name,
                               text_param_kind kind, int64_t rows, int64_t cols,
                               cpdit_error *err);
 
@@ -146,14 +171,22 @@ cpdit_status text_model_load(const char *dir, const text_encoder_options *opt,
                              const cpdit_backend **be, const cpdit_attention_kernel **attn,
                              text_weights *tw, cpdit_error *err);
 
-/* The weight of a registered matrix: p->w when resident, else made now into *tmp (free it
- * with text_param_release). Errors: conversion failure (INPUT, naming the file), out of
- * memory. */
-cpdit_status text_param_weight(const text_weights *tw, const text_param *p, cpdit_weight **tmp,
-                               const cpdit_weight **out, cpdit_error *err);
+/* Around one forward: begin takes the lock when streaming (nothing when resident); end gives
+ * it back. The matrices of a layer stay made after end (the next forward's first layer is
+ * made ahead), so two slots stay allocated while the encoder lives. */
+void text_weights_begin(const text_weights *tw);
+void text_weights_end(const text_weights *tw);
 
-/* Done with a matrix for now: a weight made by text_param_weight is freed. */
-void text_param_release(const text_weights *tw, const text_param *p, cpdit_weight *tmp);
+/* Between begin and end: make the matrices of encoder layer `layer` usable (p->w of its
+ * params; streaming: they replace the previous layer's, and the next layer's are started on
+ * the helper thread). Resident: nothing. Errors: conversion failure (INPUT, naming the file),
+ * out of memory (RUNTIME). */
+cpdit_status text_weights_use_layer(const text_weights *tw, int layer, cpdit_error *err);
+
+/* The usable weight of a registered matrix, or NULL with the error (RUNTIME) filled when its
+ * layer is not the one in use (a bug in the caller). */
+const cpdit_weight *text_param_weight(const text_weights *tw, const text_param *p,
+                                      cpdit_error *err);
 
 /* dst[r, :] = p[ids[r], :] for r < n (p a (rows, cols) table, ids checked by the caller to be
  * in [0, rows)); dst (n, cols). Errors: conversion failure. */
