@@ -525,14 +525,37 @@ static int run_transformer(const forward_options *o)
         flux_transformer_weight_stats(r.model, &ws);
         if (o->world_rank == 0)
             fprintf(stderr,
-                    "cpdit: forward: weights %s, %s%s, %.1f MiB of linear layers, made in "
-                    "%.3f s (the forward waited %.3f s; %llu blocks made ahead); PSS %.1f MiB "
-                    "(largest rank, shared pages split among sharers)\n",
+                    "cpdit: forward: weights %s, %s%s, %.1f MiB of linear layers (largest "
+                    "block %.1f MiB), made in %.3f s (the forward waited %.3f s; %llu blocks "
+                    "made ahead); PSS %.1f MiB (largest rank, shared pages split among "
+                    "sharers)\n",
                     o->weight_format ? o->weight_format : "native",
                     ws.resident ? "made once" : "streamed per block",
                     ws.shared ? " in node-shared memory" : "", ws.matrix_bytes / 1048576.0,
+                    ws.largest_group_bytes / 1048576.0,
                     ws.create_seconds, ws.stall_seconds, ws.prefetched_groups,
                     max_pss / 1024.0);
+        /* per rank: PSS, and who made its streamed blocks (shared slots: made once per node) */
+        double mine[4] = {(double)pss_kib, (double)ws.stream_sharers, (double)ws.peer_groups,
+                          (double)ws.bytes_read};
+        double *all = o->world_rank == 0 ? malloc(4 * sizeof *all * (size_t)o->world_size)
+                                         : NULL;
+        MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        for (int k = 0; all && k < o->world_size; k++) {
+            char how[64];
+            if (ws.resident)
+                snprintf(how, sizeof how, "weights made once");
+            else if (all[4 * k + 1] > 1)
+                snprintf(how, sizeof how, "streaming slots shared by %.0f ranks",
+                         all[4 * k + 1]);
+            else
+                snprintf(how, sizeof how, "streaming slots its own");
+            fprintf(stderr,
+                    "cpdit: forward: rank %d: PSS %.1f MiB; %s; %.0f blocks made by another "
+                    "rank, %.1f MiB of weights read\n",
+                    k, all[4 * k] / 1024.0, how, all[4 * k + 2], all[4 * k + 3] / 1048576.0);
+        }
+        free(all);
         if (o->world_rank == 0) {
             char gd[128];
             fprintf(stderr,

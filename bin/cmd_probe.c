@@ -51,13 +51,15 @@ static const probe_transport *nccl_hook(FILE *log, int rank)
     int device = -1, local_rank = 0, local_size = 1, shared = 0;
     cpdit_error e;
     cpdit_error_clear(&e);
-    if (ok && cpdit_cuda_select_device(MPI_COMM_WORLD, &device, &local_rank, &local_size,
-                                       &shared, &e) != CPDIT_OK) {
+    /* collective over the world: every rank calls it, with or without a device */
+    const cpdit_status sel = cpdit_cuda_select_device(MPI_COMM_WORLD, &device, &local_rank,
+                                                      &local_size, &shared, &e);
+    if (ok && sel != CPDIT_OK) {
         ok = 0;
         snprintf(why, sizeof why, "%.200s", e.what);
     } else if (ok && shared) {
         ok = 0;
-        snprintf(why, sizeof why, "%d ranks share this node's GPUs", local_size);
+        snprintf(why, sizeof why, "ranks share a GPU (%d ranks on this node)", local_size);
     }
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all && log && rank == 0)

@@ -27,6 +27,7 @@
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
+#include "lib/flux/flux_transformer.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
 #include "topology/cost_model.h"
@@ -220,6 +221,22 @@ int run_item(const run_item_options *o_given)
                 printf("%s\n", out_path);
             long n_dec = 0;
             const double t_dec = pipeline_decode_seconds(p, &n_dec);
+            flux_weight_stats ws;
+            pipeline_weight_stats(p, &ws);
+            char how[96];
+            if (ws.resident)
+                snprintf(how, sizeof how, "made once");
+            else if (ws.stream_sharers > 1)
+                snprintf(how, sizeof how, "streamed per block, slots shared by %d ranks",
+                         ws.stream_sharers);
+            else
+                snprintf(how, sizeof how, "streamed per block, slots its own");
+            if (!st && o->verbose)
+                fprintf(stderr, "cpdit: transformer weights: %s (largest block %.1f MiB); "
+                        "made in %.3f s, the steps waited %.3f s; %llu blocks made by another "
+                        "rank (CP rank 0's figures)\n", how,
+                        ws.largest_group_bytes / 1048576.0, ws.create_seconds,
+                        ws.stall_seconds, ws.peer_groups);
             if (!st && n_dec)
                 fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
                         vae_world ? "split over all ranks of the job"

@@ -8,9 +8,9 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <string.h>
 #include <time.h>
 
@@ -28,21 +28,43 @@ static float time_ms(cudaEvent_t a, cudaEvent_t b)
     return ms;
 }
 
-static void *dev_zeros(size_t bytes)
+/* Value i of the benchmark inputs, in [-1, 1): tensor cores draw less power (and clock
+ * higher) on all-zero operands, so rates timed on zeros overstate what real weights get. */
+static float bench_value(size_t i)
 {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        fprintf(stderr, "cuda_bench: cudaMalloc of %zu bytes failed\n", bytes);
+    return (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+}
+
+static uint16_t bf16_bits(float f) /* truncation is fine for benchmark data */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* n elements of es bytes (2: bf16, 4: fp32) of bench values in device memory. */
+static void *dev_filled(size_t n, size_t es)
+{
+    const size_t bytes = n ? n * es : es;
+    void *p = NULL, *h = malloc(bytes);
+    if (!h || cudaMalloc(&p, bytes) != cudaSuccess) {
+        fprintf(stderr, "cuda_bench: allocating %zu bytes failed\n", n * es);
         exit(1);
     }
-    cudaMemset(p, 0, bytes);
+    for (size_t i = 0; i < n; i++)
+        if (es == 2)
+            ((uint16_t *)h)[i] = bf16_bits(bench_value(i));
+        else
+            ((float *)h)[i] = bench_value(i);
+    cudaMemcpy(p, h, n * es, cudaMemcpyHostToDevice);
+    free(h);
     return p;
 }
 
 static void bench_linear(cpdit_gemm_lt *g, int M, int K, int N)
 {
-    void *x = dev_zeros((size_t)M * K * 2), *w = dev_zeros((size_t)N * K * 2),
-         *y = dev_zeros((size_t)M * N * 2), *b = dev_zeros((size_t)N * 2);
+    void *x = dev_filled((size_t)M * K, 2), *w = dev_filled((size_t)N * K, 2),
+         *y = dev_filled((size_t)M * N, 2), *b = dev_filled((size_t)N, 2);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -69,9 +91,9 @@ static void bench_linear(cpdit_gemm_lt *g, int M, int K, int N)
 static void bench_attention(cpdit_cuda_dtype t, int S, int H, int D)
 {
     size_t es = t == CPDIT_CUDA_BF16 ? 2 : 4, n = (size_t)S * H * D;
-    void *q = dev_zeros(n * es), *k = dev_zeros(n * es), *v = dev_zeros(n * es),
-         *o = dev_zeros(n * es);
-    float *lse = dev_zeros((size_t)S * H * 4);
+    void *q = dev_filled(n, es), *k = dev_filled(n, es), *v = dev_filled(n, es),
+         *o = dev_filled(n, es);
+    float *lse = dev_filled((size_t)S * H, 4);
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
@@ -101,8 +123,8 @@ static double wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A (M, K) x (N, K)^T linear through the table: zero bf16 weight, x and bias in device
- * memory (the values do not matter for timing). */
+/* A (M, K) x (N, K)^T linear through the table: bf16 weight, x and bias of bench values in
+ * device memory. */
 typedef struct table_linear {
     const cpdit_backend *be;
     cpdit_weight *w;
@@ -113,8 +135,13 @@ static table_linear table_linear_make(int M, int K, int N, const char *what)
 {
     table_linear t = {cpdit_backend_cuda(), NULL, NULL, NULL, NULL};
     const cpdit_backend *be = t.be;
-    uint16_t *wh = calloc((size_t)N * K, sizeof *wh);
-    float *zeros = calloc((size_t)M * K > (size_t)N ? (size_t)M * K : (size_t)N, sizeof *zeros);
+    uint16_t *wh = malloc((size_t)N * K * sizeof *wh);
+    const size_t nz = (size_t)M * K > (size_t)N ? (size_t)M * K : (size_t)N;
+    float *zeros = malloc(nz * sizeof *zeros); /* bench values, not zeros (see bench_value) */
+    for (size_t i = 0; wh && i < (size_t)N * K; i++)
+        wh[i] = bf16_bits(bench_value(i) * 0.05f);
+    for (size_t i = 0; zeros && i < nz; i++)
+        zeros[i] = bench_value(i + 7);
     t.x = be->alloc((size_t)M * K * 4), t.y = be->alloc((size_t)M * N * 4);
     t.b = be->alloc((size_t)N * 4);
     cpdit_weight_desc d;
@@ -191,7 +218,7 @@ static void bench_table_attention(const char *kname, int B, int Sq, int Skv, int
           *o = be->alloc(nq * 4), *l = be->alloc((size_t)B * Sq * H * 4);
     float *h = malloc((nq > nk ? nq : nk) * 4);
     for (size_t i = 0; i < (nq > nk ? nq : nk); i++)
-        h[i] = (float)((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+        h[i] = bench_value(i);
     be->upload(q, h, nq * 4);
     be->upload(kk, h, nk * 4);
     be->upload(v, h, nk * 4);

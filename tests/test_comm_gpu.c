@@ -1,5 +1,6 @@
 /* test_comm_gpu.c — the GPU communicators (comm_nccl.h) move device data exactly as the MPI one
- * moves host data: uneven all-to-all, all-gather(v), and the ring's isend/irecv step, for the
+ * moves host data: uneven all-to-all, all-gather(v), and the ring's isend/irecv steps (one message
+ * each way, and cp_ring's K and V pattern: two receives then two sends), for the
  * host-staged kind always and for NCCL when every rank has a device of its own.
  * Run under MPI with any number of ranks (several may share one GPU). Skips (77) without a GPU.
  */
@@ -113,6 +114,46 @@ static void test_ring(cpdit_comm *c)
     free(hr);
 }
 
+/* cp_ring's step: receive K and V from the previous rank, then send K and V to the next, then
+ * wait for all four; on NCCL the four must launch as one group (a split that puts receive V
+ * before send V in another group deadlocks around the ring, even on one rank). */
+static void test_ring_kv(cpdit_comm *c)
+{
+    const int n = c->size, me = c->rank, next = (me + 1) % n, prev = (me - 1 + n) % n;
+    const size_t len = 70000 + (size_t)me, plen = 70000 + (size_t)prev; /* > NCCL's buffers */
+    float *hk = malloc(len * sizeof(float)), *hv = malloc(len * sizeof(float)),
+          *hr = malloc(plen * sizeof(float));
+    for (size_t i = 0; i < len; i++) {
+        hk[i] = val(me, next, i);
+        hv[i] = -val(me, next, i);
+    }
+    float *dk = dev_alloc(len), *dv = dev_alloc(len), *rk = dev_alloc(plen), *rv = dev_alloc(plen);
+    cudaMemcpy(dk, hk, len * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dv, hv, len * sizeof(float), cudaMemcpyHostToDevice);
+    for (int step = 0; step < 2; step++) {
+        cpdit_comm_request r[4] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT,
+                                   CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
+        cpdit_error e;
+        CHECK(cpdit_comm_irecv(c, rk, plen, prev, 11, &r[0], &e) == CPDIT_OK);
+        CHECK(cpdit_comm_irecv(c, rv, plen, prev, 12, &r[1], &e) == CPDIT_OK);
+        CHECK(cpdit_comm_isend(c, dk, len, next, 11, &r[2], &e) == CPDIT_OK);
+        CHECK(cpdit_comm_isend(c, dv, len, next, 12, &r[3], &e) == CPDIT_OK);
+        for (int i = 0; i < 4; i++)
+            CHECK(cpdit_comm_wait(c, &r[i], &e) == CPDIT_OK);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaMemcpy(hr, rk, plen * sizeof(float), cudaMemcpyDeviceToHost);
+        int bad = 0;
+        for (size_t i = 0; i < plen; i++)
+            bad += hr[i] != val(prev, me, i);
+        cudaMemcpy(hr, rv, plen * sizeof(float), cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < plen; i++)
+            bad += hr[i] != -val(prev, me, i);
+        CHECK_MSG(bad == 0, "ring K/V step %d: %d wrong values", step, bad);
+    }
+    cudaFree(dk), cudaFree(dv), cudaFree(rk), cudaFree(rv);
+    free(hk), free(hv), free(hr);
+}
+
 static void run_kind(cpdit_comm_gpu_kind kind, const char *name)
 {
     cpdit_comm *c = NULL;
@@ -128,6 +169,7 @@ static void run_kind(cpdit_comm_gpu_kind kind, const char *name)
     test_alltoallv(c);
     test_allgatherv(c);
     test_ring(c);
+    test_ring_kv(c);
     long long x = c->rank;
     CHECK(cpdit_comm_allreduce(c, &x, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &e) == CPDIT_OK);
     CHECK(x == c->size - 1);
@@ -157,6 +199,8 @@ int main(int argc, char **argv)
         run_kind(CPDIT_COMM_GPU_NCCL, "nccl");
     else if (local_rank == 0)
         fprintf(stderr, "ranks share a GPU: NCCL not tested (it refuses one device twice)\n");
+    /* AUTO: NCCL when no two ranks use one device (UUIDs compared), else host-staged */
+    run_kind(CPDIT_COMM_GPU_AUTO, any_shared ? "staged" : "nccl");
     int failed = test_failures, any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();

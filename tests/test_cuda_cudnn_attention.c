@@ -29,6 +29,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/sdpa_cudnn.h"
+#include "tests/attention_ref.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -68,41 +69,6 @@ static void check_descriptors(void)
 }
 
 /* ------------------------------------------------------------------ attention */
-
-static void attention_ref(const float *q, int ldq, const float *k, const float *v, int ldkv,
-                          double *out, double *lse, int B, int Sq, int Sk, int H, int D,
-                          double scale, const float *bias, int causal)
-{
-    double *s = malloc((size_t)(Sk ? Sk : 1) * sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < Sq; i++)
-            for (int h = 0; h < H; h++) {
-                const float *qr = q + ((size_t)b * Sq + i) * ldq + (size_t)h * D;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < Sk; j++) {
-                    const float *kr = k + ((size_t)b * Sk + j) * ldkv + (size_t)h * D;
-                    double dot = 0;
-                    for (int d = 0; d < D; d++)
-                        dot += (double)qr[d] * kr[d];
-                    s[j] = dot * scale + (bias ? bias[((size_t)h * Sq + i) * Sk + j] : 0.0);
-                    if (causal && j > i)
-                        s[j] = -INFINITY;
-                    mx = fmax(mx, s[j]);
-                }
-                for (int j = 0; j < Sk; j++)
-                    sum += exp(s[j] - mx);
-                double *o = out + (((size_t)b * Sq + i) * H + h) * D;
-                for (int d = 0; d < D; d++) {
-                    double acc = 0;
-                    for (int j = 0; j < Sk; j++)
-                        acc += exp(s[j] - mx) *
-                               v[((size_t)b * Sk + j) * ldkv + (size_t)h * D + d];
-                    o[d] = Sk ? acc / sum : 0.0;
-                }
-                lse[((size_t)b * Sq + i) * H + h] = Sk ? mx + log(sum) : -INFINITY;
-            }
-    free(s);
-}
 
 /* One problem through kernel kname of the cuda table. fused: q, k, v are column blocks of one
  * (tokens, 3 H D) buffer (Sq == Skv). */

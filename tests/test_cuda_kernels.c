@@ -19,6 +19,7 @@
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/vae_ops_cuda.h"
+#include "tests/attention_ref.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -91,43 +92,6 @@ static double norm_err(const float *a, const double *b, size_t n)
     return num / den;
 }
 
-/* Reference attention in double: out (B,Sq,H,D), lse (B,Sq,H). */
-static const float *g_bias; /* (H, Sq, Sk) or NULL, for attention_ref */
-static int g_causal;
-
-static void attention_ref(const float *q, const float *k, const float *v, double *out,
-                          double *lse, int B, int Sq, int Sk, int H, int D, double scale)
-{
-    double *s = malloc((size_t)(Sk ? Sk : 1) * sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < Sq; i++)
-            for (int h = 0; h < H; h++) {
-                const float *qr = q + (((size_t)b * Sq + i) * H + h) * D;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < Sk; j++) {
-                    const float *kr = k + (((size_t)b * Sk + j) * H + h) * D;
-                    double dot = 0;
-                    for (int d = 0; d < D; d++)
-                        dot += (double)qr[d] * kr[d];
-                    s[j] = dot * scale + (g_bias ? g_bias[((size_t)h * Sq + i) * Sk + j] : 0.0);
-                    if (g_causal && j > i)
-                        s[j] = -INFINITY;
-                    mx = fmax(mx, s[j]);
-                }
-                for (int j = 0; j < Sk; j++)
-                    sum += exp(s[j] - mx);
-                double *o = out + (((size_t)b * Sq + i) * H + h) * D;
-                for (int d = 0; d < D; d++) {
-                    double acc = 0;
-                    for (int j = 0; j < Sk; j++)
-                        acc += exp(s[j] - mx) * v[(((size_t)b * Sk + j) * H + h) * D + d];
-                    o[d] = Sk ? acc / sum : 0.0;
-                }
-                lse[((size_t)b * Sq + i) * H + h] = Sk ? mx + log(sum) : -INFINITY;
-            }
-    free(s);
-}
-
 static void test_attention(cpdit_cuda_dtype t, int B, int Sq, int Sk, int H, int D, double tol)
 {
     size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Sk * H * D, nl = (size_t)B * Sq * H;
@@ -150,7 +114,7 @@ static void test_attention(cpdit_cuda_dtype t, int B, int Sq, int Sk, int H, int
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     download(o, dout, nq, t);
     cudaMemcpy(l, dlse, nl * 4, cudaMemcpyDeviceToHost);
-    attention_ref(q, k, v, ro, rl, B, Sq, Sk, H, D, scale);
+    attention_ref(q, H * D, k, v, H * D, ro, rl, B, Sq, Sk, H, D, scale, NULL, 0);
     double eo = norm_err(o, ro, nq), el = 0;
     for (size_t i = 0; i < nl; i++)
         el = Sk ? fmax(el, fabs(l[i] - rl[i]) / fmax(1.0, fabs(rl[i]))) : (isinf(l[i]) ? 0 : 1);
@@ -191,7 +155,7 @@ static void test_merge(int Sq, int Sk1, int Sk2, int H, int D)
     CHECK(cpdit_cuda_lse_merge(o1, l1, o2, l2, Sq, H, D, NULL) == 0);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(o, o1, nq * 4, cudaMemcpyDeviceToHost);
-    attention_ref(q, k, v, ro, rl, 1, Sq, Sk, H, D, scale);
+    attention_ref(q, H * D, k, v, H * D, ro, rl, 1, Sq, Sk, H, D, scale, NULL, 0);
     double e = norm_err(o, ro, nq);
     printf("lse merge Sq%d Sk%d+%d: err %.2e\n", Sq, Sk1, Sk2, e);
     CHECK(e <= 1e-5);
@@ -266,11 +230,7 @@ static void test_attention_options(int B, int S, int H, int D, int with_bias, in
                                         dlse, &a, NULL) == 0);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(o, dout, n * 4, cudaMemcpyDeviceToHost);
-    g_bias = bias;
-    g_causal = causal;
-    attention_ref(q, k, v, ro, rl, B, S, S, H, D, a.scale);
-    g_bias = NULL;
-    g_causal = 0;
+    attention_ref(q, H * D, k, v, H * D, ro, rl, B, S, S, H, D, a.scale, bias, causal);
     double e = norm_err(o, ro, n);
     printf("attention strided bias %d causal %d B%d S%d H%d D%d: err %.2e\n", with_bias, causal, B,
            S, H, D, e);

@@ -160,7 +160,10 @@ cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, flo
     }
 }
 
-// One warp per (row, head).
+// One warp per (row, head); the CPU's semantics (kernels/cpu/attention_lse_merge.c): an empty
+// part (lse -inf) contributes nothing and is never read, so the other part passes bit for bit
+// (a partial result left uninitialised or NaN behind an empty lse cannot leak in), and the
+// weights of two finite parts are computed in double relative to the larger lse.
 __global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *out_part,
                                  const float *lse_part, long rows_heads, int D)
 {
@@ -168,16 +171,24 @@ __global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *ou
     int lane = threadIdx.x % 32;
     if (rh >= rows_heads)
         return;
-    float a = lse_acc[rh], b = lse_part[rh], mx = fmaxf(a, b);
-    if (mx == -INFINITY)
-        return; // both empty
-    float lse = mx + logf(__expf(a - mx) + __expf(b - mx));
-    float wa = __expf(a - lse), wb = __expf(b - lse);
+    const float a = lse_acc[rh], b = lse_part[rh];
     float *oa = out_acc + rh * D;
     const float *ob = out_part + rh * D;
-    for (int d = lane; d < D; d += 32)
-        oa[d] = oa[d] * wa + ob[d] * wb;
-    __syncwarp();
+    if (b == -INFINITY)
+        return; // nothing to add
+    float lse = b;
+    if (a == -INFINITY) {
+        for (int d = lane; d < D; d += 32)
+            oa[d] = ob[d];
+    } else {
+        const double mx = a > b ? a : b, mn = a > b ? b : a;
+        const double l = mx + log1p(exp(mn - mx));
+        const float wa = (float)exp((double)a - l), wb = (float)exp((double)b - l);
+        for (int d = lane; d < D; d += 32)
+            oa[d] = oa[d] * wa + ob[d] * wb;
+        lse = (float)l;
+    }
+    __syncwarp(); // every lane has read lse_acc[rh] before it is overwritten
     if (lane == 0)
         lse_acc[rh] = lse;
 }

@@ -47,7 +47,8 @@ extern "C" void cpdit_cuda_describe(char *buf, size_t size)
     }
     int na, nb, nc;
     version_triplet(nccl, nccl >= 20900 ? 10000 : 1000, 100, &na, &nb, &nc);
-    version_triplet((int)cudnn, 10000, 100, &a, &b, &c);
+    // cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 major*1000 + minor*100 + patch
+    version_triplet((int)cudnn, cudnn >= 90000 ? 10000 : 1000, 100, &a, &b, &c);
     int ba = 0, bb = 0, bc = 0;
     cublasGetProperty(MAJOR_VERSION, &ba);
     cublasGetProperty(MINOR_VERSION, &bb);

@@ -7,7 +7,10 @@
  * CUBLAS_COMPUTE_32F path (exact fp32, no TF32), so they serve as the reference.
  *
  * A context owns the cuBLASLt handle, a workspace and a cache of the heuristic's choice per
- * shape (M, N, K, type, epilogue), so repeated shapes (every sampler step) skip the search.
+ * key (shape, row strides, input/output types, epilogue, bias, accumulate, pointer
+ * alignments), so repeated shapes (every sampler step) skip the search. Calls are serialised
+ * by one lock (they share the workspace and the cached descriptors' bias pointer); the layout
+ * mapping is kernels/cuda/gemm_layout.h.
  */
 #ifndef CPDIT_GEMM_LT_CUDA_H
 #define CPDIT_GEMM_LT_CUDA_H

@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/sdpa_cudnn.h"
+#include "kernels/cuda/sdpa_layout.h"
 
 /* Unique ids of the graph's tensors (the variant pack names its pointers by them). */
 enum {
@@ -119,16 +120,16 @@ static void finalize(builder *b, cudnnBackendDescriptor_t d, const char *what)
 
 /* A 4-d tensor: dims and strides in cuDNN's [B, H, rows, cols] order. */
 static cudnnBackendDescriptor_t tensor(builder *b, int64_t uid, cudnnDataType_t type,
-                                       const int64_t dim[4], const int64_t stride[4],
-                                       bool is_virtual, bool by_value, const char *what)
+                                       const cpdit_sdpa_tensor *t_, bool is_virtual,
+                                       bool by_value, const char *what)
 {
     cudnnBackendDescriptor_t t = make(b, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
     const int64_t align = 16;
     if (!uid)
         uid = b->next_uid++;
     set(b, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, what);
-    set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim, what);
-    set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride, what);
+    set(b, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t_->dim, what);
+    set(b, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t_->stride, what);
     set(b, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what);
     set(b, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, what);
     if (is_virtual)
@@ -150,97 +151,119 @@ static void add_op(builder *b, cudnnBackendDescriptor_t op)
     b->ops[b->nops++] = op;
 }
 
-/* y = mode(x) or mode(x, bb), fp32 math. */
+/* An operation's descriptor-valued attribute (skipped when d is NULL). */
+typedef struct op_attr {
+    cudnnBackendAttributeName_t name;
+    cudnnBackendDescriptor_t d;
+} op_attr;
+
+/* Operation `type` with its descriptor attributes set; op_end finalises it into b->ops. */
+static cudnnBackendDescriptor_t op_begin(builder *b, cudnnBackendDescriptorType_t type,
+                                         const op_attr *attrs, int n, const char *what)
+{
+    cudnnBackendDescriptor_t op = make(b, type, what);
+    for (int i = 0; i < n; i++)
+        if (attrs[i].d)
+            set(b, op, attrs[i].name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &attrs[i].d, what);
+    return op;
+}
+
+static void op_end(builder *b, cudnnBackendDescriptor_t op, const char *what)
+{
+    finalize(b, op, what);
+    add_op(b, op);
+}
+
+/* A finalised descriptor of `type` with one attribute of `atype` (a mode) and its fp32
+ * compute/math precision. */
+static cudnnBackendDescriptor_t mode_desc(builder *b, cudnnBackendDescriptorType_t type,
+                                          cudnnBackendAttributeName_t mode_name,
+                                          cudnnBackendAttributeType_t mode_type,
+                                          const void *mode, cudnnBackendAttributeName_t prec_name,
+                                          const char *what)
+{
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    cudnnBackendDescriptor_t d = make(b, type, what);
+    if (mode)
+        set(b, d, mode_name, mode_type, 1, mode, what);
+    set(b, d, prec_name, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
+    finalize(b, d, what);
+    return d;
+}
+
+/* y = mode(x) or mode(x, bb), fp32 math, alpha1 = alpha2 = 1. */
 static void pointwise(builder *b, cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
                       cudnnBackendDescriptor_t bb, cudnnBackendDescriptor_t y, const char *what)
 {
-    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     const float one = 1.0f;
-    cudnnBackendDescriptor_t pw = make(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
-    set(b, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what);
-    set(b, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
-    finalize(b, pw, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &pw, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-    if (bb)
-        set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb,
-            what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
+    cudnnBackendDescriptor_t pw =
+        mode_desc(b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, CUDNN_ATTR_POINTWISE_MODE,
+                  CUDNN_TYPE_POINTWISE_MODE, &mode, CUDNN_ATTR_POINTWISE_MATH_PREC, what);
+    const op_attr attrs[] = {{CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw},
+                             {CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x},
+                             {CUDNN_ATTR_OPERATION_POINTWISE_BDESC, bb},
+                             {CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y}};
+    cudnnBackendDescriptor_t op =
+        op_begin(b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, attrs, 4, what);
     set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one, what);
-    set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one, what);
-    finalize(b, op, what);
-    add_op(b, op);
+    if (bb)
+        set(b, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one, what);
+    op_end(b, op, what);
 }
 
 /* y = reduce(x) over the last dimension (y's last dim is 1), fp32. */
 static void reduction(builder *b, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
                       cudnnBackendDescriptor_t y, const char *what)
 {
-    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t r = make(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
-    set(b, r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, what);
-    set(b, r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
-    finalize(b, r, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
-    set(b, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r, what);
-    finalize(b, op, what);
-    add_op(b, op);
+    cudnnBackendDescriptor_t r =
+        mode_desc(b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, CUDNN_ATTR_REDUCTION_OPERATOR,
+                  CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, &mode, CUDNN_ATTR_REDUCTION_COMP_TYPE, what);
+    const op_attr attrs[] = {{CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x},
+                             {CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y},
+                             {CUDNN_ATTR_OPERATION_REDUCTION_DESC, r}};
+    op_end(b, op_begin(b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, attrs, 3, what), what);
 }
 
 /* c = a b (batched over the first two dims), fp32 accumulate. */
 static void matmul(builder *b, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t bb,
                    cudnnBackendDescriptor_t c, const char *what)
 {
-    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t mm = make(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
-    set(b, mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &prec, what);
-    finalize(b, mm, what);
-    cudnnBackendDescriptor_t op = make(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &bb, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c, what);
-    set(b, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, what);
-    finalize(b, op, what);
-    add_op(b, op);
+    cudnnBackendDescriptor_t mm =
+        mode_desc(b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, CUDNN_ATTR_MATMUL_COMP_TYPE,
+                  CUDNN_TYPE_DATA_TYPE, NULL, CUDNN_ATTR_MATMUL_COMP_TYPE, what);
+    const op_attr attrs[] = {{CUDNN_ATTR_OPERATION_MATMUL_ADESC, a},
+                             {CUDNN_ATTR_OPERATION_MATMUL_BDESC, bb},
+                             {CUDNN_ATTR_OPERATION_MATMUL_CDESC, c},
+                             {CUDNN_ATTR_OPERATION_MATMUL_DESC, mm}};
+    op_end(b, op_begin(b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, attrs, 4, what), what);
 }
 
-/* The ten operations of the graph (sdpa_cudnn.h) into b->ops. */
-static void build_ops(builder *b, int B_, int Sq_, int Skv_, int H_, int D_)
+/* The ten operations of the graph (sdpa_cudnn.h) into b->ops; shapes from sdpa_layout.h. */
+static void build_ops(builder *b, int B, int Sq, int Skv, int H, int D)
 {
-    const int64_t B = B_, Sq = Sq_, Skv = Skv_, H = H_, D = D_;
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F32 = CUDNN_DATA_FLOAT;
     b->next_uid = UID_VIRTUAL;
-    /* token-major activations: element (b, h, s, d) at ((b S + s) H + h) D + d */
-    const int64_t q_dim[4] = {B, H, Sq, D}, q_str[4] = {Sq * H * D, D, H * D, 1};
-    /* K^T: (b, h, d, s) of K (B, Skv, H, D) */
-    const int64_t kt_dim[4] = {B, H, D, Skv}, kt_str[4] = {Skv * H * D, D, 1, H * D};
-    const int64_t v_dim[4] = {B, H, Skv, D}, v_str[4] = {Skv * H * D, D, H * D, 1};
-    const int64_t s_dim[4] = {B, H, Sq, Skv}, s_str[4] = {H * Sq * Skv, Sq * Skv, Skv, 1};
-    const int64_t r_dim[4] = {B, H, Sq, 1}, r_str[4] = {H * Sq, Sq, 1, 1};
-    const int64_t one[4] = {1, 1, 1, 1};
+    const cpdit_sdpa_layout l = cpdit_sdpa_layout_for(B, Sq, Skv, H, D);
+    const cpdit_sdpa_tensor one = cpdit_sdpa_tensor_of(1, 1, 1, 1, 1, 1, 1, 1);
 
-    cudnnBackendDescriptor_t tq = tensor(b, UID_Q, BF, q_dim, q_str, false, false, "tensor Q");
-    cudnnBackendDescriptor_t tk = tensor(b, UID_K, BF, kt_dim, kt_str, false, false, "tensor K^T");
-    cudnnBackendDescriptor_t tv = tensor(b, UID_V, BF, v_dim, v_str, false, false, "tensor V");
-    cudnnBackendDescriptor_t to = tensor(b, UID_O, BF, q_dim, q_str, false, false, "tensor O");
+    cudnnBackendDescriptor_t tq = tensor(b, UID_Q, BF, &l.q, false, false, "tensor Q");
+    cudnnBackendDescriptor_t tk = tensor(b, UID_K, BF, &l.kt, false, false, "tensor K^T");
+    cudnnBackendDescriptor_t tv = tensor(b, UID_V, BF, &l.v, false, false, "tensor V");
+    cudnnBackendDescriptor_t to = tensor(b, UID_O, BF, &l.o, false, false, "tensor O");
     cudnnBackendDescriptor_t tstats =
-        tensor(b, UID_STATS, F32, r_dim, r_str, false, false, "tensor Stats");
+        tensor(b, UID_STATS, F32, &l.stats, false, false, "tensor Stats");
     cudnnBackendDescriptor_t tscale =
-        tensor(b, UID_SCALE, F32, one, one, false, true, "tensor scale (by value)");
+        tensor(b, UID_SCALE, F32, &one, false, true, "tensor scale (by value)");
 
-    cudnnBackendDescriptor_t s1 = tensor(b, 0, F32, s_dim, s_str, true, false, "tensor S");
-    cudnnBackendDescriptor_t s2 = tensor(b, 0, F32, s_dim, s_str, true, false, "tensor S*scale");
-    cudnnBackendDescriptor_t mx = tensor(b, 0, F32, r_dim, r_str, true, false, "tensor max");
-    cudnnBackendDescriptor_t s3 = tensor(b, 0, F32, s_dim, s_str, true, false, "tensor S-max");
-    cudnnBackendDescriptor_t s4 = tensor(b, 0, F32, s_dim, s_str, true, false, "tensor exp");
-    cudnnBackendDescriptor_t sum = tensor(b, 0, F32, r_dim, r_str, true, false, "tensor sum");
-    cudnnBackendDescriptor_t lg = tensor(b, 0, F32, r_dim, r_str, true, false, "tensor log sum");
+    cudnnBackendDescriptor_t s1 = tensor(b, 0, F32, &l.scores, true, false, "tensor S");
+    cudnnBackendDescriptor_t s2 = tensor(b, 0, F32, &l.scores, true, false, "tensor S*scale");
+    cudnnBackendDescriptor_t mx = tensor(b, 0, F32, &l.stats, true, false, "tensor max");
+    cudnnBackendDescriptor_t s3 = tensor(b, 0, F32, &l.scores, true, false, "tensor S-max");
+    cudnnBackendDescriptor_t s4 = tensor(b, 0, F32, &l.scores, true, false, "tensor exp");
+    cudnnBackendDescriptor_t sum = tensor(b, 0, F32, &l.stats, true, false, "tensor sum");
+    cudnnBackendDescriptor_t lg = tensor(b, 0, F32, &l.stats, true, false, "tensor log sum");
     /* the softmax output feeds bmm2 in the I/O type (cuDNN's rule for its A operand) */
-    cudnnBackendDescriptor_t p = tensor(b, 0, BF, s_dim, s_str, true, false, "tensor P");
+    cudnnBackendDescriptor_t p = tensor(b, 0, BF, &l.scores, true, false, "tensor P");
 
     matmul(b, tq, tk, s1, "matmul Q K^T");
     pointwise(b, CUDNN_POINTWISE_MUL, s1, tscale, s2, "pointwise scale");
@@ -470,7 +493,10 @@ static sdpa_plan *plan_for(cpdit_cudnn_sdpa *s, int B, int Sq, int Skv, int H, i
         return NULL;
     }
     p->B = B, p->Sq = Sq, p->Skv = Skv, p->H = H, p->D = D;
-    if (D % 8 != 0 || D > 256) {
+    const char *old_cudnn = cpdit_sdpa_version_refused(cudnnGetVersion());
+    if (old_cudnn) {
+        snprintf(p->why, sizeof p->why, "%s (this is cuDNN %zu)", old_cudnn, cudnnGetVersion());
+    } else if (!cpdit_sdpa_head_dim_ok(D)) {
         /* cuDNN's fused attention engines take head dims that are multiples of 8 up to 256 */
         snprintf(p->why, sizeof p->why, "head dim %d is not a multiple of 8 up to 256", D);
     } else if (build_plan(s->handle, p) != 0) {

@@ -2,6 +2,7 @@
 // bf16 -> fp32 with a row stride (cuDNN's O into the table's activations) and the stats
 // transpose (B, H, Sq) -> (B, Sq, H) (cuDNN's softmax stats into the table's LSE layout).
 #include "kernels/cuda/sdpa_cudnn.h"
+#include "kernels/cuda/sdpa_layout.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -36,7 +37,7 @@ __global__ void stats_to_lse_kernel(float *lse, const float *stats, int B, int H
         // t indexes lse (b, s, h)
         const size_t h = t % (size_t)H, s = (t / (size_t)H) % (size_t)Sq,
                      b = t / ((size_t)H * Sq);
-        lse[t] = stats[(b * H + h) * (size_t)Sq + s];
+        lse[t] = stats[cpdit_sdpa_stats_index(b, h, s, (size_t)H, (size_t)Sq)];
     }
 }
 

@@ -39,7 +39,9 @@ cudnnHandle_t handle_for(cudaStream_t s)
 struct conv_plan {
     int W, Cin, Cout, K, rows_in, bf16;
     cudnnConvolutionFwdAlgo_t algo;
+    cudnnMathType_t math; // the math type the heuristic evaluated the algorithm with
     size_t ws_bytes;
+    int f32_fallback;     // bf16: cuDNN has no bf16 algorithm for the shape: run it in fp32
 };
 thread_local std::vector<conv_plan> g_plans;
 
@@ -142,20 +144,26 @@ __global__ void upsample_kernel(float *y, const float *x, int rows, int W, int C
     }
 }
 
+// Tiles of 32 x 32: block x walks the column tiles; the row tiles are walked in a loop from
+// blockIdx.y with stride gridDim.y (gridDim.y is at most 65535: a 2048^2 image has 4M pixels,
+// 131072 row tiles).
 __global__ void transpose_kernel(float *y, const float *x, size_t rows, size_t cols)
 {
     __shared__ float tile[32][33];
-    size_t c0 = (size_t)blockIdx.x * 32, r0 = (size_t)blockIdx.y * 32;
-    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-        size_t r = r0 + j, c = c0 + threadIdx.x;
-        if (r < rows && c < cols)
-            tile[j][threadIdx.x] = x[r * cols + c];
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
-        size_t c = c0 + j, r = r0 + threadIdx.x;
-        if (r < rows && c < cols)
-            y[c * rows + r] = tile[threadIdx.x][j];
+    const size_t c0 = (size_t)blockIdx.x * 32;
+    for (size_t r0 = (size_t)blockIdx.y * 32; r0 < rows; r0 += (size_t)gridDim.y * 32) {
+        for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+            size_t r = r0 + j, c = c0 + threadIdx.x;
+            if (r < rows && c < cols)
+                tile[j][threadIdx.x] = x[r * cols + c];
+        }
+        __syncthreads();
+        for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+            size_t c = c0 + j, r = r0 + threadIdx.x;
+            if (r < rows && c < cols)
+                y[c * rows + r] = tile[threadIdx.x][j];
+        }
+        __syncthreads(); // the tile is rewritten by the next row tile
     }
 }
 
@@ -216,8 +224,48 @@ extern "C" int cpdit_cuda_conv2d_bf16(float *y, const float *x, const void *w_bf
     return conv2d_any(y, x, w_bf16, b, W, Cin, Cout, K, r0, r1, 1, stream);
 }
 
+// The heuristic's first usable algorithm for the descriptors (cached per shape by the caller).
+// fp32: only FMA-math algorithms (no TF32 tensor cores: the VAE must match the CPU to 1e-5);
+// bf16: any, with the math type it was evaluated with; none -> f32_fallback.
+static cudnnStatus_t choose_algo(cudnnHandle_t h, cudnnTensorDescriptor_t xd,
+                                 cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
+                                 cudnnTensorDescriptor_t yd, conv_plan *p)
+{
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int found = 0;
+    cudnnStatus_t st = cudnnGetConvolutionForwardAlgorithm_v7(
+        h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return st;
+    int have = 0;
+    for (int i = 0; i < found && !have; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS)
+            continue;
+        if (!p->bf16 && perf[i].mathType != CUDNN_FMA_MATH &&
+            perf[i].mathType != CUDNN_DEFAULT_MATH)
+            continue;
+        p->algo = perf[i].algo;
+        p->math = p->bf16 ? perf[i].mathType : CUDNN_FMA_MATH;
+        have = 1;
+    }
+    if (!have) {
+        if (p->bf16) {
+            p->f32_fallback = 1;
+            return CUDNN_STATUS_SUCCESS;
+        }
+        p->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM; // FMA math, any layout
+        p->math = CUDNN_FMA_MATH;
+    }
+    st = cudnnSetConvolutionMathType(cd, p->math);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, p->algo, &p->ws_bytes);
+    return st;
+}
+
 // fp32: x, w, y fp32, FMA math (exact fp32). bf16: x cast to bf16, w bf16, y bf16 with fp32
-// accumulation (cuDNN's PSEUDO_BFLOAT16 configuration, tensor cores), then y -> fp32 + bias.
+// accumulation (cuDNN's PSEUDO_BFLOAT16 configuration, tensor cores), then y -> fp32 + bias;
+// a shape with no bf16 algorithm (e.g. the VAE's conv_out, 3 output channels) runs in fp32
+// from the bf16 weights widened exactly.
 static int conv2d_any(float *y, const float *x, const void *w_packed, const float *b, int W,
                       int Cin, int Cout, int K, int r0, int r1, int bf16, void *stream)
 {
@@ -234,17 +282,6 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
     float *yout = y + (size_t)r0 * W * Cout;
     const size_t n_in = (size_t)rows_in * W * Cin, n_out = (size_t)rows_out * W * Cout;
     const cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    void *xb = nullptr, *yb = nullptr; // bf16 staging of the input band and the output
-    if (bf16) {
-        xb = cpdit_cuda_alloc(n_in * 2);
-        yb = cpdit_cuda_alloc(n_out * 2);
-        if (!xb || !yb) {
-            cpdit_cuda_free(xb);
-            cpdit_cuda_free(yb);
-            return (int)cudaErrorMemoryAllocation;
-        }
-        to_bf16_kernel<<<blocks_for(n_in), kThreads, 0, s>>>((__nv_bfloat16 *)xb, xin, n_in);
-    }
     cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
     cudnnFilterDescriptor_t wd = nullptr;
     cudnnConvolutionDescriptor_t cd = nullptr;
@@ -263,8 +300,8 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
     CK(cudnnSetFilter4dDescriptor(wd, dt, CUDNN_TENSOR_NHWC, Cout, Cin, K, K));
     CK(cudnnSetConvolution2dDescriptor(cd, 0, K == 3 ? 1 : 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                        CUDNN_DATA_FLOAT));
-    // fp32 exactly: no TF32 tensor-core math (the VAE must match the CPU to 1e-5); bf16: tensor
-    // cores with fp32 accumulation
+    // fp32 exactly: no TF32 tensor-core math; bf16: tensor cores with fp32 accumulation (the
+    // heuristic below sets the math type its algorithm was evaluated with)
     CK(cudnnSetConvolutionMathType(cd, bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     conv_plan *plan = nullptr;
     for (auto &p : g_plans)
@@ -272,20 +309,41 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
             p.bf16 == bf16)
             plan = &p;
     if (st == CUDNN_STATUS_SUCCESS && !plan) {
-        cudnnConvolutionFwdAlgoPerf_t perf[8];
-        int found = 0;
-        CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, 8, &found, perf));
-        conv_plan p{W, Cin, Cout, K, rows_in, bf16, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0};
-        for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < found; i++)
-            if (perf[i].status == CUDNN_STATUS_SUCCESS) {
-                p.algo = perf[i].algo;
-                break;
-            }
-        CK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, p.algo, &p.ws_bytes));
+        conv_plan p{W, Cin, Cout, K, rows_in, bf16, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                    CUDNN_FMA_MATH, 0, 0};
+        CK(choose_algo(h, xd, wd, cd, yd, &p));
         if (st == CUDNN_STATUS_SUCCESS) {
             g_plans.push_back(p);
             plan = &g_plans.back();
         }
+    } else if (st == CUDNN_STATUS_SUCCESS && !plan->f32_fallback) {
+        CK(cudnnSetConvolutionMathType(cd, plan->math));
+    }
+    if (st == CUDNN_STATUS_SUCCESS && plan->f32_fallback) {
+        cudnnDestroyTensorDescriptor(xd);
+        cudnnDestroyTensorDescriptor(yd);
+        cudnnDestroyFilterDescriptor(wd);
+        cudnnDestroyConvolutionDescriptor(cd);
+        const size_t n_w = (size_t)Cout * K * K * Cin;
+        float *w32 = (float *)cpdit_cuda_alloc(n_w * sizeof(float));
+        if (!w32)
+            return (int)cudaErrorMemoryAllocation;
+        from_bf16_bias_kernel<<<blocks_for(n_w), kThreads, 0, s>>>(
+            w32, (const __nv_bfloat16 *)w_packed, nullptr, n_w, 1);
+        int rc = (int)cudaGetLastError();
+        if (!rc)
+            rc = conv2d_any(y, x, w32, b, W, Cin, Cout, K, r0, r1, 0, stream);
+        cpdit_cuda_free(w32); // stream-ordered reuse: see alloc_cuda.h
+        return rc;
+    }
+    void *xb = nullptr, *yb = nullptr; // bf16 staging of the input band and the output
+    if (st == CUDNN_STATUS_SUCCESS && bf16) {
+        xb = cpdit_cuda_alloc(n_in * 2);
+        yb = cpdit_cuda_alloc(n_out * 2);
+        if (!xb || !yb)
+            st = CUDNN_STATUS_ALLOC_FAILED;
+        else
+            to_bf16_kernel<<<blocks_for(n_in), kThreads, 0, s>>>((__nv_bfloat16 *)xb, xin, n_in);
     }
     void *ws = nullptr;
     if (st == CUDNN_STATUS_SUCCESS && plan->ws_bytes) {
@@ -295,9 +353,7 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
     }
     const float one = 1.0f, zero = 0.0f;
     CK(cudnnConvolutionForward(h, &one, xd, bf16 ? (const void *)xb : (const void *)xin, wd,
-                               w_packed, cd,
-                               plan ? plan->algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ws,
-                               plan ? plan->ws_bytes : 0, &zero, yd,
+                               w_packed, cd, plan->algo, ws, plan->ws_bytes, &zero, yd,
                                bf16 ? yb : (void *)yout));
 #undef CK
     cpdit_cuda_free(ws); // stream-ordered reuse: see alloc_cuda.h
@@ -318,8 +374,7 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
     if (st != CUDNN_STATUS_SUCCESS)
         return kCudnnError + (int)st;
     if (b) {
-        size_t n = (size_t)rows_out * W * Cout;
-        bias_kernel<<<blocks_for(n), kThreads, 0, s>>>(yout, b, n, Cout);
+        bias_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(yout, b, n_out, Cout);
         return (int)cudaGetLastError();
     }
     return 0;
@@ -369,7 +424,8 @@ extern "C" int cpdit_cuda_transpose(float *y, const float *x, size_t rows, size_
 {
     if (rows == 0 || cols == 0)
         return 0;
-    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32));
+    const size_t row_tiles = (rows + 31) / 32, max_y = 65535;
+    dim3 grid((unsigned)((cols + 31) / 32), (unsigned)(row_tiles < max_y ? row_tiles : max_y));
     transpose_kernel<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(y, x, rows, cols);
     return (int)cudaGetLastError();
 }

@@ -9,10 +9,12 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/cp/comm_mpi.h"
+#include "lib/cp/device_ids.h"
 
 #define NCCL_WHERE "comm/nccl"
 
@@ -98,8 +100,9 @@ static cpdit_status flush_p2p(cpdit_comm *c, cpdit_error *err)
     if (s->npending == 0)
         return CPDIT_OK;
     cpdit_status st = after_compute(s, err);
+    int grouped = 0;
     if (st == CPDIT_OK)
-        st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
+        grouped = !(st = nccl_check(ncclGroupStart(), "ncclGroupStart", err));
     for (int i = 0; st == CPDIT_OK && i < s->npending; i++) {
         p2p_op *op = &s->pending[i];
         if (op->count == 0)
@@ -111,7 +114,9 @@ static cpdit_status flush_p2p(cpdit_comm *c, cpdit_error *err)
                                             s->stream),
                                    "ncclRecv", err);
     }
-    cpdit_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", st == CPDIT_OK ? err : NULL);
+    cpdit_status end =
+        grouped ? nccl_check(ncclGroupEnd(), "ncclGroupEnd", st == CPDIT_OK ? err : NULL)
+                : CPDIT_OK;
     if (st == CPDIT_OK)
         st = end;
     for (int i = 0; i < s->npending; i++) {
@@ -124,23 +129,32 @@ static cpdit_status flush_p2p(cpdit_comm *c, cpdit_error *err)
     return st;
 }
 
-static cpdit_status nccl_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                   const size_t *send_displs, float *recv,
-                                   const size_t *recv_counts, const size_t *recv_displs,
-                                   cpdit_error *err)
+/* One grouped exchange on the comm stream, ordered after the compute stream's queued work and
+ * before its later work: to every peer p != rank send send_counts[p] floats from
+ * send + send_displs[p] (send_counts NULL: the same send_count floats from send, allgatherv's
+ * pattern) and receive recv_counts[p] floats into recv + recv_displs[p]; the rank's own block
+ * is a device copy. Counts and displacements are elements (ncclFloat), never bytes. All sends
+ * and receives sit in one NCCL group, so uneven and zero counts cannot deadlock. */
+static cpdit_status grouped_exchange(cpdit_comm *c, const float *send, const size_t *send_counts,
+                                     const size_t *send_displs, size_t send_count, float *recv,
+                                     const size_t *recv_counts, const size_t *recv_displs,
+                                     cpdit_error *err)
 {
     nccl_state *s = state_of(c);
     if (flush_p2p(c, err) || after_compute(s, err))
         return CPDIT_ERR_RUNTIME;
-    cpdit_status st = self_copy(s, recv + recv_displs[c->rank], send + send_displs[c->rank],
-                                send_counts[c->rank], err);
+    const float *own = send_counts ? send + send_displs[c->rank] : send;
+    cpdit_status st = self_copy(s, recv + recv_displs[c->rank], own,
+                                send_counts ? send_counts[c->rank] : send_count, err);
+    int grouped = 0;
     if (st == CPDIT_OK)
-        st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
+        grouped = !(st = nccl_check(ncclGroupStart(), "ncclGroupStart", err));
     for (int p = 0; st == CPDIT_OK && p < c->size; p++) {
         if (p == c->rank)
             continue;
-        if (send_counts[p])
-            st = nccl_check(ncclSend(send + send_displs[p], send_counts[p], ncclFloat, p,
+        const size_t n = send_counts ? send_counts[p] : send_count;
+        if (n)
+            st = nccl_check(ncclSend(send_counts ? send + send_displs[p] : send, n, ncclFloat, p,
                                      s->nccl, s->stream),
                             "ncclSend", err);
         if (st == CPDIT_OK && recv_counts[p])
@@ -148,37 +162,43 @@ static cpdit_status nccl_alltoallv(cpdit_comm *c, const float *send, const size_
                                      s->nccl, s->stream),
                             "ncclRecv", err);
     }
-    cpdit_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", st == CPDIT_OK ? err : NULL);
+    /* a started group is always ended, also after a failed call inside it */
+    cpdit_status end =
+        grouped ? nccl_check(ncclGroupEnd(), "ncclGroupEnd", st == CPDIT_OK ? err : NULL)
+                : CPDIT_OK;
     if (st == CPDIT_OK)
         st = end;
     return st == CPDIT_OK ? before_compute(s, err) : st;
+}
+
+static cpdit_status nccl_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
+                                   const size_t *send_displs, float *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   cpdit_error *err)
+{
+    return grouped_exchange(c, send, send_counts, send_displs, 0, recv, recv_counts, recv_displs,
+                            err);
 }
 
 static cpdit_status nccl_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
                                     float *recv, const size_t *recv_counts,
                                     const size_t *recv_displs, cpdit_error *err)
 {
-    nccl_state *s = state_of(c);
-    if (flush_p2p(c, err) || after_compute(s, err))
-        return CPDIT_ERR_RUNTIME;
-    cpdit_status st = self_copy(s, recv + recv_displs[c->rank], send, send_count, err);
-    if (st == CPDIT_OK)
-        st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
-    for (int p = 0; st == CPDIT_OK && p < c->size; p++) {
-        if (p == c->rank)
-            continue;
-        if (send_count)
-            st = nccl_check(ncclSend(send, send_count, ncclFloat, p, s->nccl, s->stream),
-                            "ncclSend", err);
-        if (st == CPDIT_OK && recv_counts[p])
-            st = nccl_check(ncclRecv(recv + recv_displs[p], recv_counts[p], ncclFloat, p,
-                                     s->nccl, s->stream),
-                            "ncclRecv", err);
-    }
-    cpdit_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", st == CPDIT_OK ? err : NULL);
-    if (st == CPDIT_OK)
-        st = end;
-    return st == CPDIT_OK ? before_compute(s, err) : st;
+    return grouped_exchange(c, send, NULL, NULL, send_count, recv, recv_counts, recv_displs, err);
+}
+
+/* Whether the queued point-to-point operations form a batch to launch as one NCCL group: as
+ * many sends as receives (at least one each). NCCL matches a send only with a receive that is
+ * already launched or in the same group, and a group completes only when all its operations
+ * do, so a batch must not be split where the peer's matching operation falls into a later
+ * group of its own: cp_ring posts recv K, recv V, send K, send V each step; launching at the
+ * first send would put recv V in the first group and send V in the second on every rank, and
+ * each rank's first group would wait on the previous rank's second group around the ring
+ * (deadlock). Launching at balance keeps the four together; the VAE halo's recv-up, send-up,
+ * recv-down, send-down still launches as two pairs that match their neighbours' pairs. */
+static int p2p_batch_complete(int nsend, int nrecv)
+{
+    return nsend > 0 && nsend == nrecv;
 }
 
 static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count, int peer,
@@ -210,8 +230,7 @@ static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count,
     else
         s->nrecv++;
     req->impl = r;
-    /* a send and a receive are queued: launch them together (the ring's step) */
-    return (s->nsend > 0 && s->nrecv > 0) ? flush_p2p(c, err) : CPDIT_OK;
+    return p2p_batch_complete(s->nsend, s->nrecv) ? flush_p2p(c, err) : CPDIT_OK;
 }
 
 static cpdit_status nccl_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
@@ -350,50 +369,88 @@ static cpdit_status nccl_start(cpdit_comm *ctrl, nccl_state *s, cpdit_error *err
         cuda_check(cudaEventCreateWithFlags(&s->comm_done, cudaEventDisableTiming),
                    "cudaEventCreateWithFlags", err))
         return CPDIT_ERR_RUNTIME;
-    return nccl_check(ncclCommInitRank(&s->nccl, ctrl->size, id, ctrl->rank), "ncclCommInitRank",
-                      err);
+    ncclResult_t r = ncclCommInitRank(&s->nccl, ctrl->size, id, ctrl->rank);
+    if (r != ncclSuccess && s->nccl) { /* a communicator that failed to start is aborted */
+        ncclCommAbort(s->nccl);
+        s->nccl = NULL;
+    }
+    return nccl_check(r, "ncclCommInitRank", err);
 }
 
 /* Implemented in comm_staged.c. */
 cpdit_status cpdit_comm_staged_create(cpdit_comm *mpi, void *compute_stream, cpdit_comm **out,
                                       cpdit_error *err);
 
-/* 1 on every rank when some node holds more ranks of comm than it has devices. */
+/* 1 on every rank when two ranks of comm use one device (by UUID, lib/cp/device_ids.h), or a
+ * rank cannot tell its device. Collective over comm. */
 static cpdit_status ranks_share_devices(MPI_Comm comm, int *shared, cpdit_error *err)
 {
-    MPI_Comm node;
-    int local_size = 0, ndev = 0;
-    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, NCCL_WHERE, "MPI_Comm_split_type failed");
-    MPI_Comm_size(node, &local_size);
-    MPI_Comm_free(&node);
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess) {
+    unsigned char mine[CPDIT_DEVICE_ID_BYTES];
+    memset(mine, 0, sizeof mine);
+    int dev = -1;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+        mine[0] = 1;
+        memcpy(mine + 1, prop.uuid.bytes, CPDIT_DEVICE_ID_BYTES - 1);
+    } else {
         cudaGetLastError();
-        ndev = 0;
     }
-    int mine = local_size > ndev, any = 0;
-    if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, NCCL_WHERE, "MPI_Allreduce failed");
-    *shared = any;
+    int n = 0;
+    MPI_Comm_size(comm, &n);
+    unsigned char *all = malloc((size_t)n * CPDIT_DEVICE_ID_BYTES);
+    if (!all)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, NCCL_WHERE, "out of memory");
+    int rc = MPI_Allgather(mine, CPDIT_DEVICE_ID_BYTES, MPI_BYTE, all, CPDIT_DEVICE_ID_BYTES,
+                           MPI_BYTE, comm);
+    if (rc == MPI_SUCCESS)
+        *shared = cpdit_device_ids_shared(all, n);
+    free(all);
+    if (rc != MPI_SUCCESS)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, NCCL_WHERE, "MPI_Allgather failed");
     return CPDIT_OK;
 }
+
+static cpdit_status nccl_create(MPI_Comm comm, void *compute_stream, cpdit_comm **out,
+                                cpdit_error *err);
 
 cpdit_status cpdit_comm_gpu_create(MPI_Comm comm, void *compute_stream, cpdit_comm_gpu_kind kind,
                                    cpdit_comm **out, cpdit_error *err)
 {
     *out = NULL;
-    if (kind == CPDIT_COMM_GPU_AUTO) {
+    const int automatic = kind == CPDIT_COMM_GPU_AUTO;
+    if (automatic) {
         int shared = 0;
         if (ranks_share_devices(comm, &shared, err))
             return CPDIT_ERR_RUNTIME;
         kind = shared ? CPDIT_COMM_GPU_STAGED : CPDIT_COMM_GPU_NCCL;
     }
+    if (kind == CPDIT_COMM_GPU_NCCL) {
+        cpdit_status st = nccl_create(comm, compute_stream, out, err);
+        if (st == CPDIT_OK || !automatic)
+            return st;
+        /* AUTO: NCCL could not start on some rank (all ranks agreed on that): host-staged MPI */
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        if (rank == 0)
+            fprintf(stderr, "cpdit: %s: NCCL did not start (%s): using host-staged MPI\n",
+                    NCCL_WHERE, err ? err->what : "no detail");
+        if (err)
+            cpdit_error_clear(err);
+    }
     cpdit_comm *ctrl = NULL;
     if (cpdit_comm_mpi_create(comm, 0, &ctrl, err))
         return CPDIT_ERR_RUNTIME;
-    if (kind == CPDIT_COMM_GPU_STAGED)
-        return cpdit_comm_staged_create(ctrl, compute_stream, out, err);
+    return cpdit_comm_staged_create(ctrl, compute_stream, out, err);
+}
 
+/* The NCCL communicator over comm; on failure every rank of comm returns an error (collective
+ * agreement), so none is left waiting inside a later collective. */
+static cpdit_status nccl_create(MPI_Comm comm, void *compute_stream, cpdit_comm **out,
+                                cpdit_error *err)
+{
+    cpdit_comm *ctrl = NULL;
+    if (cpdit_comm_mpi_create(comm, 0, &ctrl, err))
+        return CPDIT_ERR_RUNTIME;
     nccl_state *s = calloc(1, sizeof *s);
     cpdit_comm *c = calloc(1, sizeof *c);
     if (!s || !c) {
@@ -437,13 +494,18 @@ cpdit_status cpdit_cuda_select_device(MPI_Comm world, int *device, int *local_ra
     MPI_Comm_size(node, local_size);
     MPI_Comm_free(&node);
     cudaError_t rc = cudaGetDeviceCount(&ndev);
+    cpdit_status st;
     if (rc != cudaSuccess || ndev == 0) {
         cudaGetLastError();
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cuda",
-                               "no CUDA device is visible to this rank (%s)",
-                               rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+        *device = -1;
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cuda",
+                             "no CUDA device is visible to this rank (%s)",
+                             rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+    } else {
+        *device = *local_rank % ndev;
+        st = cuda_check(cudaSetDevice(*device), "cudaSetDevice", err);
     }
-    *device = *local_rank % ndev;
-    *shared = *local_size > ndev;
-    return cuda_check(cudaSetDevice(*device), "cudaSetDevice", err);
+    /* collective: every rank takes part, also one without a device (it counts as sharing) */
+    cpdit_status sh = ranks_share_devices(world, shared, st != CPDIT_OK ? NULL : err);
+    return st != CPDIT_OK ? st : sh;
 }

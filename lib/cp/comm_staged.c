@@ -1,10 +1,14 @@
 /* comm_staged.c — host-staged MPI for device buffers (the "staged" kind of comm_nccl.h).
  *
  * Device data is copied to host memory, moved by the MPI communicator's own operations, and
- * copied back; CUDA-aware MPI is not assumed. The compute stream is synchronised before data
- * leaves the device, so this path is for correctness on shared GPUs (several ranks, one
- * device), not for speed. Control collectives (barrier, allreduce, bcast) pass straight to MPI
- * on host memory.
+ * copied back; CUDA-aware MPI is not assumed. Every copy is queued on the compute stream and
+ * waited for (cudaMemcpyAsync + cudaStreamSynchronize): a copy out then sees all the compute
+ * work queued before it, and a copy in lands before any later compute work and never while
+ * earlier queued kernels still read the destination (the compute stream is non-blocking, so a
+ * plain cudaMemcpy on the legacy stream would be ordered with neither; and a pageable
+ * cudaMemcpy host-to-device may return before the DMA has landed). So this path is for
+ * correctness on shared GPUs (several ranks, one device), not for speed. Control collectives
+ * (barrier, allreduce, bcast) pass straight to MPI on host memory.
  */
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -65,23 +69,29 @@ static size_t extent(const size_t *counts, const size_t *displs, int n)
     return e;
 }
 
+/* One copy on the compute stream, complete (and ordered after the work queued before it) on
+ * return. */
+static cpdit_status copy_sync(staged_state *s, void *dst, const void *src, size_t count,
+                              enum cudaMemcpyKind kind, cpdit_error *err)
+{
+    if (count == 0)
+        return CPDIT_OK;
+    if (cuda_check(cudaMemcpyAsync(dst, src, count * sizeof(float), kind, s->compute),
+                   "cudaMemcpyAsync", err))
+        return CPDIT_ERR_RUNTIME;
+    return cuda_check(cudaStreamSynchronize(s->compute), "cudaStreamSynchronize", err);
+}
+
 static cpdit_status to_host(staged_state *s, float *host, const float *dev, size_t count,
                             cpdit_error *err)
 {
-    if (count == 0)
-        return CPDIT_OK;
-    if (cuda_check(cudaStreamSynchronize(s->compute), "cudaStreamSynchronize", err))
-        return CPDIT_ERR_RUNTIME;
-    return cuda_check(cudaMemcpy(host, dev, count * sizeof(float), cudaMemcpyDeviceToHost),
-                      "cudaMemcpy", err);
+    return copy_sync(s, host, dev, count, cudaMemcpyDeviceToHost, err);
 }
 
-static cpdit_status to_device(float *dev, const float *host, size_t count, cpdit_error *err)
+static cpdit_status to_device(staged_state *s, float *dev, const float *host, size_t count,
+                              cpdit_error *err)
 {
-    if (count == 0)
-        return CPDIT_OK;
-    return cuda_check(cudaMemcpy(dev, host, count * sizeof(float), cudaMemcpyHostToDevice),
-                      "cudaMemcpy", err);
+    return copy_sync(s, dev, host, count, cudaMemcpyHostToDevice, err);
 }
 
 static cpdit_status staged_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
@@ -100,7 +110,8 @@ static cpdit_status staged_alltoallv(cpdit_comm *c, const float *send, const siz
         return CPDIT_ERR_RUNTIME;
     /* copy back only the received segments: the rest of recv is not ours to overwrite */
     for (int p = 0; p < c->size; p++)
-        if (to_device(recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p], err))
+        if (to_device(s, recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p],
+                      err))
             return CPDIT_ERR_RUNTIME;
     return CPDIT_OK;
 }
@@ -119,7 +130,8 @@ static cpdit_status staged_allgatherv(cpdit_comm *c, const float *send, size_t s
                                 recv_displs, err))
         return CPDIT_ERR_RUNTIME;
     for (int p = 0; p < c->size; p++)
-        if (to_device(recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p], err))
+        if (to_device(s, recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p],
+                      err))
             return CPDIT_ERR_RUNTIME;
     return CPDIT_OK;
 }
@@ -168,10 +180,11 @@ static cpdit_status staged_irecv(cpdit_comm *c, float *buf, size_t count, int pe
 }
 
 /* The MPI part finished: land a receive on the device and release the request. */
-static cpdit_status finish(cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status finish(staged_state *s, cpdit_comm_request *req, cpdit_error *err)
 {
     staged_request *r = req->impl;
-    cpdit_status st = r->device_dst ? to_device(r->device_dst, r->host, r->count, err) : CPDIT_OK;
+    cpdit_status st =
+        r->device_dst ? to_device(s, r->device_dst, r->host, r->count, err) : CPDIT_OK;
     free(r->host);
     free(r);
     req->impl = NULL;
@@ -188,7 +201,7 @@ static cpdit_status staged_test(cpdit_comm *c, cpdit_comm_request *req, int *don
     cpdit_comm *m = state_of(c)->mpi;
     if (m->ops->test(m, &r->inner, done, err))
         return CPDIT_ERR_RUNTIME;
-    return *done ? finish(req, err) : CPDIT_OK;
+    return *done ? finish(state_of(c), req, err) : CPDIT_OK;
 }
 
 static cpdit_status staged_wait(cpdit_comm *c, cpdit_comm_request *req, cpdit_error *err)
@@ -199,7 +212,7 @@ static cpdit_status staged_wait(cpdit_comm *c, cpdit_comm_request *req, cpdit_er
     cpdit_comm *m = state_of(c)->mpi;
     if (m->ops->wait(m, &r->inner, err))
         return CPDIT_ERR_RUNTIME;
-    return finish(req, err);
+    return finish(state_of(c), req, err);
 }
 
 static cpdit_status staged_barrier(cpdit_comm *c, cpdit_error *err)

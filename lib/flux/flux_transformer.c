@@ -248,6 +248,8 @@ void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats 
     s->stall_seconds = m->wl.stall_seconds;
     s->prefetched_groups = m->wl.prefetched_groups;
     s->bytes_read = m->wl.bytes_read;
+    s->stream_sharers = m->wl.stream_sharers;
+    s->peer_groups = m->wl.peer_groups;
 }
 
 size_t flux_transformer_workspace_bytes(const flux_transformer *m)
@@ -493,6 +495,14 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
         st = weight_loader_set_backend(&m->wl, be, err);
     if (!st)
         st = alloc_bufs(&f, m, be, in, err);
+    /* the CP group's ranks acquire the blocks in lockstep: those on one node share the
+     * streaming slots (the first streamed block is collective over them: after an agree) */
+    if (cp && cp->grid)
+        weight_loader_set_lockstep(&m->wl, cp->grid->world_rank - cp->grid->cp_rank,
+                                   cp->grid->cp_size, cp->grid->world_rank);
+    else
+        weight_loader_set_lockstep(&m->wl, 0, 1, 0);
+    st = group_agree(cp, st, err);
     if (!st)
         st = flux_weights_acquire(m, flux_group_global(), err);
     if (!st)
@@ -512,5 +522,7 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
         st = flux_weights_acquire(m, flux_group_global(), err);
     if (!st)
         st = final_layer(m, be, &f, out, err);
+    if (st) /* the peers may stop at other blocks: shared slots no longer in lockstep */
+        weight_loader_stream_abandon(&m->wl);
     return st;
 }

@@ -121,6 +121,9 @@ typedef struct flux_weight_stats {
     double stall_seconds;       /* of which the forward waited for (streaming) */
     unsigned long long prefetched_groups; /* streamed blocks that were made ahead */
     unsigned long long bytes_read; /* bytes of linear weights read from the files so far */
+    int stream_sharers;         /* streaming: ranks of the node using the same two slots (the
+                                   CP group's there; 1: this rank's own slots) */
+    unsigned long long peer_groups; /* streamed blocks made by another rank of the node */
 } flux_weight_stats;
 void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s);
 

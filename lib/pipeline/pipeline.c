@@ -170,6 +170,11 @@ const cpdit_backend *pipeline_backend(const pipeline *p)
     return p ? p->be : NULL;
 }
 
+void pipeline_weight_stats(const pipeline *p, flux_weight_stats *s)
+{
+    flux_transformer_weight_stats(p->transformer, s);
+}
+
 void pipeline_close(pipeline *p)
 {
     if (!p)

@@ -125,6 +125,11 @@ void pipeline_close(pipeline *p);
 /* The backend every model of p runs on (grids for p: cp_grid_create_for with it). */
 const cpdit_backend *pipeline_backend(const pipeline *p);
 
+/* The transformer's weights: resident or streamed, slots shared, time and bytes spent making
+ * them (flux_transformer_weight_stats). */
+struct flux_weight_stats;
+void pipeline_weight_stats(const pipeline *p, struct flux_weight_stats *s);
+
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */
 double pipeline_decode_seconds(const pipeline *p, long *count);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/weights/weight_loader.h"
+#include "lib/weights/weight_stream_share.h"
 
 /* Storage blocks inside the arena start on this boundary (the backend's alignment). */
 #define WEIGHT_ARENA_ALIGN 64
@@ -63,6 +64,7 @@ cpdit_status weight_loader_open(weight_loader *wl, safetensors_set *set, const c
     wl->be = be ? be : cpdit_backend_default();
     wl->current_group = -1;
     wl->current_slot = 1;
+    wl->stream_sharers = 1;
     wl->where = strdup(where ? where : "weights");
     wl->used = calloc((set ? safetensors_set_count(set) : 0) + 1, 1);
     if (!wl->where || !wl->used) {
@@ -104,6 +106,7 @@ void weight_loader_close(weight_loader *wl)
         return;
     prefetch_discard(wl);
     free(wl->pf);
+    weight_stream_share_close(wl);
     for (size_t i = 0; i < wl->n_params; i++) {
         if (wl->params[i]->w)
             wl->be->weight_free(wl->params[i]->w);
@@ -350,7 +353,7 @@ static cpdit_weight_desc desc_of(const weight_loader *wl, const weight_param *p)
 }
 
 /* Create p's weight into storage (NULL: the backend allocates); fill as weight_cpu's. */
-static cpdit_status create_param(const weight_loader *wl, const weight_param *p, void *storage,
+cpdit_status weight_param_create(const weight_loader *wl, const weight_param *p, void *storage,
                                  int fill, cpdit_weight **out, cpdit_error *err)
 {
     cpdit_weight_desc d = desc_of(wl, p);
@@ -381,7 +384,7 @@ static cpdit_status create_param(const weight_loader *wl, const weight_param *p,
 cpdit_status weight_loader_make(const weight_loader *wl, const weight_param *p,
                                 cpdit_weight **out, cpdit_error *err)
 {
-    return create_param(wl, p, NULL, 1, out, err);
+    return weight_param_create(wl, p, NULL, 1, out, err);
 }
 
 static cpdit_status convert_vector(const weight_param *p, float *dst, cpdit_error *err)
@@ -539,7 +542,7 @@ static cpdit_status create_resident(weight_loader *wl, cpdit_error *err)
         if (p->kind != WEIGHT_MATRIX)
             continue;
         void *storage = wl->arena ? (char *)wl->arena + p->arena_offset : NULL;
-        st = create_param(wl, p, storage, fill, &p->w, err);
+        st = weight_param_create(wl, p, storage, fill, &p->w, err);
         if (!st && fill)
             wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
         publish(p);
@@ -602,7 +605,7 @@ static void *prefetch_main(void *arg)
         weight_param *p = wl->params[i];
         if (p->kind != WEIGHT_MATRIX || p->group != pf->group)
             continue;
-        pf->st = create_param(wl, p, pf->slot + p->group_offset, 1, &p->next_w, &pf->err);
+        pf->st = weight_param_create(wl, p, pf->slot + p->group_offset, 1, &p->next_w, &pf->err);
         pf->bytes += p->nelem * cpdit_dtype_size(p->t->dtype);
     }
     pf->seconds = now_seconds() - t0;
@@ -673,6 +676,40 @@ void weight_loader_set_prefetch(weight_loader *wl, int on)
     wl->prefetch = on != 0;
 }
 
+void weight_loader_drop_current(weight_loader *wl)
+{
+    for (size_t i = 0; i < wl->n_params; i++) {
+        weight_param *p = wl->params[i];
+        if (p->kind == WEIGHT_MATRIX && p->group == wl->current_group && p->w) {
+            wl->be->weight_free(p->w);
+            p->w = NULL;
+            publish(p);
+        }
+    }
+    wl->current_group = -1;
+}
+
+void weight_loader_set_lockstep(weight_loader *wl, int first, int count, int me)
+{
+    if (count < 1)
+        count = 1;
+    if (wl->lockstep_count && (first != wl->lockstep_first || count != wl->lockstep_count ||
+                               me != wl->lockstep_me)) {
+        /* other peers now: whatever was shared stops, for good (own slots) */
+        weight_stream_share_abandon(wl);
+        if (wl->share || wl->lockstep_count > 1)
+            wl->share_off = 1;
+    }
+    wl->lockstep_first = first;
+    wl->lockstep_count = count;
+    wl->lockstep_me = me;
+}
+
+void weight_loader_stream_abandon(weight_loader *wl)
+{
+    weight_stream_share_abandon(wl);
+}
+
 cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
 {
     if (!wl->prepared)
@@ -680,6 +717,13 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
                                "weights used before weight_loader_prepare");
     if (wl->resident || wl->current_group == g)
         return CPDIT_OK;
+    if (weight_stream_share_wanted(wl)) { /* the node's lockstep peers share the slots */
+        if (!wl->share)
+            prefetch_discard(wl);
+        cpdit_status st;
+        if (weight_stream_share_acquire(wl, g, &st, err))
+            return st;
+    }
     /* made ahead? (a prefetch of another group is dropped: the order changed) */
     int ready = 0;
     if (wl->pf && wl->pf->group == g) {
@@ -694,15 +738,7 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
     } else {
         prefetch_discard(wl);
     }
-    for (size_t i = 0; i < wl->n_params; i++) { /* the previous group's go */
-        weight_param *p = wl->params[i];
-        if (p->kind == WEIGHT_MATRIX && p->group == wl->current_group && p->w) {
-            wl->be->weight_free(p->w);
-            p->w = NULL;
-            publish(p);
-        }
-    }
-    wl->current_group = -1;
+    weight_loader_drop_current(wl); /* the previous group's go */
     cpdit_status st = CPDIT_OK;
     if (ready) {
         for (size_t i = 0; i < wl->n_params; i++) {
@@ -731,7 +767,7 @@ cpdit_status weight_loader_acquire(weight_loader *wl, int g, cpdit_error *err)
             weight_param *p = wl->params[i];
             if (p->kind != WEIGHT_MATRIX || p->group != g)
                 continue;
-            st = create_param(wl, p, slot ? slot + p->group_offset : NULL, 1, &p->w, err);
+            st = weight_param_create(wl, p, slot ? slot + p->group_offset : NULL, 1, &p->w, err);
             wl->bytes_read += p->nelem * cpdit_dtype_size(p->t->dtype);
             publish(p);
         }
@@ -777,6 +813,7 @@ size_t weight_loader_bytes(const weight_loader *wl)
         b += wl->arena_bytes;
     for (int k = 0; k < 2; k++) /* streaming: the slots, whole */
         b += wl->slot[k] ? wl->largest_group_bytes : 0;
+    b += weight_stream_share_bytes(wl); /* shared slots, whole */
     return b + wl->be_vector_bytes;
 }
 

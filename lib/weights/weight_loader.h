@@ -17,6 +17,10 @@
  *   weight_loader_set_prefetch(&wl, 1)                 streaming: while group g is in use, a
  *                                                     helper thread reads and converts group
  *                                                     (g + 1) mod n_groups (the FLUX order)
+ *   weight_loader_set_lockstep(&wl, first, n, me)      streaming: the ranks of one CP group
+ *                                                     (acquiring the same groups in the same
+ *                                                     order) on one node share the two slots,
+ *                                                     each group made once per node
  * Kinds:
  *   WEIGHT_VECTOR  norms, biases: fp32 in the backend's memory (kernels/backend.h), always
  *                  loaded; on a host-memory backend in place from the map when the file holds
@@ -87,6 +91,22 @@ typedef struct weight_param {
  * does (*fill = 0); ready is called after this process created its weights and before any
  * is used (a barrier of the sharing processes, after which the fillers' writes are visible);
  * release frees it. Each returns 0 on success (alloc NULL = failure, err filled). */
+/* Streaming slots shared by processes that acquire the same groups in the same order (the
+ * ranks of one CP group on one node; lib/weights/weight_stream_share.c has the protocol,
+ * lib/weights/weight_shared_mpi.c the memory). alloc is collective over the processes of
+ * [first, first + count) of the sharing communicator that are on this process's node (me is
+ * this process's rank there): bytes of memory mapped by all of them, its first zero_bytes
+ * zero, and this process's index among them (*member) and their number (*members). When
+ * fewer than two of them are on the node (or me is not this process) it returns NULL with
+ * *members = 1 and no error: nothing to share. release frees it (collective over the same
+ * processes). alloc NULL: not set. */
+typedef struct weight_stream_ops {
+    void *(*alloc)(void *ctx, int first, int count, int me, size_t bytes, size_t zero_bytes,
+                   int *member, int *members, cpdit_error *err);
+    void (*release)(void *ctx, void *mem, size_t bytes);
+    void *ctx;
+} weight_stream_ops;
+
 typedef struct weight_arena_ops {
     void *(*alloc)(void *ctx, size_t bytes, int *fill, cpdit_error *err);
     int (*ready)(void *ctx, cpdit_error *err);
@@ -97,7 +117,12 @@ typedef struct weight_arena_ops {
      * them (1 only when all said 1), so that no process waits alone in alloc when their
      * budgets (free memory, read at slightly different times) disagree. */
     int (*agree)(void *ctx, int resident);
+    /* Streaming slots shared the same way (zero: each process has its own; used only once
+     * the loader knows its lockstep peers, weight_loader_set_lockstep). */
+    weight_stream_ops stream;
 } weight_arena_ops;
+
+struct weight_stream_share;
 
 typedef struct weight_loader {
     safetensors_set *set;          /* NULL: the caller's tensors (find) */
@@ -139,6 +164,12 @@ typedef struct weight_loader {
     double stall_seconds;          /* time acquire waited for them on the compute thread */
     unsigned long long bytes_read; /* bytes of matrices read from the map (counted per read) */
     unsigned long long prefetched_groups; /* groups that were ready (or in the making) ahead */
+    /* streaming slots shared with the lockstep peers on this node (weight_stream_share.c) */
+    int lockstep_first, lockstep_count, lockstep_me; /* set_lockstep; count 0: not set */
+    int share_off;                 /* 1: never share the slots (nothing to share, or stopped) */
+    struct weight_stream_share *share; /* NULL until the first shared streaming acquire */
+    int stream_sharers;            /* processes using the same slots (1: own slots) */
+    unsigned long long peer_groups; /* groups made by another process of the node */
 } weight_loader;
 
 /* be: the backend that makes and holds the weights (NULL: cpdit_backend_default()).
@@ -189,6 +220,21 @@ cpdit_status weight_loader_set_backend(weight_loader *wl, const cpdit_backend *b
 
 /* Share the resident arena (call before prepare). */
 void weight_loader_set_arena(weight_loader *wl, const weight_arena_ops *ops);
+
+/* Streaming: processes [first, first + count) of the communicator that shares the arena (ranks
+ * of one CP group; me = this one) acquire this loader's groups in the same order, one group
+ * at a time (acquire(g) means the previous group is no longer used). Those on one node then
+ * share the two streaming slots (with arena ops that have stream ops, on a host-memory
+ * backend): each group is read and made once per node, by the processes in turn, into a
+ * free slot, and used by all. The first shared acquire is collective over them (they must all
+ * make it, with nothing failed before). count <= 1: no peers. A later change (another grid)
+ * stops the sharing for good: own slots from then on. */
+void weight_loader_set_lockstep(weight_loader *wl, int first, int count, int me);
+
+/* This process stops following the lockstep order (an error left the peers at different
+ * groups): every sharer makes its groups in its own slots from its next acquire on (none
+ * waits for a group that will never come). Nothing when the slots are not shared. */
+void weight_loader_stream_abandon(weight_loader *wl);
 
 /* Convert the vectors; when all matrices fit in budget bytes (in the backend's form for
  * format), create them all now (resident), else plan streaming. Idempotent after success.

@@ -6,6 +6,11 @@
  * writes the weights, the others map the same pages (MPI_Win_shared_query) and wait for it at
  * the ready barrier. So 4 Ulysses ranks on a node hold the packed weights once.
  *
+ * Streamed weights (over the budget) the same way: the ranks of one CP group on one node (the
+ * loader's lockstep peers, weight_loader_set_lockstep, numbered as in comm) share the two
+ * streaming slots in a window of their own, made by MPI_Comm_create_group over just them at
+ * their first streamed block (other dp groups, not in lockstep, never share or wait).
+ *
  * Collective: every rank of comm must create the sharer, and every rank of a node group must
  * load its model's weights (weight_loader_prepare) at the same point, in the same order.
  */
@@ -32,7 +37,8 @@ void weight_sharer_destroy(weight_sharer *s);
 int weight_sharer_node_size(const weight_sharer *s);
 int weight_sharer_node_rank(const weight_sharer *s);
 
-/* The arena operations that put a loader's resident weights in a shared window. */
+/* The arena operations that put a loader's resident weights in a shared window, and its
+ * streaming slots in one per CP group and node (.stream). */
 weight_arena_ops weight_sharer_arena(weight_sharer *s);
 
 #ifdef __cplusplus

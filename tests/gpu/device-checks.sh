@@ -11,8 +11,9 @@
 # Usage (repository root):  tests/gpu/device-checks.sh [BUILD_DIR]     (default /tmp/cpdit-gpu)
 # Results: $OUT/device-checks.txt when $OUT is set (the device tool brings it back), and stdout.
 #
-# Checks (each PASS / FAIL / SKIP / MISSING — MISSING = not in this build yet); the model-level
+# Checks (each PASS / FAIL / SKIP / MISSING / NOT-RUN — MISSING = not in this build yet); the model-level
 # ones are tests/gpu/gpu-steps.sh (its header states every tolerance):
+#   cuda-host-math   the host-side layouts/strides of cuDNN and cuBLASLt, device sharing (no GPU)
 #   cuda-device      the device is seen, a kernel runs (tests/test_cuda_device)
 #   cuda-kernels     flash attention + LSE, LSE merge, cuBLASLt linear vs double loops
 #   cudnn-attention  cuDNN fused attention (graph API): a plan must build for FLUX.1-dev's
@@ -21,7 +22,8 @@
 #                    stats convention), fused-qkv strides, bias/causal/empty routes; the fused
 #                    linear + GELU-tanh (cuBLASLt GELU_BIAS) vs linear + act (<= 1e-3) and fp64
 #                    (<= 5e-3) (tests/test_cuda_cudnn_attention)
-#   comm-gpu         host-staged MPI on 1/2/4 ranks sharing the GPU; NCCL on 1 rank
+#   comm-gpu         host-staged MPI on 1/2/4 ranks sharing the GPU; NCCL on 1 rank; the AUTO
+#                    choice (staged when ranks share a device UUID, else NCCL)
 #   op-conformance   every op of the cuda kernel table vs the plain C references
 #                    (tests/test_backend_ops --backend cuda), VAE ops included, every attention
 #                    kernel (cudnn held to its own 2e-2), linear-act-gelu-tanh
@@ -40,7 +42,10 @@
 #                    with the default attention (cuda-flash) and with cudnn
 #   pipeline-gpu     `cpdit run` on builtin:shapes (text encoders, transformer, VAE) on the
 #                    GPU vs the CPU, and on 2 GPU ranks vs 1
-# Planned time on an H200 (16 cores): build 3-4 min, checks 4-5 min; each check has 300 s.
+# Planned time on an H200 (16 cores): build 3-4 min, checks 4-5 min; each check has at most
+# 300 s and all of it (build included) DEVICE_CHECKS_BUDGET s (default 560: the device tool
+# stops a command at 600 s, and the summary must still print). A check the budget leaves no
+# time for is NOT-RUN, which fails the script like a FAIL.
 set -u
 src=$(pwd)
 build=${1:-/tmp/cpdit-gpu}
@@ -105,23 +110,30 @@ CPDIT=$build/cpdit; export CPDIT
 
 # ---- one check: NAME, then a command; exit 0 PASS, 77 SKIP, else FAIL. Output to NAME.log.
 # The detail is the log's last "RESULT:" line when it has one.
+budget=${DEVICE_CHECKS_BUDGET:-560}
 check() {
     name=$1; shift
     t0=$(date +%s)
-    timeout 300 "$@" >"$build/$name.log" 2>&1
+    left=$(( started + budget - t0 - 15 )) # 15 s kept for the summary
+    if [ $left -lt 20 ]; then
+        record "$name" NOT-RUN "the ${budget} s budget was spent before it"; return
+    fi
+    lim=300; [ $left -lt $lim ] && lim=$left
+    timeout -k 5 $lim "$@" >"$build/$name.log" 2>&1
     rc=$?
     dt=$(( $(date +%s) - t0 ))
     res=$(grep '^RESULT: ' "$build/$name.log" | tail -n 1 | sed 's/^RESULT: //')
     case $rc in
         0) record "$name" PASS "$dt s${res:+; $res}" ;;
         77) record "$name" SKIP "$(grep -m 1 -i "skip" "$build/$name.log" || tail -n 1 "$build/$name.log")" ;;
-        124) record "$name" FAIL "timed out after $dt s ($name.log)"; tail -n 20 "$build/$name.log" >&2 ;;
+        124|137) record "$name" FAIL "timed out after $dt s ($name.log)"; tail -n 20 "$build/$name.log" >&2 ;;
         *) record "$name" FAIL "exit $rc after $dt s${res:+; $res} ($name.log)"
            grep '^FAIL' "$build/$name.log" >&2; tail -n 20 "$build/$name.log" >&2 ;;
     esac
 }
 missing() { record "$1" MISSING "$2"; }
 
+check cuda-host-math "$build/tests/test_cuda_host_math"
 check cuda-device "$build/tests/test_cuda_device"
 check cuda-kernels "$build/tests/test_cuda_kernels"
 if [ -x "$build/tests/test_cuda_cudnn_attention" ]; then
@@ -168,5 +180,5 @@ report=/dev/null
         [ -f "$build/$f.log" ] && { echo "-- $f"; grep -v '^$' "$build/$f.log" | tail -n $n; }
     done
 } | tee "$report"
-case $summary in *FAIL*) exit 1 ;; esac
+case $summary in *FAIL* | *NOT-RUN*) exit 1 ;; esac
 exit 0
