@@ -66,7 +66,8 @@ static const cli_command commands[] = {
      "and uses SGEMM (exact reference, twice the memory). --weight-memory SIZE (e.g. 20G):\n"
      "the transformer's weights are made once and kept when they fit in SIZE (default: 80%\n"
      "of the available memory), else streamed block by block at every step. The ranks of a\n"
-     "node share one copy of them (MPI shared memory) unless --no-weight-sharing.\n"
+     "node share one copy of them (MPI shared memory) unless --no-weight-sharing; streamed,\n"
+     "the ranks of a CP group on a node share the two block slots, each block made once.\n"
      "The VAE decode is split by rows over the CP group (exact); --vae-parallel off decodes\n"
      "on CP rank 0 alone; --vae-parallel world (manifest: vae_parallel: world) splits it\n"
      "over EVERY rank of the job, so data-parallel groups that have no item join the\n"
@@ -179,7 +180,8 @@ static const cli_command commands[] = {
      "memory) unless --no-weight-sharing. --weight-memory SIZE (8G, 512M, bytes) caps the\n"
      "transformer's resident weights: a model larger than SIZE is streamed block by block,\n"
      "the next block read and converted on a helper thread while the current one computes\n"
-     "(--no-weight-prefetch: each block made when needed).\n"
+     "(--no-weight-prefetch: each block made when needed); the ranks of a CP group on one\n"
+     "node share the two block slots, each block made by one of them in turn.\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
      "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},

@@ -7,9 +7,15 @@
  *   - --signal=B:USR1@LEAD: Slurm signals the batch shell LEAD seconds before the time
  *     limit; the trap (USR1 and TERM) creates the stop-request file OUTPUT/.cpdit-stop-request-
  *     $SLURM_JOB_ID (job_slurm.h) and sends USR1 to the launcher (srun and mpirun both pass
- *     USR1 on to the ranks without ending the step; mpirun kills the ranks on TERM); cpdit
- *     stops after the current sampler step and exits 3. A request that comes before the step
- *     starts requeues at once;
+ *     USR1 on to the ranks without ending the step); cpdit stops after the current sampler
+ *     step and exits 3. The launcher runs under setsid, in a process group of its own: Slurm
+ *     signals the batch shell's process group on `scancel --full` (slurmstepd's killpg), and a
+ *     launcher signalled with TERM ends the step itself (srun kills it at once; mpirun stops
+ *     forwarding USR1 and kills the ranks after its kill wait), while Open MPI's ranks, in
+ *     process groups of their own, get nothing. A step still running STOP_GRACE seconds
+ *     after the request (LEAD - 2 x the mpirun kill wait - 10 s, at least
+ *     JOB_SBATCH_STOP_GRACE_MIN_S; $CPDIT_STOP_GRACE_S at job time overrides it) gets TERM,
+ *     so a stop never hangs. A request that comes before the step starts requeues at once;
  *   - --requeue and --open-mode=append logs in the output folder (slurm-%j.out, or
  *     slurm-%A_%a.out for arrays);
  *   - the launcher is chosen when the job starts: `srun --mpi=pmix` when `srun --mpi=list`
@@ -19,7 +25,8 @@
  *     planner at job start with --topology FILE (from `cpdit submit --topology` or
  *     $CPDIT_TOPOLOGY at submit time), else $CPDIT_TOPOLOGY at job time, else a quick probe;
  *   - after the step: exit 3, or the runner's stop marker OUTPUT/.cpdit-stopped-$SLURM_JOB_ID
- *     (needed because mpirun returns 1, not the ranks' 3, when it was signalled), → echo and
+ *     (mpirun returns 1, not the ranks' 3, when it was signalled itself), or a stop the trap
+ *     recorded with a step killed before it finished (exit other than 0, 2, 4) → echo and
  *     `scontrol requeue $SLURM_JOB_ID`; otherwise the script exits with the step's status.
  * The text depends only on the options (no dates, no host names), so it can be compared
  * with golden files.
@@ -36,6 +43,7 @@ extern "C" {
 #define JOB_SBATCH_FILE_NAME "cpdit-job.sbatch"
 #define JOB_SBATCH_SIGNAL_LEAD_S 120 /* seconds of warning before the time limit */
 #define JOB_SBATCH_MPIRUN_KILL_WAIT_S 10 /* mpirun's TERM-to-KILL wait (odls_base_sigkill_timeout) */
+#define JOB_SBATCH_STOP_GRACE_MIN_S 30   /* least seconds a stop may take before the step gets TERM */
 #define JOB_STOP_MARKER_PREFIX ".cpdit-stopped" /* + "-JOBID" inside Slurm */
 #define JOB_STOP_REQUEST_PREFIX ".cpdit-stop-request" /* + "-JOBID"; written by the script */
 

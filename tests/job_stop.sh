@@ -15,8 +15,23 @@
 #     it writes its first item's PNG → rank 1's group, which saw no signal, stops at the same
 #     round too (the world agrees before each round): round 0's two items finished, exit 3;
 #     the rerun (world again) renders exactly the rest.
+# The sbatch script of `cpdit submit` (mpirun launcher), run by bash without Slurm (SLURM_JOB_ID
+# set, a stand-in `scontrol` that records the requeue), started as a process group leader as
+# slurmstepd starts it:
+#  E. SIGTERM to the script's whole process group, as `scancel --full --signal=TERM` sends it
+#     (slurmstepd's killpg), while both ranks write their first PNG and stay there longer than
+#     mpirun's TERM-then-KILL escalation (odls_base_sigkill_timeout 1 s here): the ranks must
+#     not be killed; they finish those two items, begin no other (the script's USR1 reaches
+#     every rank: "stopped by SIGUSR1"), write the stop marker and exit 3; mpirun returns 3;
+#     the script requeues on it and leaves no marker or request; the requeued run (restart 1)
+#     renders exactly the rest and the script exits 0 without requeueing.
+#  F. a stop that does not end: the ranks stay at the PNG hold past the script's stop grace
+#     (CPDIT_STOP_GRACE_S=2) → the script ends the step (TERM to mpirun, which kills the ranks),
+#     requeues on its own record of the signal; no PNG, no marker; the requeued run takes the
+#     killed run's lock over and completes the set, leaving no temporary file or lock.
 # Exit 77 (skip) without mpirun.
 : "${MPI_RUN:?MPI_RUN is set by make check}"
+MPIRUN_PROG=$(sed -n 's/^MPIRUN="\(.*\)"$/\1/p' "$MPI_RUN")
 : "${CPDIT:?CPDIT is set by make check}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-stop-XXXXXX") || exit 1
 pids=
@@ -152,5 +167,94 @@ if p0=$(held_pid 0 120) && held_pid 1 120 > /dev/null; then
     rerun d-rerun
 else
     fail "D: the ranks did not reach the hold point"; cat "$work/d.log"
+fi
+
+# ---------------------------------------------------------------- E/F. the sbatch script
+extra=
+if [ -z "$MPIRUN_PROG" ] || [ ! -x "$MPIRUN_PROG" ] || ! command -v setsid > /dev/null; then
+    echo "job_stop.sh: no mpirun or setsid: the sbatch script cases E and F are skipped"
+    exit $status
+fi
+mkdir -p "$work/bin"
+cat > "$work/bin/scontrol" <<EOF
+#!/bin/sh
+echo "\$*" >> "$work/scontrol.calls"
+EOF
+ln -s "$MPIRUN_PROG" "$work/bin/mpirun"
+chmod +x "$work/bin/scontrol"
+# script NAME RESTART [env...]: the sbatch script in the background, a process group leader
+script() {
+    name=$1 restart=$2
+    shift 2
+    env PATH="$work/bin:$PATH" SLURM_JOB_ID=4343 SLURM_RESTART_COUNT=$restart \
+        CPDIT_LAUNCHER=mpirun OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+        OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMPI_MCA_odls_base_sigkill_timeout=1 \
+        CPDIT_TEST_HOLD="write:$hold" "$@" \
+        setsid timeout --kill-after=10 300 bash "$work/out/cpdit-job.sbatch" > "$work/$name.log" 2>&1 &
+    run_pid=$!
+    pids="$pids $run_pid"
+}
+# after_stop NAME [killed]: the state after the stopped run, and the requeued run that
+# completes it (killed: the ranks were ended hard, so their lock is left to be taken over)
+after_stop() {
+    grep -q '^requeue 4343$' "$work/scontrol.calls" 2>/dev/null || fail "$1: no requeue"
+    ls -a "$work/out" | grep -q '^\.cpdit-stop' && fail "$1: a stop marker or request was left"
+    [ -z "${2:-}" ] && clean_folder "$1"
+    rm -f "$work/scontrol.calls" "$hold"
+    script "$1-requeued" 1
+    wait "$run_pid" || { fail "$1: the requeued run: exit $?"; cat "$work/$1-requeued.log"; }
+    [ -e "$work/scontrol.calls" ] && fail "$1: the requeued run requeued again"
+    [ "$(pngs)" -eq $N ] || fail "$1: $(pngs) PNGs after the requeued run, expected $N"
+    [ "$(lines)" -eq $N ] || fail "$1: $(lines) index lines after the requeued run, expected $N"
+    u=$(cat "$work/out"/index*.jsonl | sed 's/.*"file":"\([^"]*\)".*/\1/' | sort -u | wc -l)
+    [ "$u" -eq $N ] || fail "$1: $u distinct files in the index, expected $N"
+    grep -q '"restart_count":1' "$work/out/index.jsonl" || fail "$1: no line of the requeued run"
+    ls -a "$work/out" | grep -q '^\.cpdit-stop' && fail "$1: a stop marker or request was left at the end"
+    clean_folder "$1-requeued"
+}
+submit_script() {
+    rm -rf "$work/out"
+    mkdir -p "$work/out"
+    "$CPDIT" submit "$work/m.yaml" --output "$work/out" --ntasks-per-node 2 --dp 2 --dry-run \
+        > "$work/out/cpdit-job.sbatch" 2> "$work/submit.err" || { fail "submit --dry-run"; cat "$work/submit.err"; }
+}
+
+submit_script
+: > "$hold"
+script e 0
+if held_pid 0 120 > /dev/null && held_pid 1 120 > /dev/null; then
+    kill -TERM -- "-$run_pid" # the whole process group, as slurmstepd does for scancel --full
+    sleep 4                   # twice mpirun's kill wait, and more: nothing may be killed
+    rm -f "$hold"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 0 ] || { fail "E: the script exited $rc"; cat "$work/e.log"; }
+    grep -q 'stopped early (exit 3); requeueing job 4343' "$work/e.log" ||
+        { fail "E: the script did not requeue on mpirun's exit 3"; cat "$work/e.log"; }
+    grep -q 'stopped by SIGUSR1: 4 items left' "$work/e.log" || { fail "E: summary"; cat "$work/e.log"; }
+    [ "$(pngs)" -eq 2 ] || fail "E: $(pngs) PNGs, expected 2 (the item each rank was writing)"
+    [ "$(lines)" -eq 2 ] || fail "E: $(lines) index lines, expected 2"
+    after_stop E
+else
+    fail "E: the ranks did not reach the hold point"; cat "$work/e.log"
+fi
+
+submit_script
+: > "$hold"
+script f 0 CPDIT_STOP_GRACE_S=2
+if held_pid 0 120 > /dev/null && held_pid 1 120 > /dev/null; then
+    kill -TERM -- "-$run_pid"
+    wait "$run_pid"
+    rc=$?
+    [ $rc -eq 0 ] || { fail "F: the script exited $rc"; cat "$work/f.log"; }
+    grep -q 'the job step did not stop within 2 s; ending it (TERM)' "$work/f.log" ||
+        { fail "F: the script did not end the step"; cat "$work/f.log"; }
+    grep -q 'the job step killed before it could finish (exit [0-9]*); requeueing job 4343' "$work/f.log" ||
+        { fail "F: no requeue on the script's record"; cat "$work/f.log"; }
+    [ "$(pngs)" -eq 0 ] || fail "F: $(pngs) PNGs, expected 0 (both ranks ended while writing)"
+    after_stop F killed
+else
+    fail "F: the ranks did not reach the hold point"; cat "$work/f.log"
 fi
 exit $status

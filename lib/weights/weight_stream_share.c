@@ -126,36 +126,38 @@ static void ws_sleep(ws_ctl *c, uint32_t seen)
 #endif
 }
 
-/* Wait until slot (k mod 2) is free: every member uses k - 1 or later. 0: abandoned. */
+/* Wait until slot (k mod 2) is free: every member uses k - 1 or later. 0: abandoned
+ * before (a slot already free or made is used even after an abandon: a peer that finished
+ * and closed leaves nobody waiting for what it made). */
 static int wait_free(const struct weight_stream_share *ss, int64_t k)
 {
     ws_ctl *c = ss->ctl;
     for (;;) {
         const uint32_t seen = atomic_load(&c->gen);
-        if (atomic_load(&c->abandon))
-            return 0;
         int all = 1;
         for (int m = 0; m < ss->members && all; m++)
             all = atomic_load(&c->acquired[m]) >= k - 1;
         if (all)
             return 1;
+        if (atomic_load(&c->abandon))
+            return 0;
         ws_sleep(c, seen);
     }
 }
 
 /* Wait until slot (k mod 2) holds group g as k, made or failed: its state, or -1 when
- * abandoned. */
+ * abandoned before. */
 static int wait_made(const struct weight_stream_share *ss, int64_t k, int g)
 {
     ws_ctl *c = ss->ctl;
     for (;;) {
         const uint32_t seen = atomic_load(&c->gen);
-        if (atomic_load(&c->abandon))
-            return -1;
         const uint64_t w = atomic_load(&c->slot[k & 1]);
         if (word_seq(w) == k && word_group(w) == g &&
             (word_state(w) == WS_READY || word_state(w) == WS_FAILED))
             return word_state(w);
+        if (atomic_load(&c->abandon))
+            return -1;
         ws_sleep(c, seen);
     }
 }

@@ -13,7 +13,11 @@
 # the machine may be shared; the 23.8 GB transformer then streams), THREADS (BLAS threads of
 # the job, default 2: one rank with THREADS, or two ranks with THREADS/2 each), STEPS
 # (default 2: the second shows the steady state), SIZE (default 256), CPDIT (./cpdit),
-# MPI_RUN (tests/mpi-run.sh), RUNS ("1 2": the rank counts to run).
+# MPI_RUN (tests/mpi-run.sh), RUNS ("1 2": the rank counts to run; REPORT_ONLY="1 2" prints
+# the tables again from the logs a --keep run left in DIR, running nothing), T5_LAYERS and CLIP_LAYERS
+# (default 24 and 12: T5-XXL's and CLIP-L's; 1 keeps the transformer at full size and makes
+# the text encoding short, to measure the steps), SHARING (--no-weight-sharing to give each
+# rank its own weights and streaming slots, for comparison).
 #
 # Prints, per run: cpdit's own lines with a time stamp, then a table of each step's time,
 # GFLOP/s (real FLOPs of the step: every linear layer of the 57 blocks, embedders and final
@@ -50,7 +54,8 @@ done
 for f in "$CPDIT" "$FOLDER_TOOL" "$TOOL" "$BENCH"; do
     [ -x "$f" ] || { echo "$0: $f is missing (make && make check TESTS=)" >&2; exit 2; }
 done
-if [ $QUICK = 1 ]; then L=1 S=1 T5L=1 CL=1; else L=19 S=38 T5L=24 CL=12; fi
+if [ $QUICK = 1 ]; then L=1 S=1 T5L=1 CL=1; else L=19 S=38 T5L=${T5_LAYERS:-24} CL=${CLIP_LAYERS:-12}; fi
+SHARING=${SHARING:-}
 [ $KEEP = 1 ] || trap 'rm -rf "$DIR"' EXIT
 stamp() { # prefix each line with seconds since the epoch
     while IFS= read -r line; do echo "$(date +%s.%N | cut -c1-14) $line"; done
@@ -136,18 +141,25 @@ run_one() { # $1 = ranks
     else
         (OPENBLAS_NUM_THREADS=$((P / n > 0 ? P / n : 1)) "$MPI_RUN" -np $n "$CPDIT" run --model "$M" \
             --prompt "a red circle on a blue background" --width $SIZE --height $SIZE \
-            --steps $STEPS --ring 1 --ulysses $n --weight-memory $WM --verbose \
+            --steps $STEPS --ring 1 --ulysses $n --weight-memory $WM --verbose $SHARING \
             --output "$DIR/out$n" 2>&1; echo "exit status $?") | stamp | tee "$log"
     fi
     t_end=$(date +%s.%N | cut -c1-14)
     kill $mpid
     wait $mpid 2>/dev/null
-    # the table: steps from the stamped "step k/N T s" lines, reads from the monitor samples
-    awk -v gf=$GFLOP -v t0=$t_start -v t1=$t_end -v n=$n -v monf="$mon" '
+    report "$n" "$t_start" "$t_end"
+}
+
+# the table of run N: steps from the stamped "step k/N T s" lines, reads and memory from the
+# monitor samples between T_START and T_END
+report() { # N T_START T_END
+    n=$1 log="$DIR/run$1.log" mon="$DIR/mon$1.log"
+    awk -v gf=$GFLOP -v t0=$2 -v t1=$3 -v n=$n -v monf="$mon" '
         function rd_at(t,   i, v) { v = 0; for (i = 1; i <= ns; i++) if (st[i] <= t) v = sr[i]; return v }
         BEGIN {
             while ((getline line < monf) > 0) {
                 k = split(line, f, " "); ns++; st[ns] = f[1]; sr[ns] = f[2]; if (f[2] > rmax) rmax = f[2]
+                sl[ns] = line
                 for (j = 3; j <= k; j++) { split(f[j], m, ":"); pid[m[1]] = 1
                     if (m[2] > rss[m[1]]) rss[m[1]] = m[2]; if (m[3] > pss[m[1]]) pss[m[1]] = m[3]
                     if (m[4] > hwm[m[1]]) hwm[m[1]] = m[4] }
@@ -168,8 +180,33 @@ run_one() { # $1 = ranks
                    t1 - t0, rd_at(ts) * 1e-9, rmax * 1e-9
             for (p in pid) printf "rank pid %s: peak RSS %.0f MiB (VmHWM %.0f MiB), peak PSS %.0f MiB\n",
                                   p, rss[p] / 1024, hwm[p] / 1024, pss[p] / 1024
+            # during the steps only (text encoding and VAE decode left out), and all ranks together
+            for (i = 1; i <= ns; i++) {
+                if (st[i] < ts || st[i] > te[nst]) continue
+                k = split(sl[i], f, " "); tot = 0
+                for (j = 3; j <= k; j++) { split(f[j], m, ":"); tot += m[3]
+                    if (m[2] > srss[m[1]]) srss[m[1]] = m[2]; if (m[3] > spss[m[1]]) spss[m[1]] = m[3] }
+                if (tot > stot) stot = tot
+            }
+            for (i = 1; i <= ns; i++) { k = split(sl[i], f, " "); tot = 0
+                for (j = 3; j <= k; j++) { split(f[j], m, ":"); tot += m[3] }
+                if (tot > atot) atot = tot }
+            for (p in srss) printf "rank pid %s during the steps: peak RSS %.0f MiB, peak PSS %.0f MiB\n",
+                                   p, srss[p] / 1024, spss[p] / 1024
+            printf "all ranks together: peak PSS %.0f MiB during the steps, %.0f MiB in the whole run\n",
+                   stot / 1024, atot / 1024
         }' "$log"
 }
+
+if [ -n "${REPORT_ONLY:-}" ]; then # the tables again from the logs of a --keep run
+    for n in $REPORT_ONLY; do
+        echo "## $n rank(s)"
+        report "$n" "$(head -1 "$DIR/mon$n.log" | cut -d' ' -f1)" \
+            "$(tail -1 "$DIR/mon$n.log" | cut -d' ' -f1)"
+    done
+    trap - EXIT
+    exit 0
+fi
 
 status=0
 for n in $RUNS; do
