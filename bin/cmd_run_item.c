@@ -207,10 +207,16 @@ int run_item(const run_item_options *o_given)
                         tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
                         tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
                         MPI_Wtime() - t_write);
+            text_weight_stats cs, ts;
+            pipeline_text_weight_stats(p, &cs, &ts);
+            if (!st && o->verbose && (cs.streaming || ts.streaming)) /* over their budget */
+                fprintf(stderr, "cpdit: text encoders streamed per layer: making the weights "
+                        "%.3f s (CLIP %.3f, T5 %.3f; the next layer on a helper thread), the "
+                        "forwards waited %.3f s for them\n", cs.create_s + ts.create_s,
+                        cs.create_s, ts.create_s, cs.stall_s + ts.stall_s);
             if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
-                fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, steps 2-%d %lld bytes\n",
-                        tm.read_step1_bytes, tm.steps,
-                        tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
+                fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, later steps %lld bytes\n",
+                        tm.read_step1_bytes, tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
             if (!st)
                 printf("%s\n", out_path);
             long n_dec = 0;

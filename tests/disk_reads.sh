@@ -87,7 +87,7 @@ run() {
         { echo "FAIL: $1: cpdit run failed"; cat "$work/$1.log"; return 1; } >&2
     grep -q "^cpdit: step 1/$3 [0-9.]* s, disk read [0-9]* bytes$" "$work/$1.log" ||
         { echo "FAIL: $1: no step lines with disk reads"; cat "$work/$1.log"; return 1; } >&2
-    grep -q "^cpdit: disk read: step 1 [0-9]* bytes, steps 2-$3 [0-9]* bytes$" "$work/$1.log" ||
+    grep -q "^cpdit: disk read: step 1 [0-9]* bytes, later steps [0-9]* bytes$" "$work/$1.log" ||
         { echo "FAIL: $1: no disk read summary"; cat "$work/$1.log"; return 1; } >&2
     sed -n "s/^cpdit: step \([2-9]\|1[0-9]\)\/$3 [0-9.]* s, disk read \([0-9]*\) bytes$/\2/p" \
         "$work/$1.log"

@@ -199,6 +199,13 @@ const char *pipeline_model_dir(const pipeline *p)
     return p->model_dir;
 }
 
+void pipeline_text_weight_stats(const pipeline *p, text_weight_stats *clip,
+                                text_weight_stats *t5)
+{
+    clip_text_model_weight_stats(text_encoders_clip(p->text), clip);
+    t5_encoder_weight_stats(text_encoders_t5(p->text), t5);
+}
+
 int pipeline_is_guidance_distilled(const pipeline *p)
 {
     return flux_transformer_config_of(p->transformer)->guidance_embeds ? 1 : 0;

@@ -22,6 +22,7 @@
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
 #include "kernels/backend.h"
+#include "lib/text/text_weights.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,6 +136,10 @@ double pipeline_decode_seconds(const pipeline *p, long *count);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
 const char *pipeline_model_dir(const pipeline *p);
+/* How the text encoders' weights are held (resident or streamed per layer) and what making
+ * them cost so far, CLIP's and the T5's (text_weights.h). */
+void pipeline_text_weight_stats(const pipeline *p, text_weight_stats *clip,
+                                text_weight_stats *t5);
 /* 1 when the transformer embeds guidance (FLUX.1-dev), 0 for schnell-like models. */
 int pipeline_is_guidance_distilled(const pipeline *p);
 
