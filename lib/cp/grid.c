@@ -104,8 +104,11 @@ static cpdit_status wrap_for(MPI_Comm sub, const cpdit_backend *be, cpdit_comm *
             kind = CPDIT_COMM_GPU_NCCL;
         else if (force && !strcmp(force, "staged"))
             kind = CPDIT_COMM_GPU_STAGED;
-        /* the GPU communicator keeps sub (its control collectives run over it) */
-        return cpdit_comm_gpu_create(sub, stream, kind, out, err);
+        /* the GPU communicator works on its own duplicate of sub (MPI_Comm_dup inside), so
+         * sub is freed here: kept, every grid would leak a communicator */
+        cpdit_status st = cpdit_comm_gpu_create(sub, stream, kind, out, err);
+        MPI_Comm_free(&sub);
+        return st;
     }
 #endif
     MPI_Comm_free(&sub);

@@ -8,11 +8,14 @@
 #   - .debs/ (from tests/gpu/fetch-debs.sh here; CPDIT_FORCE_DEBS=1 uses them anyway) when it has no Open MPI, libyaml, hwloc,
 #     OpenBLAS, jansson or libpng: the packages are unpacked under /tmp/cpdit-debroot, never
 #     into /, and used through OPAL_PREFIX, PKG_CONFIG_PATH/SYSROOT and LD_LIBRARY_PATH.
-# Usage (repository root):  tests/gpu/device-checks.sh [BUILD_DIR]     (default /tmp/cpdit-gpu)
+# Usage (repository root):  tests/gpu/device-checks.sh [BUILD_DIR]     (default /tmp/cpdit-gpu;
+# a BUILD_DIR already configured --with-cuda, e.g. from an earlier run, is reused: make only)
 # Results: $OUT/device-checks.txt when $OUT is set (the device tool brings it back), and stdout.
 #
 # Checks (each PASS / FAIL / SKIP / MISSING / NOT-RUN — MISSING = not in this build yet); the model-level
 # ones are tests/gpu/gpu-steps.sh (its header states every tolerance):
+#   gpu-usable       FAIL when nvidia-smi lists a GPU the cuda backend cannot use (driver older
+#                    than the CUDA runtime linked, ...), so the SKIPs below cannot hide it
 #   cuda-host-math   the host-side layouts/strides of cuDNN and cuBLASLt, device sharing (no GPU)
 #   cuda-device      the device is seen, a kernel runs (tests/test_cuda_device)
 #   cuda-kernels     flash attention + LSE, LSE merge, cuBLASLt linear vs double loops
@@ -96,7 +99,11 @@ if [ ! -x "$src/configure" ]; then
     fi
 fi
 cd "$build" || exit 1
-if ! "$src/configure" --with-cuda >configure.log 2>&1; then
+# a build folder already configured with CUDA (a second run on a warm machine, or the source
+# tree itself) is only brought up to date by make
+if grep -q 'with-cuda' config.status 2>/dev/null && [ -f Makefile ]; then
+    log "reusing the CUDA build in $build"
+elif ! "$src/configure" --with-cuda >configure.log 2>&1; then
     tail -n 30 configure.log; record build FAIL "configure --with-cuda (configure.log)"; printf '%s' "$summary"; exit 1
 fi
 jobs=$(nproc 2>/dev/null || echo 8)
@@ -133,6 +140,19 @@ check() {
 }
 missing() { record "$1" MISSING "$2"; }
 
+# A GPU the driver shows but the cuda backend cannot use (e.g. a driver older than the CUDA
+# runtime the build links) would turn every check below into a SKIP: fail loudly instead.
+cuda_line=$("$CPDIT" --version 2>/dev/null | grep -A1 '^    cuda ' | tail -n 1)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+case $cuda_line in
+    *available:*)
+        if [ "${gpus:-0}" -gt 0 ]; then
+            record gpu-usable FAIL "nvidia-smi lists $gpus GPU(s) but cpdit says:$(echo "$cuda_line" | sed 's/^ *//') (driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1))"
+        else
+            record gpu-usable SKIP "no GPU: every GPU check below skips"
+        fi ;;
+    *) record gpu-usable PASS "$gpus GPU(s); the cuda backend can run" ;;
+esac
 check cuda-host-math "$build/tests/test_cuda_host_math"
 check cuda-device "$build/tests/test_cuda_device"
 check cuda-kernels "$build/tests/test_cuda_kernels"
@@ -153,7 +173,10 @@ else
     missing bench "tests/cuda_bench not built"
 fi
 if "$CPDIT" --version 2>/dev/null | grep -q '^    cuda '; then
-    check bench-ops "$CPDIT" bench ops --backend cuda --reps 5
+    case $cuda_line in
+        *available:*) record bench-ops SKIP "the cuda backend has no device here" ;;
+        *) check bench-ops "$CPDIT" bench ops --backend cuda --reps 5 ;;
+    esac
     steps="$src/tests/gpu/gpu-steps.sh"
     [ -f "$steps" ] || steps="$scripts/tests/gpu/gpu-steps.sh"
     export WORK="$build/gpu-steps" BENCH_LOG="$build/bench.log"
