@@ -7,10 +7,16 @@
  * one by cpdit_backend_default().
  *
  * Conventions for every op:
- *   - tensors are fp32, row-major; "rows x dim" means `rows` vectors of `dim` contiguous floats;
- *   - buffers belong to the backend's memory (host memory for the CPU backend): allocate
- *     activations with alloc/free of the same table (or a cpdit_scratch over it) and move host
- *     data in and out with upload/download;
+ *   - activations (cpdit_buf) are row-major elements of the table's act_dtype: fp32 on "cpu",
+ *     bf16 on "cuda" and "cpu-bf16" (ops compute in fp32 and round once when they store);
+ *     "rows x dim" means `rows` vectors of `dim` contiguous elements, and every stride, count
+ *     and offset of an activation is in elements, never bytes or floats;
+ *   - parameters (biases, norm weights, RoPE tables, embedding tables, T5's position bias)
+ *     and the attention LSE are fp32 (`float *`) in every table;
+ *   - buffers belong to the backend's memory (host memory for the CPU tables): allocate
+ *     activations with cpdit_act_alloc (or be->alloc of cpdit_act_bytes, or a cpdit_scratch)
+ *     and move host fp32 data in and out with upload_act/download_act (which convert), other
+ *     data with upload/download (bytes as they are);
  *   - unless an op says otherwise, y may alias x (in place), and sizes of 0 are no-ops;
  *   - the ops do not fail on valid arguments; `linear` and attention return a status because a
  *     backend may need workspace or a library handle.
@@ -33,6 +39,13 @@
 extern "C" {
 #endif
 
+/* Activation storage: a pointer into a backend's memory holding elements of the table's
+ * act_dtype. An incomplete type on purpose: C cannot step through it, so an offset must go
+ * through cpdit_buf_at(be, p, elements), which knows the element size; passing a `float *`
+ * where a cpdit_buf * is expected is a compile error (-Werror=incompatible-pointer-types).
+ * Host fp32 arrays become buffers of a host fp32 table ("cpu") with cpdit_host_buf. */
+typedef struct cpdit_buf cpdit_buf;
+
 /* Activations by kind (the `act` op, and the ones an op can fuse: diffusers' get_activation
  * names silu/swish, gelu (erf form), relu, mish); n elements, y may alias x. */
 typedef enum cpdit_act {
@@ -54,8 +67,9 @@ typedef cpdit_act cpdit_activation;
 const char *cpdit_act_name(cpdit_act kind);
 
 /* One attention problem: out = softmax(scale q k^T + bias, masked) v, per item b and head h.
- *   q (B, Sq, H, D), k and v (B, Skv, H, D), out (B, Sq, H, D), lse (B, Sq, H) or NULL.
- *   Row strides: consecutive tokens of q are ld_q floats apart (k and v: ld_kv, out: ld_out;
+ *   q (B, Sq, H, D), k and v (B, Skv, H, D), out (B, Sq, H, D): activations (cpdit_buf);
+ *   lse (B, Sq, H) fp32 or NULL.
+ *   Row strides: consecutive tokens of q are ld_q elements apart (k and v: ld_kv, out: ld_out;
  *   0 means H*D, contiguous), so q, k, v may be column blocks of one fused qkv buffer; item b
  *   starts at b*Sq*ld_q (k, v: b*Skv*ld_kv; out: b*Sq*ld_out). lse is always contiguous.
  *   bias: additive scores (H, Sq, Skv), the same for every item (T5's relative position bias),
@@ -78,8 +92,8 @@ typedef struct cpdit_attention_args {
 typedef struct cpdit_attention_kernel {
     const char *name;    /* "cpu-flash", "cpu-reference", ... unique over all backends */
     const char *summary; /* one line for --help and errors */
-    cpdit_status (*forward)(float *out, float *lse, const float *q, const float *k,
-                            const float *v, const cpdit_attention_args *a, cpdit_error *err);
+    cpdit_status (*forward)(cpdit_buf *out, float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                            const cpdit_buf *v, const cpdit_attention_args *a, cpdit_error *err);
     /* The normalised error the kernel may show against fp32 attention, for kernels that
      * compute in lower precision (cudnn: bf16 Q, K, V, P and O); 0 for fp32 kernels (the
      * conformance suite then holds them to its fp32 thresholds). */
@@ -120,6 +134,10 @@ typedef struct cpdit_weight_desc {
 typedef struct cpdit_backend {
     const char *name;    /* "cpu", ... */
     const char *summary; /* one line for cpdit --version */
+    /* The element type of activations (cpdit_buf) in this table: CPDIT_DTYPE_F32 or
+     * CPDIT_DTYPE_BF16; act_size its bytes (4 or 2). */
+    cpdit_dtype act_dtype;
+    size_t act_size;
     /* 1 when the backend's memory is host memory (a host pointer is a valid backend buffer:
      * the CPU); 0 when it is a device's (upload/download are the only way across). */
     int host_memory;
@@ -141,9 +159,14 @@ typedef struct cpdit_backend {
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
     /* Copies between host memory and the backend's memory (plain memcpy on the CPU): model
-     * inputs, tables built on the host and outputs cross here and nowhere else. */
+     * inputs, tables built on the host and outputs cross here and nowhere else.
+     * upload/download move bytes as they are (fp32 parameters, the LSE, index tables);
+     * upload_act/download_act move n activations between host fp32 and the table's act_dtype
+     * (rounding to nearest even on the way in; a plain copy when act_dtype is fp32). */
     void (*upload)(void *dst, const void *host_src, size_t bytes);
     void (*download)(void *host_dst, const void *src, size_t bytes);
+    void (*upload_act)(cpdit_buf *dst, const float *host_src, size_t n);
+    void (*download_act)(float *host_dst, const cpdit_buf *src, size_t n);
 
     /* Weights. weight_bytes: the bytes weight_create stores for d (0 when it would use
      * d->data in place). weight_create: *out = the weight of d. Errors: unsupported dtype,
@@ -157,20 +180,20 @@ typedef struct cpdit_backend {
      * W: a weight of (N, K) (nn.Linear's (out, in)); b: (N) fp32 or NULL. y must not alias x.
      * ldx >= K, ldy >= N. With accumulate = 1, y += x W^T (+ b) instead of y = ...
      * Errors: W's shape is not (N, K), bad sizes (INPUT); out of memory (RUNTIME). */
-    cpdit_status (*linear)(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
-                           const float *b, int M, int K, int N, int accumulate,
-                           cpdit_error *err);
+    cpdit_status (*linear)(cpdit_buf *y, int ldy, const cpdit_buf *x, int ldx,
+                           const cpdit_weight *w, const float *b, int M, int K, int N,
+                           int accumulate, cpdit_error *err);
 
     /* LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) * gamma + beta, the
      * variance biased (divide by dim) as torch.nn.LayerNorm. x, y (rows, dim); gamma, beta
      * (dim) or NULL (no affine: gamma = 1, beta = 0). */
-    void (*layer_norm)(float *y, const float *x, const float *gamma, const float *beta,
+    void (*layer_norm)(cpdit_buf *y, const cpdit_buf *x, const float *gamma, const float *beta,
                        size_t rows, int dim, float eps);
 
     /* RMSNorm over the last dim: y = x / sqrt(mean(x^2) + eps) * weight. x, y (rows, dim),
      * weight (dim) or NULL. For per-head Q/K norms call it with rows = tokens * heads and
      * dim = head_dim. */
-    void (*rms_norm)(float *y, const float *x, const float *weight, size_t rows, int dim,
+    void (*rms_norm)(cpdit_buf *y, const cpdit_buf *x, const float *weight, size_t rows, int dim,
                      float eps);
 
     /* Rotary embedding in place, pairwise-interleaved as diffusers' apply_rotary_emb with
@@ -179,38 +202,40 @@ typedef struct cpdit_backend {
      *   x[s,h,2i]   = a cos[s,2i]   - b sin[s,2i]
      *   x[s,h,2i+1] = b cos[s,2i+1] + a sin[s,2i+1]
      * x (S, H, D); cos, sin (S, D) (each pair's two entries are equal in FLUX's table). D even. */
-    void (*rope)(float *x, const float *cos, const float *sin, int S, int H, int D);
+    void (*rope)(cpdit_buf *x, const float *cos, const float *sin, int S, int H, int D);
 
     /* y = act(x) for the activation kind (cpdit_act), n elements. */
-    void (*act)(cpdit_act kind, float *y, const float *x, size_t n);
+    void (*act)(cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n);
 
     /* y = a + b, n elements (y may alias a or b). */
-    void (*add)(float *y, const float *a, const float *b, size_t n);
+    void (*add)(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n);
 
     /* y = a * b elementwise, n elements (y may alias a or b). */
-    void (*mul)(float *y, const float *a, const float *b, size_t n);
+    void (*mul)(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n);
 
     /* Embedding gather: y[i] = table[ids[i]] for i < n; table (vocab, dim), y (n, dim). The
-     * caller checks 0 <= ids[i] < vocab (ids are host memory). */
-    void (*embedding)(float *y, const float *table, const int32_t *ids, size_t n, int dim);
+     * caller checks 0 <= ids[i] < vocab (ids are host memory). table: fp32 parameters. */
+    void (*embedding)(cpdit_buf *y, const float *table, const int32_t *ids, size_t n, int dim);
 
     /* AdaLN modulation: y[r] = x[r] * (1 + scale) + shift for each of rows rows.
-     * x, y (rows, dim); shift, scale (dim). */
-    void (*modulate)(float *y, const float *x, const float *shift, const float *scale,
-                     size_t rows, int dim);
+     * x, y (rows, dim); shift, scale (dim): all activations. */
+    void (*modulate)(cpdit_buf *y, const cpdit_buf *x, const cpdit_buf *shift,
+                     const cpdit_buf *scale, size_t rows, int dim);
 
     /* Gated residual: h[r] += gate * x[r] for each of rows rows. h, x (rows, dim) with row
-     * strides ldh and ldx (>= dim); gate (dim). h must not alias x. */
-    void (*gated_residual)(float *h, int ldh, const float *x, int ldx, const float *gate,
-                           size_t rows, int dim);
+     * strides ldh and ldx (>= dim); gate (dim): all activations. h must not alias x. */
+    void (*gated_residual)(cpdit_buf *h, int ldh, const cpdit_buf *x, int ldx,
+                           const cpdit_buf *gate, size_t rows, int dim);
 
     /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r]. */
-    void (*copy_rows)(float *dst, int ldd, const float *src, int lds, size_t rows, int dim);
+    void (*copy_rows)(cpdit_buf *dst, int ldd, const cpdit_buf *src, int lds, size_t rows,
+                      int dim);
 
     /* Merge a partial attention result (out_b, lse_b) over other keys into (out_a, lse_a), in
      * place: lse = log(e^a + e^b), out = out_a e^(a-lse) + out_b e^(b-lse). rows = B*Sq*H
-     * rows of D floats (out) and one float (lse). An empty part (lse -INFINITY) adds nothing. */
-    void (*lse_merge)(float *out_a, float *lse_a, const float *out_b, const float *lse_b,
+     * rows of D activations (out) and one fp32 (lse). An empty part (lse -INFINITY) adds
+     * nothing. */
+    void (*lse_merge)(cpdit_buf *out_a, float *lse_a, const cpdit_buf *out_b, const float *lse_b,
                       size_t rows, int D);
 
     /* The local attention kernels, NULL-terminated, the default (fastest) first. */
@@ -244,24 +269,24 @@ typedef struct cpdit_backend {
      * row 0; for K = 3 rows -1 and `rows` must be readable (halo rows: the neighbouring rank's
      * rows, or zeros at the image's top and bottom edges); columns outside 0..W-1 count as
      * zero. y must not alias x. ws: conv2d_workspace_bytes bytes of backend memory. */
-    cpdit_status (*conv2d)(float *y, const float *x, const float *w_packed, const float *b,
-                           int W, int Cin, int Cout, int K, int r0, int r1, void *ws,
-                           cpdit_error *err);
+    cpdit_status (*conv2d)(cpdit_buf *y, const cpdit_buf *x, const float *w_packed,
+                           const float *b, int W, int Cin, int Cout, int K, int r0, int r1,
+                           void *ws, cpdit_error *err);
     /* GroupNorm's moments over x (pixels, C), G groups of C/G consecutive channels:
      * acc[g] += sum of x over the group (mean = NULL), or of (x - mean[g])^2 (mean: G values).
      * Accumulated in double, so that a caller can add the partial moments of several ranks and
      * get the single-rank result to rounding. */
-    void (*group_moments)(double *acc, const float *x, size_t pixels, int C, int G,
+    void (*group_moments)(double *acc, const cpdit_buf *x, size_t pixels, int C, int G,
                           const double *mean);
     /* y = act((x - mean[g]) · rstd[g] · gamma[c] + beta[c]) over x, y (pixels, C); mean, rstd
      * (G) from group_moments; y may alias x. */
-    void (*group_norm_apply)(float *y, const float *x, size_t pixels, int C, int G,
+    void (*group_norm_apply)(cpdit_buf *y, const cpdit_buf *x, size_t pixels, int C, int G,
                              const double *mean, const double *rstd, const float *gamma,
                              const float *beta, cpdit_activation act);
     /* Nearest 2x: y (2 rows, 2W, C)[r][i] = x (rows, W, C)[r / 2][i / 2]. y must not alias x. */
-    void (*upsample2x)(float *y, const float *x, int rows, int W, int C);
+    void (*upsample2x)(cpdit_buf *y, const cpdit_buf *x, int rows, int W, int C);
     /* y (cols, rows) = transpose of x (rows, cols) (NCHW <-> NHWC per image). No aliasing. */
-    void (*transpose)(float *y, const float *x, size_t rows, size_t cols);
+    void (*transpose)(cpdit_buf *y, const cpdit_buf *x, size_t rows, size_t cols);
 
     /* ---------------------------------------------------------------- optional entries
      * NULL in a table that has nothing better than the generic form; call them through the
@@ -271,9 +296,9 @@ typedef struct cpdit_backend {
      *   y = act(x W^T + b)
      * (cuda: one cuBLASLt call with the bias and GELU-tanh epilogue). NULL: linear, then act on
      * each row (the CPU: results identical to the two ops). Errors as linear. */
-    cpdit_status (*linear_act)(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
-                               const float *b, int M, int K, int N, cpdit_act act,
-                               cpdit_error *err);
+    cpdit_status (*linear_act)(cpdit_buf *y, int ldy, const cpdit_buf *x, int ldx,
+                               const cpdit_weight *w, const float *b, int M, int K, int N,
+                               cpdit_act act, cpdit_error *err);
     /* The kernel `--attention-backend auto` picks (cuda: times cuda-flash and cudnn once per
      * shape and keeps the faster); NULL: attention_kernels[0]. Not in attention_kernels. */
     const cpdit_attention_kernel *attention_auto;
@@ -281,9 +306,47 @@ typedef struct cpdit_backend {
 
 /* be->linear_act when the table has it, else be->linear then be->act over the block (one call
  * when ldy == N, else one per row). */
-cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const float *x, int ldx,
-                              const cpdit_weight *w, const float *b, int M, int K, int N,
-                              cpdit_act act, cpdit_error *err);
+cpdit_status cpdit_linear_act(const cpdit_backend *be, cpdit_buf *y, int ldy, const cpdit_buf *x,
+                              int ldx, const cpdit_weight *w, const float *b, int M, int K,
+                              int N, cpdit_act act, cpdit_error *err);
+
+/* ---- activation buffers ------------------------------------------------------------------ */
+
+/* The element n elements after p in be's activation storage (n may be negative: a conv's
+ * halo row above row 0). Takes a const buffer and returns a mutable one, as strchr does. */
+static inline cpdit_buf *cpdit_buf_at(const cpdit_backend *be, const cpdit_buf *p, ptrdiff_t n)
+{
+    return (cpdit_buf *)((char *)(uintptr_t)p + n * (ptrdiff_t)be->act_size);
+}
+
+/* Bytes of n activations of be. */
+static inline size_t cpdit_act_bytes(const cpdit_backend *be, size_t n)
+{
+    return n * be->act_size;
+}
+
+/* n activations of be's memory (be->alloc; free with be->free); NULL when out of memory. */
+static inline cpdit_buf *cpdit_act_alloc(const cpdit_backend *be, size_t n)
+{
+    return (cpdit_buf *)be->alloc(n * be->act_size);
+}
+
+/* 1 when be's activations are host fp32 arrays (the "cpu" table): a caller may then read and
+ * write them as floats through cpdit_host_buf / cpdit_buf_host. */
+static inline int cpdit_backend_host_f32(const cpdit_backend *be)
+{
+    return be->host_memory && be->act_dtype == CPDIT_DTYPE_F32;
+}
+
+/* A host fp32 array as a buffer of a host fp32 table (cpdit_backend_host_f32), and back. */
+static inline cpdit_buf *cpdit_host_buf(const float *p)
+{
+    return (cpdit_buf *)(uintptr_t)p;
+}
+static inline float *cpdit_buf_host(const cpdit_buf *p)
+{
+    return (float *)(uintptr_t)p;
+}
 
 /* Notes of the backends on stderr: 0 none (default); 1 choices made at run time (the attention
  * kernel `auto` picks per shape, fallbacks). The CLI's --verbose sets 1 on rank 0. */
@@ -294,6 +357,12 @@ int cpdit_backend_verbose(void);
 
 /* The CPU backend (kernels/cpu/backend_cpu.c): OpenBLAS SGEMM and loop kernels. */
 const cpdit_backend *cpdit_backend_cpu(void);
+
+/* The CPU backend with bf16 activation storage (kernels/cpu/backend_cpu_bf16.c): every op
+ * reads bf16, computes as the "cpu" table in fp32 and rounds its outputs to bf16 once, as the
+ * GPU table stores them. Half the activation memory; the host check of every bf16 offset and
+ * count of the model code. Listed after "cpu" (never the default). */
+const cpdit_backend *cpdit_backend_cpu_bf16(void);
 
 /* The CUDA backend (kernels/cuda/backend_cuda.c): only in builds configured --with-cuda
  * (CPDIT_HAVE_CUDA); listed before the CPU one, picked by default when a device is there. */

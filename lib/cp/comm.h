@@ -4,8 +4,8 @@
  * plus the implementation's opaque state (impl). The MPI implementation lives in comm_mpi.c;
  * an NCCL one plugs in later with its own table, without changing any caller.
  *
- * Units: every count and displacement is in elements of the given type (float for the data
- * movers), never bytes. Counts are size_t; an implementation whose native counts are narrower
+ * Units: every count and displacement is in elements of the given type (the data movers take
+ * it as their second argument: CPDIT_COMM_BF16 for a bf16 table's activations), never bytes. Counts are size_t; an implementation whose native counts are narrower
  * (MPI: int) must split large transfers or fail with a clear error, never truncate.
  *
  * Call through the cpdit_comm_* functions below, not through ops directly: they keep the byte
@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include "lib/core/cpdit_error.h"
+#include "lib/io/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,12 +36,19 @@ typedef struct cpdit_comm_request {
 } cpdit_comm_request;
 #define CPDIT_COMM_REQUEST_INIT {0}
 
-/* Element types and reductions for the small collectives (allreduce). */
+/* Element types (of the data movers and of allreduce) and reductions (allreduce). */
 typedef enum cpdit_comm_dtype {
     CPDIT_COMM_FLOAT = 0,
     CPDIT_COMM_DOUBLE,
-    CPDIT_COMM_INT64 /* long long */
+    CPDIT_COMM_INT64, /* long long */
+    CPDIT_COMM_BF16   /* 2-byte bf16 activations: moved, never reduced (allreduce refuses it) */
 } cpdit_comm_dtype;
+
+/* Bytes of one element of type (4, 8, 8, 2). */
+size_t cpdit_comm_dtype_size(cpdit_comm_dtype type);
+/* The comm type of activations stored as dtype (CPDIT_DTYPE_F32 -> FLOAT, BF16 -> BF16), as
+ * a backend's act_dtype: cpdit_comm_act_type(be->act_dtype). */
+cpdit_comm_dtype cpdit_comm_act_type(cpdit_dtype dtype);
 
 typedef enum cpdit_comm_op { CPDIT_COMM_SUM = 0, CPDIT_COMM_MAX, CPDIT_COMM_MIN } cpdit_comm_op;
 
@@ -48,26 +56,27 @@ typedef enum cpdit_comm_op { CPDIT_COMM_SUM = 0, CPDIT_COMM_MAX, CPDIT_COMM_MIN 
 typedef struct cpdit_comm_ops {
     const char *name; /* "mpi", "nccl", ... */
 
-    /* All-to-all with per-peer counts. send: segment for peer p is send_counts[p] floats at
-     * send + send_displs[p]; recv: segment from peer p is recv_counts[p] floats at
+    /* All-to-all with per-peer counts. send: segment for peer p is send_counts[p] elements of type at
+     * send + send_displs[p]; recv: segment from peer p is recv_counts[p] elements at
      * recv + recv_displs[p]. Arrays have size entries. recv_counts[p] must equal what p
      * sends to this rank. */
-    cpdit_status (*alltoallv)(cpdit_comm *c, const float *send, const size_t *send_counts,
-                              const size_t *send_displs, float *recv, const size_t *recv_counts,
-                              const size_t *recv_displs, cpdit_error *err);
+    cpdit_status (*alltoallv)(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                              const size_t *send_counts, const size_t *send_displs, void *recv,
+                              const size_t *recv_counts, const size_t *recv_displs,
+                              cpdit_error *err);
 
-    /* All-gather with per-rank counts: this rank contributes send_count floats (must equal
+    /* All-gather with per-rank counts: this rank contributes send_count elements (must equal
      * recv_counts[rank]); rank p's contribution lands at recv + recv_displs[p]. */
-    cpdit_status (*allgatherv)(cpdit_comm *c, const float *send, size_t send_count, float *recv,
-                               const size_t *recv_counts, const size_t *recv_displs,
-                               cpdit_error *err);
+    cpdit_status (*allgatherv)(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                               size_t send_count, void *recv, const size_t *recv_counts,
+                               const size_t *recv_displs, cpdit_error *err);
 
-    /* Non-blocking point-to-point of count floats with peer (a rank of this communicator).
+    /* Non-blocking point-to-point of count elements of type with peer (a rank of this communicator).
      * Messages between one pair with one tag arrive in the order they were sent. */
-    cpdit_status (*isend)(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                          cpdit_comm_request *req, cpdit_error *err);
-    cpdit_status (*irecv)(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                          cpdit_comm_request *req, cpdit_error *err);
+    cpdit_status (*isend)(cpdit_comm *c, cpdit_comm_dtype type, const void *buf, size_t count,
+                          int peer, int tag, cpdit_comm_request *req, cpdit_error *err);
+    cpdit_status (*irecv)(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                          int peer, int tag, cpdit_comm_request *req, cpdit_error *err);
     /* *done = 1 when the request completed (it is then released), else 0. Calling test also
      * lets the implementation progress transfers in the background of a computation. */
     cpdit_status (*test)(cpdit_comm *c, cpdit_comm_request *req, int *done, cpdit_error *err);
@@ -97,25 +106,26 @@ struct cpdit_comm {
 
 /* Dispatchers (comm.c): validate arguments that every implementation would check, count the
  * bytes, call the table. Shapes and units as in cpdit_comm_ops. */
-cpdit_status cpdit_comm_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                  const size_t *send_displs, float *recv,
-                                  const size_t *recv_counts, const size_t *recv_displs,
-                                  cpdit_error *err);
-cpdit_status cpdit_comm_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
-                                   float *recv, const size_t *recv_counts,
+cpdit_status cpdit_comm_alltoallv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                  const size_t *send_counts, const size_t *send_displs,
+                                  void *recv, const size_t *recv_counts,
+                                  const size_t *recv_displs, cpdit_error *err);
+cpdit_status cpdit_comm_allgatherv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                   size_t send_count, void *recv, const size_t *recv_counts,
                                    const size_t *recv_displs, cpdit_error *err);
-cpdit_status cpdit_comm_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err);
-cpdit_status cpdit_comm_irecv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err);
+cpdit_status cpdit_comm_isend(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                              size_t count, int peer, int tag, cpdit_comm_request *req,
+                              cpdit_error *err);
+cpdit_status cpdit_comm_irecv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                              int peer, int tag, cpdit_comm_request *req, cpdit_error *err);
 cpdit_status cpdit_comm_test(cpdit_comm *c, cpdit_comm_request *req, int *done,
                              cpdit_error *err);
 cpdit_status cpdit_comm_wait(cpdit_comm *c, cpdit_comm_request *req, cpdit_error *err);
 /* Blocking send / receive: isend or irecv followed by wait. */
-cpdit_status cpdit_comm_send(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                             cpdit_error *err);
-cpdit_status cpdit_comm_recv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                             cpdit_error *err);
+cpdit_status cpdit_comm_send(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                             size_t count, int peer, int tag, cpdit_error *err);
+cpdit_status cpdit_comm_recv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                             int peer, int tag, cpdit_error *err);
 cpdit_status cpdit_comm_barrier(cpdit_comm *c, cpdit_error *err);
 cpdit_status cpdit_comm_allreduce(cpdit_comm *c, void *buf, size_t count, cpdit_comm_dtype type,
                                   cpdit_comm_op op, cpdit_error *err);
