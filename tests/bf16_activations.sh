@@ -1,0 +1,150 @@
+#!/bin/sh
+# bf16_activations.sh — the model code with bf16 activation storage, end to end on this machine:
+# the "cpu-bf16" table (kernels/cpu/backend_cpu_bf16.c) stores every activation as bf16 between
+# ops, as the "cuda" table does, so a wrong element offset, stride or count anywhere in the
+# model code (transformer, CP attention, VAE, pipeline) shows here without a GPU.
+#
+# 1. `cpdit forward --component transformer` on cpu-bf16, 1 rank, against the fp32 "cpu" table:
+#    max|bf16 - fp32| / max|fp32| <= TOL_FWD, and NOT bitwise equal (bf16 storage really ran).
+# 2. The same on CP grids (Ring, Ulysses, Unified, uneven --anything, data-parallel groups) on
+#    cpu-bf16 against 1-rank fp32 (<= TOL_FWD) and against 1-rank cpu-bf16 (<= TOL_GRID: only
+#    the attention order and the merges' bf16 rounding differ).
+# 3. `cpdit forward --component vae` on cpu-bf16 against cpu (<= TOL_VAE), 1 rank and split
+#    over 2 ranks by rows.
+# 4. The whole pipeline on builtin:shapes (128², 20 steps, CFG) on cpu-bf16: the image is
+#    within TOL_PNG (0..255) of the fp32 one and `cpdit builtin sheet` still reads the prompt.
+# Model A / D are the ones of flux_forward_cp.sh. Needs no PyTorch; numpy only for the VAE part.
+set -u
+CPDIT=${CPDIT:-./cpdit}
+top_builddir=${top_builddir:-.}
+MPI_RUN=${MPI_RUN:-"$top_builddir/tests/mpi-run.sh"}
+TOOL="$top_builddir/tests/flux_test_tool"
+CMP="$top_builddir/tests/png_compare"
+PY=${PYTHON3:-/usr/bin/python3}
+TOL_FWD=${TOL_FWD:-2e-2}
+TOL_GRID=${TOL_GRID:-2e-2}
+TOL_VAE=${TOL_VAE:-2e-2}
+TOL_PNG=${TOL_PNG:-24}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bf16_activations.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+export CPDIT_CACHE="$tmp/cache"
+
+"$CPDIT" --version 2>&1 | grep -q 'cpu-bf16' || { echo "SKIP: no cpu-bf16 table"; exit 77; }
+"$MPI_RUN" -np 1 true >/dev/null 2>&1
+[ $? -eq 77 ] && { echo "SKIP: no mpirun"; exit 77; }
+
+fail=0
+"$TOOL" make-model "$tmp/A" --heads 3 --head-dim 16 --axes 4,6,6 --layers 2 --single 2 --in 16 \
+    --joint 32 --pooled 24 --guidance 1 --dtype BF16 --seed 1 &&
+    "$TOOL" make-inputs "$tmp/A.in" --model "$tmp/A" --batch 1 --txt 7 --img-h 5 --img-w 3 \
+        --seed 1 &&
+    "$TOOL" make-model "$tmp/D" --heads 4 --head-dim 64 --axes 8,28,28 --layers 1 --single 1 \
+        --in 32 --joint 48 --pooled 16 --guidance 0 --dtype BF16 --seed 4 &&
+    "$TOOL" make-inputs "$tmp/D.in" --model "$tmp/D" --batch 3 --txt 6 --img-h 2 --img-w 13 \
+        --seed 4 || { echo "FAIL: making the test models"; exit 1; }
+
+# ---- 1. one rank: fp32 reference, bf16 within TOL_FWD and not bitwise equal
+for m in A D; do
+    for be in cpu cpu-bf16; do
+        "$CPDIT" forward --model "$tmp/$m" --component transformer --inputs "$tmp/$m.in" \
+            --output "$tmp/$m.$be" --backend $be || { echo "FAIL: $m on 1 rank, $be"; exit 1; }
+    done
+    if r=$("$TOOL" compare "$tmp/$m.cpu-bf16" "$tmp/$m.cpu" --tol $TOL_FWD 2>&1); then
+        echo "ok: $m 1 rank cpu-bf16 vs cpu: $r"
+    else
+        echo "FAIL: $m 1 rank cpu-bf16 vs cpu: $r"; fail=1
+    fi
+    if cmp -s "$tmp/$m.cpu-bf16" "$tmp/$m.cpu"; then
+        echo "FAIL: $m: cpu-bf16 output is bitwise the fp32 one: bf16 storage did not run"; fail=1
+    fi
+done
+
+# ---- 2. CP grids on cpu-bf16
+grid() { # MODEL NP ARGS...
+    m=$1; np=$2; shift 2
+    rm -f "$tmp/out"
+    if ! "$MPI_RUN" -np "$np" "$CPDIT" forward --model "$tmp/$m" --component transformer \
+        --inputs "$tmp/$m.in" --output "$tmp/out" --backend cpu-bf16 "$@" >"$tmp/log" 2>&1; then
+        echo "FAIL: $m -np $np $*: cpdit forward failed:"; sed 's/^/  /' "$tmp/log" | head -20
+        fail=1; return
+    fi
+    if r=$("$TOOL" compare "$tmp/out" "$tmp/$m.cpu" --tol $TOL_FWD 2>&1); then
+        echo "ok: $m -np $np $* vs fp32 1 rank: $r"
+    else
+        echo "FAIL: $m -np $np $* vs fp32 1 rank: $r"; fail=1
+    fi
+    if r=$("$TOOL" compare "$tmp/out" "$tmp/$m.cpu-bf16" --tol $TOL_GRID 2>&1); then
+        echo "ok: $m -np $np $* vs bf16 1 rank: $r"
+    else
+        echo "FAIL: $m -np $np $* vs bf16 1 rank: $r"; fail=1
+    fi
+}
+grid A 2 --ring 2
+grid A 2 --ulysses 2 --anything
+grid A 4 --ring 2 --ulysses 2 --anything
+grid A 5 --ring 5 --anything
+grid A 3 --ring 3 --anything --attention-backend ring-allgather
+grid D 2
+grid D 4 --ulysses 4
+grid D 4 --ring 2 --attention-backend ulysses
+grid D 8 --ring 2 --ulysses 2 --attention-backend unified-allgather
+
+# ---- 3. the VAE decoder, 1 rank and split by rows over 2 ranks
+if "$PY" -c "import numpy" 2>/dev/null; then
+    "$CPDIT" builtin write "$tmp/model" >/dev/null || { echo "FAIL: builtin write"; exit 1; }
+    "$PY" - "$tmp/vae.in" <<'PY' || exit 1
+import json, struct, sys
+import numpy as np
+x = np.random.default_rng(3).standard_normal((1, 16, 5, 7)).astype('<f4').tobytes()
+h = json.dumps({"latent_sample": {"dtype": "F32", "shape": [1, 16, 5, 7],
+                                  "data_offsets": [0, len(x)]}}).encode()
+h += b' ' * (-len(h) % 8)
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + x)
+PY
+    for be in cpu cpu-bf16; do
+        "$CPDIT" forward --model "$tmp/model" --component vae --inputs "$tmp/vae.in" \
+            --output "$tmp/vae.$be" --backend $be || { echo "FAIL: vae, $be"; fail=1; }
+    done
+    "$MPI_RUN" -np 2 "$CPDIT" forward --model "$tmp/model" --component vae \
+        --inputs "$tmp/vae.in" --output "$tmp/vae.2" --backend cpu-bf16 ||
+        { echo "FAIL: vae on 2 ranks, cpu-bf16"; fail=1; }
+    for got in cpu-bf16 2; do
+        if r=$("$TOOL" compare "$tmp/vae.$got" "$tmp/vae.cpu" --tol $TOL_VAE 2>&1); then
+            echo "ok: vae $got vs cpu: $r"
+        else
+            echo "FAIL: vae $got vs cpu: $r"; fail=1
+        fi
+    done
+    cmp -s "$tmp/vae.cpu-bf16" "$tmp/vae.cpu" &&
+        { echo "FAIL: vae: cpu-bf16 output is bitwise the fp32 one"; fail=1; }
+else
+    echo "note: no python3 with numpy: VAE part skipped"
+fi
+
+# ---- 4. the whole pipeline on builtin:shapes
+P="a red circle on a blue background"
+for be in cpu cpu-bf16; do
+    "$CPDIT" run --model builtin:shapes --prompt "$P" --seed 7 --output "$tmp/png.$be" \
+        --backend $be >"$tmp/run.log" 2>&1 ||
+        { echo "FAIL: cpdit run on $be:"; sed 's/^/  /' "$tmp/run.log" | head; fail=1; }
+done
+a=$(ls "$tmp/png.cpu"/*.png 2>/dev/null | head -1)
+b=$(ls "$tmp/png.cpu-bf16"/*.png 2>/dev/null | head -1)
+if [ -n "$a" ] && [ -n "$b" ]; then
+    if r=$("$CMP" "$a" "$b" $TOL_PNG 2>&1); then
+        echo "ok: pipeline builtin:shapes cpu-bf16 vs cpu: $r"
+    else
+        echo "FAIL: pipeline builtin:shapes cpu-bf16 vs cpu: $r"; fail=1
+    fi
+    "$CPDIT" builtin sheet "$tmp/png.cpu-bf16" >"$tmp/sheet.log" 2>&1
+    if grep -q '^checked: 1/1 right$' "$tmp/png.cpu-bf16/contact-sheet.txt" 2>/dev/null; then
+        echo "ok: pipeline cpu-bf16 image reads as the prompt (builtin sheet 1/1)"
+    else
+        echo "FAIL: pipeline cpu-bf16 image does not read as '$P':"
+        cat "$tmp/png.cpu-bf16/contact-sheet.txt" "$tmp/sheet.log" 2>/dev/null | head; fail=1
+    fi
+else
+    echo "FAIL: pipeline: no PNG written"; fail=1
+fi
+exit $fail
