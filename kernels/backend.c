@@ -14,15 +14,17 @@
 
 #define BACKEND_WHERE "backend"
 
-/* Best first: the CUDA table (when built), then the CPU one, then the CPU one with bf16
+/* Best first: the CUDA tables (when built: "cuda" with bf16 activations, then "cuda-fp32",
+ * its kernels on fp32 activations, a check), then the CPU one, then the CPU one with bf16
  * activation storage (a check, never the default: "cpu" is always available before it). */
 static const cpdit_backend *const *backends(void)
 {
-    static const cpdit_backend *list[4];
+    static const cpdit_backend *list[5];
     if (!list[0]) {
         int n = 0;
 #ifdef CPDIT_HAVE_CUDA
         list[n++] = cpdit_backend_cuda();
+        list[n++] = cpdit_backend_cuda_fp32();
 #endif
         list[n++] = cpdit_backend_cpu();
         list[n++] = cpdit_backend_cpu_bf16();
