@@ -20,6 +20,9 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "tests/test_util.h"
 
+/* The "cpu" table's activations are host fp32 arrays (cpdit_backend_host_f32). */
+#define HB(p) cpdit_host_buf(p)
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 /* uniform in [-1, 1) from a 64-bit xorshift */
@@ -73,7 +76,7 @@ static void test_linear(const cpdit_backend *be, int M, int K, int N, int ldx_pa
                            .data_persists = 1, .format = CPDIT_WEIGHT_F32};
     cpdit_weight *wt = NULL;
     CHECK(be->weight_create(&wt, &d, &err) == CPDIT_OK);
-    CHECK(be->linear(y, ldy, x, ldx, wt, b, M, K, N, accumulate, &err) == CPDIT_OK);
+    CHECK(be->linear(HB(y), ldy, HB(x), ldx, wt, b, M, K, N, accumulate, &err) == CPDIT_OK);
     be->weight_free(wt);
     double e = rel_err(y, want, (size_t)M * ldy);
     CHECK_MSG(e <= 1e-5, "linear M %d K %d N %d ldx %d ldy %d bias %d acc %d: err %.3g", M, K,
@@ -106,10 +109,10 @@ static void test_layer_norm(const cpdit_backend *be, size_t rows, int dim, int a
             want[r * dim + j] = affine ? t * g[j] + bt[j] : t;
         }
     }
-    be->layer_norm(y, x, g, bt, rows, dim, (float)eps);
+    be->layer_norm(HB(y), HB(x), g, bt, rows, dim, (float)eps);
     double e = rel_err(y, want, rows * dim);
     CHECK_MSG(e <= 2e-6, "layer_norm rows %zu dim %d affine %d: err %.3g", rows, dim, affine, e);
-    be->layer_norm(x, x, g, bt, rows, dim, (float)eps); /* in place */
+    be->layer_norm(HB(x), HB(x), g, bt, rows, dim, (float)eps); /* in place */
     e = rel_err(x, want, rows * dim);
     CHECK_MSG(e <= 2e-6, "layer_norm in place: err %.3g", e);
     free(x);
@@ -133,7 +136,7 @@ static void test_rms_norm(const cpdit_backend *be, size_t rows, int dim, int wit
         for (int j = 0; j < dim; j++)
             want[r * dim + j] = x[r * dim + j] / sqrt(ms + eps) * (wt ? wt[j] : 1.0);
     }
-    be->rms_norm(y, x, wt, rows, dim, (float)eps);
+    be->rms_norm(HB(y), HB(x), wt, rows, dim, (float)eps);
     double e = rel_err(y, want, rows * dim);
     CHECK_MSG(e <= 2e-6, "rms_norm rows %zu dim %d: err %.3g", rows, dim, e);
     free(x);
@@ -162,7 +165,7 @@ static void test_rope(const cpdit_backend *be, int S, int H, int D)
                 const double rot = (d % 2 == 0) ? -(double)x[i + 1] : (double)x[i - 1];
                 want[i] = x[i] * (double)c[(size_t)t * D + d] + rot * s[(size_t)t * D + d];
             }
-    be->rope(x, c, s, S, H, D);
+    be->rope(HB(x), c, s, S, H, D);
     double e = rel_err(x, want, n);
     CHECK_MSG(e <= 1e-6, "rope S %d H %d D %d: err %.3g", S, H, D, e);
     free(x);
@@ -186,15 +189,15 @@ static void test_activations(const cpdit_backend *be, size_t n)
         double u = sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
         want[i] = 0.5 * v * (1.0 + tanh(u));
     }
-    be->act(CPDIT_ACT_GELU_TANH, y, x, n);
+    be->act(CPDIT_ACT_GELU_TANH, HB(y), HB(x), n);
     double e = rel_err(y, want, n);
     CHECK_MSG(e <= 2e-6, "gelu_tanh n %zu: err %.3g", n, e);
     for (size_t i = 0; i < n; i++)
         want[i] = x[i] / (1.0 + exp(-(double)x[i]));
-    be->act(CPDIT_ACT_SILU, y, x, n);
+    be->act(CPDIT_ACT_SILU, HB(y), HB(x), n);
     e = rel_err(y, want, n);
     CHECK_MSG(e <= 2e-6, "silu n %zu: err %.3g", n, e);
-    be->act(CPDIT_ACT_SILU, x, x, n); /* in place */
+    be->act(CPDIT_ACT_SILU, HB(x), HB(x), n); /* in place */
     e = rel_err(x, want, n);
     CHECK_MSG(e <= 2e-6, "silu in place: err %.3g", e);
     free(x);
@@ -223,13 +226,13 @@ static void test_elementwise(const cpdit_backend *be, size_t rows, int dim)
 
     for (size_t i = 0; i < n; i++)
         want[i] = (double)a[i] + b[i];
-    be->add(y, a, b, n);
+    be->add(HB(y), HB(a), HB(b), n);
     CHECK_MSG(rel_err(y, want, n) <= 1e-6, "add");
 
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < dim; j++)
             want[r * dim + j] = (double)a[r * dim + j] * (1.0 + scale[j]) + shift[j];
-    be->modulate(y, a, shift, scale, rows, dim);
+    be->modulate(HB(y), HB(a), HB(shift), HB(scale), rows, dim);
     CHECK_MSG(rel_err(y, want, n) <= 1e-6, "modulate rows %zu dim %d", rows, dim);
 
     /* gated residual into a strided h (row stride dim + 3) from a strided x (2 dim) */
@@ -241,12 +244,12 @@ static void test_elementwise(const cpdit_backend *be, size_t rows, int dim)
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < dim; j++)
             wh[r * ldh + j] += (double)gate[j] * x[r * ldx + j];
-    be->gated_residual(h, ldh, x, ldx, gate, rows, dim);
+    be->gated_residual(HB(h), ldh, HB(x), ldx, HB(gate), rows, dim);
     CHECK_MSG(rel_err(h, wh, rows * ldh) <= 1e-6, "gated_residual");
 
     /* copy_rows: a strided column block */
     float *dst = calloc(rows * ldx, sizeof(float));
-    be->copy_rows(dst + dim, ldx, a, dim, rows, dim);
+    be->copy_rows(HB(dst + dim), ldx, HB(a), dim, rows, dim);
     int same = 1;
     for (size_t r = 0; r < rows; r++)
         for (int j = 0; j < dim; j++)
@@ -298,7 +301,7 @@ int main(void)
                             .format = CPDIT_WEIGHT_F32};
     cpdit_weight *wd = NULL;
     CHECK(be->weight_create(&wd, &dd, &err) == CPDIT_OK);
-    CHECK(be->linear(dummy, 1, dummy, 1, wd, NULL, 1, 4, 1, 0, &err) == CPDIT_ERR_INPUT);
+    CHECK(be->linear(HB(dummy), 1, HB(dummy), 1, wd, NULL, 1, 4, 1, 0, &err) == CPDIT_ERR_INPUT);
     be->weight_free(wd);
 
     test_layer_norm(be, 5, 37, 0);
