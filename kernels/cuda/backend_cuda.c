@@ -26,6 +26,7 @@
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/sdpa_cudnn.h"
+#include "kernels/cuda/sdpa_layout.h"
 #include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/io/dtype.h"
 
@@ -941,9 +942,6 @@ static int cudnn_route(const cpdit_attention_args *a, char *msg, size_t msg_size
 }
 
 
-/* cuDNN's operands: bf16, contiguous (B, S, H, D), 16-byte aligned (sdpa_cudnn.h). */
-#define CUDNN_ALIGN 16
-
 /* p (rows of cols elements of type t, row stride ld) as cuDNN's operand: p itself when it is
  * already contiguous bf16 and aligned, else a bf16 copy in *stage (from the caching
  * allocator; a strided copy for bf16, one rounding for fp32). NULL when out of memory or the
@@ -952,7 +950,7 @@ static const void *cudnn_operand(cpdit_cuda_dtype t, const void *p, long ld, siz
                                  int cols, void **stage, int *rc)
 {
     *stage = NULL;
-    if (t == CPDIT_CUDA_BF16 && ld == cols && (uintptr_t)p % CUDNN_ALIGN == 0)
+    if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)p, ld, cols))
         return p;
     *stage = cpdit_cuda_alloc(rows * (size_t)cols * sizeof(uint16_t));
     if (!*stage) {
@@ -983,7 +981,7 @@ static cpdit_status cudnn_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse
     /* out: written in place when it is contiguous aligned bf16 */
     void *ob = NULL;
     if (vb) {
-        if (t == CPDIT_CUDA_BF16 && ldo == HD && (uintptr_t)out % CUDNN_ALIGN == 0)
+        if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)out, ldo, HD))
             ob = out;
         else if (!(ob = os = cpdit_cuda_alloc(rq * HD * sizeof(uint16_t))))
             rc = (int)cudaErrorMemoryAllocation;

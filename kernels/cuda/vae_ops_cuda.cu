@@ -298,13 +298,14 @@ static int conv2d_any(cpdit_cuda_dtype act, void *y, const void *x, const void *
     cudnnHandle_t h = handle_for(s);
     if (!h)
         return kCudnnError + (int)CUDNN_STATUS_NOT_INITIALIZED;
-    int rows_out = r1 - r0, rows_in = K == 3 ? rows_out + 2 : rows_out;
-    const size_t es = cpdit_cuda_dtype_size(act); // activation bytes
+    // the band in elements from row 0 of x and y (row -1 for a 3x3 kernel's halo), then bytes
+    const cpdit_conv_band band = cpdit_conv_band_for(K, r0, r1, W, Cin, Cout);
+    const int rows_out = band.rows_out, rows_in = band.rows_in;
+    const ptrdiff_t es = (ptrdiff_t)cpdit_cuda_dtype_size(act); // activation bytes
     const cpdit_cuda_dtype dtc = bf16 ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32;
-    // the band in elements from row 0 of x and y (row -1 for a 3x3 kernel's halo)
-    const void *xin = (const char *)x + (ptrdiff_t)(K == 3 ? r0 - 1 : r0) * W * Cin * (ptrdiff_t)es;
-    void *yout = (char *)y + (size_t)r0 * W * Cout * es;
-    const size_t n_in = (size_t)rows_in * W * Cin, n_out = (size_t)rows_out * W * Cout;
+    const void *xin = (const char *)x + (ptrdiff_t)band.in_offset * es;
+    void *yout = (char *)y + (ptrdiff_t)band.out_offset * es;
+    const size_t n_in = band.in_elems, n_out = band.out_elems;
     const cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
     cudnnFilterDescriptor_t wd = nullptr;

@@ -17,6 +17,32 @@
 extern "C" {
 #endif
 
+/* The part of an image a convolution call touches (plain C, checked on the host by
+ * tests/test_cuda_host_math.c): output rows [r0, r1) of a (rows, W, Cout) image from a
+ * (rows, W, Cin) one with a K x K kernel (K = 1 or 3) read input rows in_row0 .. in_row0 +
+ * rows_in - 1 (a 3x3 kernel one halo row either side), i.e. in_elems elements starting
+ * in_offset elements from row 0 of x (negative: the halo row above), and write out_elems
+ * elements starting out_offset elements from row 0 of y. Bytes are these times the element
+ * size of the activations (4 fp32, 2 bf16). */
+typedef struct cpdit_conv_band {
+    int in_row0, rows_in, rows_out;
+    long long in_offset, out_offset; /* elements */
+    size_t in_elems, out_elems;
+} cpdit_conv_band;
+
+static inline cpdit_conv_band cpdit_conv_band_for(int K, int r0, int r1, int W, int Cin, int Cout)
+{
+    cpdit_conv_band b;
+    b.rows_out = r1 - r0;
+    b.in_row0 = K == 3 ? r0 - 1 : r0;
+    b.rows_in = K == 3 ? b.rows_out + 2 : b.rows_out;
+    b.in_offset = (long long)b.in_row0 * W * Cin;
+    b.out_offset = (long long)r0 * W * Cout;
+    b.in_elems = (size_t)b.rows_in * W * Cin;
+    b.out_elems = (size_t)b.rows_out * W * Cout;
+    return b;
+}
+
 /* Activation fused into group_norm_apply (numbered as the VAE section's cpdit_activation). */
 enum {
     CPDIT_CUDA_VAE_ACT_NONE = 0,
