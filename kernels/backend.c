@@ -14,16 +14,20 @@
 
 #define BACKEND_WHERE "backend"
 
-/* Best first: the CUDA table (when built) before the CPU one. */
+/* Best first: the CUDA tables (when built: "cuda" with bf16 activations, then "cuda-fp32",
+ * its kernels on fp32 activations, a check), then the CPU one, then the CPU one with bf16
+ * activation storage (a check, never the default: "cpu" is always available before it). */
 static const cpdit_backend *const *backends(void)
 {
-    static const cpdit_backend *list[3];
+    static const cpdit_backend *list[5];
     if (!list[0]) {
         int n = 0;
 #ifdef CPDIT_HAVE_CUDA
         list[n++] = cpdit_backend_cuda();
+        list[n++] = cpdit_backend_cuda_fp32();
 #endif
         list[n++] = cpdit_backend_cpu();
+        list[n++] = cpdit_backend_cpu_bf16();
         list[n] = NULL;
     }
     return list;
@@ -135,9 +139,9 @@ cpdit_status cpdit_attention_kernel_find(const cpdit_backend *be, const char *na
                            name, be->name, names);
 }
 
-cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const float *x, int ldx,
-                              const cpdit_weight *w, const float *b, int M, int K, int N,
-                              cpdit_act act, cpdit_error *err)
+cpdit_status cpdit_linear_act(const cpdit_backend *be, cpdit_buf *y, int ldy, const cpdit_buf *x,
+                              int ldx, const cpdit_weight *w, const float *b, int M, int K,
+                              int N, cpdit_act act, cpdit_error *err)
 {
     if (be->linear_act)
         return be->linear_act(y, ldy, x, ldx, w, b, M, K, N, act, err);
@@ -147,8 +151,10 @@ cpdit_status cpdit_linear_act(const cpdit_backend *be, float *y, int ldy, const 
     if (ldy == N) {
         be->act(act, y, y, (size_t)M * (size_t)N);
     } else {
-        for (int r = 0; r < M; r++)
-            be->act(act, y + (size_t)r * ldy, y + (size_t)r * ldy, (size_t)N);
+        for (int r = 0; r < M; r++) {
+            cpdit_buf *yr = cpdit_buf_at(be, y, (ptrdiff_t)r * ldy);
+            be->act(act, yr, yr, (size_t)N);
+        }
     }
     return CPDIT_OK;
 }

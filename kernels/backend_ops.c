@@ -1,23 +1,26 @@
 /* backend_ops.c — the op cases of the kernel table (see backend_ops.h) and `cpdit bench ops`.
  *
- * Input layouts (floats, in this order) and outputs, per case:
- *   linear             x (M,K) | W (N,K) | b (N)                    -> y (M,N), W as fp32
+ * Input layouts (host floats, in this order; parts: a = activation, p = fp32 parameter,
+ * h = host only) and outputs, per case:
+ *   linear             x a (M,K) | W h (N,K) | b p (N)              -> y a (M,N), W as fp32
  *   linear-bf16        the same, W's values bf16-exact, made a native (bf16) weight
- *   linear-acc-strided x (M,K+3) | W (N,K) | y0 (M,N+2)             -> y0 + x W^T (ldy N+2)
- *   layer_norm         x (R,C) | gamma (C) | beta (C)               -> y (R,C), eps 1e-6
- *   layer_norm-plain   x (R,C)                                      -> y (R,C), no affine
- *   rms_norm           x (R,C) | weight (C)                         -> y (R,C), eps 1e-6
- *   rope               x (S,H,D) | cos (S,D) | sin (S,D)            -> x rotated
- *   act-KIND           x (n), uniform [-8, 8]                       -> act(x)
- *   add, mul           a (n) | b (n)                                -> a + b, a * b
- *   embedding          table (V,C) | ids (n, integers as floats)    -> y (n,C)
- *   modulate           x (R,C) | shift (C) | scale (C)              -> x (1 + scale) + shift
- *   gated_residual     h0 (R,C+1) | x (R,C+3) | gate (C)            -> h0 + gate x (ldh C+1)
- *   copy_rows          dst0 (R,C+1) | src (R,C+2)                   -> dst0 with src's C cols
- *   lse_merge          oa (R,D) | la (R) | ob (R,D) | lb (R)        -> merged oa | la
- *   attention          q (B,Sq,H,D) | k, v (B,Skv,H,D)              -> out | lse (B,Sq,H)
- *   attention-causal   qkv (B,S,3,H,D) fused (CLIP's layout)        -> out (B,S,H,D) | lse
- *   attention-bias     q | k | v as attention | bias (H,Sq,Skv)     -> out | lse
+ *   linear-acc-strided x a (M,K+3) | W h (N,K) | y0 a (M,N+2)       -> y0 + x W^T (ldy N+2)
+ *   layer_norm         x a (R,C) | gamma p (C) | beta p (C)         -> y a (R,C), eps 1e-6
+ *   layer_norm-plain   x a (R,C)                                    -> y a (R,C), no affine
+ *   rms_norm           x a (R,C) | weight p (C)                     -> y a (R,C), eps 1e-6
+ *   rope               x a (S,H,D) | cos p (S,D) | sin p (S,D)      -> x rotated (a)
+ *   act-KIND           x a (n), uniform [-8, 8]                     -> act(x) (a)
+ *   add, mul           a a (n) | b a (n)                            -> a + b, a * b (a)
+ *   embedding          table p (V,C) | ids h (n, integers as floats) -> y a (n,C)
+ *   modulate           x a (R,C) | shift a (C) | scale a (C)        -> x (1 + scale) + shift
+ *   gated_residual     h0 a (R,C+1) | x a (R,C+3) | gate a (C)      -> h0 + gate x (ldh C+1)
+ *   copy_rows          dst0 a (R,C+1) | src a (R,C+2)               -> dst0 with src's C cols
+ *   lse_merge          oa a (R,D) | la p (R) | ob a (R,D) | lb p (R) -> merged oa a | la p
+ *   attention          q a (B,Sq,H,D) | k, v a (B,Skv,H,D)          -> out a | lse p (B,Sq,H)
+ *   attention-causal   qkv a (B,S,3,H,D) fused (CLIP's layout)      -> out a (B,S,H,D) | lse p
+ *   attention-bias     q | k | v as attention | bias p (H,Sq,Skv)   -> out a | lse p
+ * Outputs that an op updates in place (rope, linear-acc-strided, gated_residual, copy_rows,
+ * lse_merge) start from the input part named first.
  * The lse_merge inputs include empty parts (lse -inf) in rows 0 and 1 when there are rows.
  */
 #include "config.h"
@@ -58,18 +61,51 @@ static size_t prod(const int *d, int n)
     return p;
 }
 
-/* out (rows, ld) = in (rows, ld): the harness's way to start an output from an input. */
-static void start_from(const cpdit_backend *be, float *out, const float *in, size_t n)
+/* Append a part of count values of kind to p, starting from input part `from` (or -1). */
+static void part_from(backend_op_parts *p, size_t count, backend_op_kind kind, int from)
 {
-    be->copy_rows(out, (int)n, in, (int)n, n ? 1 : 0, (int)n);
+    p->count[p->n] = count;
+    p->kind[p->n] = kind;
+    p->from[p->n] = from;
+    p->n++;
+}
+static void part(backend_op_parts *p, size_t count, backend_op_kind kind)
+{
+    part_from(p, count, kind, -1);
+}
+#define ACT BACKEND_OP_ACT
+#define P32 BACKEND_OP_F32
+#define HOST BACKEND_OP_HOST
+
+void backend_op_layout(const backend_op_case *c, const int *d, backend_op_parts *in,
+                       backend_op_parts *out)
+{
+    memset(in, 0, sizeof *in);
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < BACKEND_OP_MAX_PARTS; i++)
+        out->from[i] = -1;
+    c->layout(d, in, out);
+}
+
+void backend_op_sizes(const backend_op_case *c, const int *d, size_t *n_in, size_t *n_out)
+{
+    backend_op_parts in, out;
+    backend_op_layout(c, d, &in, &out);
+    *n_in = *n_out = 0;
+    for (int i = 0; i < in.n; i++)
+        *n_in += in.count[i];
+    for (int i = 0; i < out.n; i++)
+        *n_out += out.count[i];
 }
 
 /* ------------------------------------------------------------------ linear */
 
-static void linear_sizes(const int *d, size_t *ni, size_t *no)
+static void linear_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] + (size_t)d[2] * d[1] + (size_t)d[2];
-    *no = (size_t)d[0] * d[2];
+    part(in, (size_t)d[0] * d[1], ACT);
+    part(in, (size_t)d[2] * d[1], HOST);
+    part(in, (size_t)d[2], P32);
+    part(out, (size_t)d[0] * d[2], ACT);
 }
 /* The weight W (N, K) of a linear case, made by the backend from host data: fp32 (the
  * reference form) or, for linear-bf16, the values given as bf16 (the fill rounds them so that
@@ -123,23 +159,23 @@ static void linear_bf16_fill(const int *d, float *in, size_t n, uint64_t seed)
     }
 }
 static cpdit_status linear_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               void *ctx, const int *d, float *out, const float *in,
+                               void *ctx, const int *d, const backend_op_io *io,
                                cpdit_error *err)
 {
     (void)k;
     const int M = d[0], K = d[1], N = d[2];
-    const float *x = in, *b = x + (size_t)M * K + (size_t)N * K;
-    return be->linear(out, N, x, K, ctx, b, M, K, N, 0, err);
+    return be->linear(io->act_out[0], N, io->act_in[0], K, ctx, io->f32_in[2], M, K, N, 0,
+                      err);
 }
 /* linear then gelu-tanh in one table call (cpdit_linear_act: fused where the backend can) */
 static cpdit_status linear_act_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                   void *ctx, const int *d, float *out, const float *in,
+                                   void *ctx, const int *d, const backend_op_io *io,
                                    cpdit_error *err)
 {
     (void)k;
     const int M = d[0], K = d[1], N = d[2];
-    const float *x = in, *b = x + (size_t)M * K + (size_t)N * K;
-    return cpdit_linear_act(be, out, N, x, K, ctx, b, M, K, N, CPDIT_ACT_GELU_TANH, err);
+    return cpdit_linear_act(be, io->act_out[0], N, io->act_in[0], K, ctx, io->f32_in[2], M, K,
+                            N, CPDIT_ACT_GELU_TANH, err);
 }
 static double linear_flops(const int *d)
 {
@@ -150,10 +186,12 @@ static double linear_bytes(const int *d)
     return F * ((double)d[0] * d[1] + (double)d[2] * d[1] + d[2] + (double)d[0] * d[2]);
 }
 
-static void linacc_sizes(const int *d, size_t *ni, size_t *no)
+static void linacc_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * (d[1] + 3) + (size_t)d[2] * d[1] + (size_t)d[0] * (d[2] + 2);
-    *no = (size_t)d[0] * (d[2] + 2);
+    part(in, (size_t)d[0] * (d[1] + 3), ACT);
+    part(in, (size_t)d[2] * d[1], HOST);
+    part(in, (size_t)d[0] * (d[2] + 2), ACT);
+    part_from(out, (size_t)d[0] * (d[2] + 2), ACT, 2);
 }
 static cpdit_status linacc_setup(const cpdit_backend *be, const int *d, const float *host_in,
                                  void **ctx, cpdit_error *err)
@@ -161,55 +199,62 @@ static cpdit_status linacc_setup(const cpdit_backend *be, const int *d, const fl
     return weight_setup(be, d, (size_t)d[0] * (d[1] + 3), host_in, 0, ctx, err);
 }
 static cpdit_status linacc_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               void *ctx, const int *d, float *out, const float *in,
+                               void *ctx, const int *d, const backend_op_io *io,
                                cpdit_error *err)
 {
     (void)k;
     const int M = d[0], K = d[1], N = d[2];
-    const float *x = in, *y0 = x + (size_t)M * (K + 3) + (size_t)N * K;
-    start_from(be, out, y0, (size_t)M * (N + 2));
-    return be->linear(out, N + 2, x, K + 3, ctx, NULL, M, K, N, 1, err);
+    return be->linear(io->act_out[0], N + 2, io->act_in[0], K + 3, ctx, NULL, M, K, N, 1, err);
 }
 
 /* ------------------------------------------------------------------ norms */
 
-static void rows3_sizes(const int *d, size_t *ni, size_t *no) /* x (R,C) | 2 vectors (C) */
+/* x a (R,C) | nvec vectors (C) of kind vec -> y a (R,C) */
+static void rows_layout(const int *d, int nvec, backend_op_kind vec, backend_op_parts *in,
+                        backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] + 2 * (size_t)d[1];
-    *no = (size_t)d[0] * d[1];
+    part(in, (size_t)d[0] * d[1], ACT);
+    for (int i = 0; i < nvec; i++)
+        part(in, (size_t)d[1], vec);
+    part(out, (size_t)d[0] * d[1], ACT);
 }
-static void rows2_sizes(const int *d, size_t *ni, size_t *no) /* x (R,C) | 1 vector (C) */
+static void rows3_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] + (size_t)d[1];
-    *no = (size_t)d[0] * d[1];
+    rows_layout(d, 2, P32, in, out); /* gamma, beta */
 }
-static void rows1_sizes(const int *d, size_t *ni, size_t *no)
+static void rows2_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = *no = (size_t)d[0] * d[1];
+    rows_layout(d, 1, P32, in, out); /* weight */
+}
+static void rows1_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
+{
+    rows_layout(d, 0, P32, in, out);
+}
+static void rows3_act_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
+{
+    rows_layout(d, 2, ACT, in, out); /* modulate's shift, scale */
 }
 static cpdit_status ln_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                           void *ctx, const int *d, float *out, const float *in,
-                           cpdit_error *err)
+                           void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    const size_t n = (size_t)d[0] * d[1];
-    be->layer_norm(out, in, in + n, in + n + d[1], (size_t)d[0], d[1], NORM_EPS);
+    be->layer_norm(io->act_out[0], io->act_in[0], io->f32_in[1], io->f32_in[2], (size_t)d[0],
+                   d[1], NORM_EPS);
     return CPDIT_OK;
 }
 static cpdit_status ln_plain_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                 void *ctx, const int *d, float *out, const float *in,
+                                 void *ctx, const int *d, const backend_op_io *io,
                                  cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    be->layer_norm(out, in, NULL, NULL, (size_t)d[0], d[1], NORM_EPS);
+    be->layer_norm(io->act_out[0], io->act_in[0], NULL, NULL, (size_t)d[0], d[1], NORM_EPS);
     return CPDIT_OK;
 }
 static cpdit_status rms_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            void *ctx, const int *d, float *out, const float *in,
-                            cpdit_error *err)
+                            void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    be->rms_norm(out, in, in + (size_t)d[0] * d[1], (size_t)d[0], d[1], NORM_EPS);
+    be->rms_norm(io->act_out[0], io->act_in[0], io->f32_in[1], (size_t)d[0], d[1], NORM_EPS);
     return CPDIT_OK;
 }
 static double rows_flops(const int *d) /* a few operations per element */
@@ -223,19 +268,18 @@ static double rows_bytes(const int *d)
 
 /* ------------------------------------------------------------------ rope */
 
-static void rope_sizes(const int *d, size_t *ni, size_t *no)
+static void rope_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *no = prod(d, 3);
-    *ni = *no + 2 * (size_t)d[0] * d[2];
+    part(in, prod(d, 3), ACT);
+    part(in, (size_t)d[0] * d[2], P32);
+    part(in, (size_t)d[0] * d[2], P32);
+    part_from(out, prod(d, 3), ACT, 0);
 }
 static cpdit_status rope_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             void *ctx, const int *d, float *out, const float *in,
-                             cpdit_error *err)
+                             void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    const size_t n = prod(d, 3), t = (size_t)d[0] * d[2];
-    start_from(be, out, in, n);
-    be->rope(out, in + n, in + n + t, d[0], d[1], d[2]);
+    be->rope(io->act_out[0], io->f32_in[1], io->f32_in[2], d[0], d[1], d[2]);
     return CPDIT_OK;
 }
 static double rope_flops(const int *d)
@@ -249,14 +293,16 @@ static double rope_bytes(const int *d)
 
 /* ------------------------------------------------------------------ elementwise */
 
-static void n1_sizes(const int *d, size_t *ni, size_t *no)
+static void n1_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = *no = (size_t)d[0];
+    part(in, (size_t)d[0], ACT);
+    part(out, (size_t)d[0], ACT);
 }
-static void n2_sizes(const int *d, size_t *ni, size_t *no)
+static void n2_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = 2 * (size_t)d[0];
-    *no = (size_t)d[0];
+    part(in, (size_t)d[0], ACT);
+    part(in, (size_t)d[0], ACT);
+    part(out, (size_t)d[0], ACT);
 }
 static void act_fill(const int *d, float *in, size_t n, uint64_t seed)
 {
@@ -267,11 +313,11 @@ static void act_fill(const int *d, float *in, size_t n, uint64_t seed)
 }
 #define ACT_RUN(fn, kind)                                                                    \
     static cpdit_status fn(const cpdit_backend *be, const cpdit_attention_kernel *k,         \
-                           void *ctx, const int *d, float *out, const float *in,             \
+                           void *ctx, const int *d, const backend_op_io *io,                 \
                            cpdit_error *err)                                                 \
     {                                                                                        \
         (void)k, (void)ctx, (void)err;                                                       \
-        be->act(kind, out, in, (size_t)d[0]);                                                \
+        be->act(kind, io->act_out[0], io->act_in[0], (size_t)d[0]);                          \
         return CPDIT_OK;                                                                     \
     }
 ACT_RUN(act_gelu_tanh_run, CPDIT_ACT_GELU_TANH)
@@ -296,27 +342,26 @@ static double n2_bytes(const int *d)
     return F * 3.0 * d[0];
 }
 static cpdit_status add_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            void *ctx, const int *d, float *out, const float *in,
-                            cpdit_error *err)
+                            void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    be->add(out, in, in + d[0], (size_t)d[0]);
+    be->add(io->act_out[0], io->act_in[0], io->act_in[1], (size_t)d[0]);
     return CPDIT_OK;
 }
 static cpdit_status mul_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            void *ctx, const int *d, float *out, const float *in,
-                            cpdit_error *err)
+                            void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    be->mul(out, in, in + d[0], (size_t)d[0]);
+    be->mul(io->act_out[0], io->act_in[0], io->act_in[1], (size_t)d[0]);
     return CPDIT_OK;
 }
 
 /* embedding: d = V C n */
-static void emb_sizes(const int *d, size_t *ni, size_t *no)
+static void emb_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] + (size_t)d[2];
-    *no = (size_t)d[2] * d[1];
+    part(in, (size_t)d[0] * d[1], P32);
+    part(in, (size_t)d[2], HOST);
+    part(out, (size_t)d[2] * d[1], ACT);
 }
 static void emb_fill(const int *d, float *in, size_t n, uint64_t seed)
 {
@@ -326,23 +371,16 @@ static void emb_fill(const int *d, float *in, size_t n, uint64_t seed)
         ids[i] = (float)(i == d[2] - 1 ? d[0] - 1 : (int)((ids[i] + 1.0f) * 0.5f * d[0]) % d[0]);
 }
 static cpdit_status emb_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                            void *ctx, const int *d, float *out, const float *in,
-                            cpdit_error *err)
+                            void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx;
-    const int V = d[0], C = d[1], n = d[2];
-    float *idf = malloc(((size_t)n + 1) * sizeof(float));
+    const int C = d[1], n = d[2];
     int32_t *ids = malloc(((size_t)n + 1) * sizeof(int32_t));
-    if (!idf || !ids) {
-        free(idf);
-        free(ids);
+    if (!ids)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
-    }
-    be->download(idf, in + (size_t)V * C, (size_t)n * sizeof(float)); /* ids are host data */
-    for (int i = 0; i < n; i++)
-        ids[i] = (int32_t)idf[i];
-    be->embedding(out, in, ids, (size_t)n, C);
-    free(idf);
+    for (int i = 0; i < n; i++) /* ids are host data */
+        ids[i] = (int32_t)io->host_in[1][i];
+    be->embedding(io->act_out[0], io->f32_in[0], ids, (size_t)n, C);
     free(ids);
     return CPDIT_OK;
 }
@@ -357,29 +395,29 @@ static double zero_flops(const int *d)
 }
 
 static cpdit_status modulate_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                 void *ctx, const int *d, float *out, const float *in,
+                                 void *ctx, const int *d, const backend_op_io *io,
                                  cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    const size_t n = (size_t)d[0] * d[1];
-    be->modulate(out, in, in + n, in + n + d[1], (size_t)d[0], d[1]);
+    be->modulate(io->act_out[0], io->act_in[0], io->act_in[1], io->act_in[2], (size_t)d[0],
+                 d[1]);
     return CPDIT_OK;
 }
 
-static void gres_sizes(const int *d, size_t *ni, size_t *no)
+static void gres_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *no = (size_t)d[0] * (d[1] + 1);
-    *ni = *no + (size_t)d[0] * (d[1] + 3) + (size_t)d[1];
+    part(in, (size_t)d[0] * (d[1] + 1), ACT);
+    part(in, (size_t)d[0] * (d[1] + 3), ACT);
+    part(in, (size_t)d[1], ACT);
+    part_from(out, (size_t)d[0] * (d[1] + 1), ACT, 0);
 }
 static cpdit_status gres_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             void *ctx, const int *d, float *out, const float *in,
-                             cpdit_error *err)
+                             void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
     const int R = d[0], C = d[1];
-    const float *h0 = in, *x = h0 + (size_t)R * (C + 1), *gate = x + (size_t)R * (C + 3);
-    start_from(be, out, h0, (size_t)R * (C + 1));
-    be->gated_residual(out, C + 1, x, C + 3, gate, (size_t)R, C);
+    be->gated_residual(io->act_out[0], C + 1, io->act_in[1], C + 3, io->act_in[2], (size_t)R,
+                       C);
     return CPDIT_OK;
 }
 static double gres_bytes(const int *d)
@@ -387,19 +425,18 @@ static double gres_bytes(const int *d)
     return F * 3.0 * d[0] * d[1];
 }
 
-static void copy_sizes(const int *d, size_t *ni, size_t *no)
+static void copy_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *no = (size_t)d[0] * (d[1] + 1);
-    *ni = *no + (size_t)d[0] * (d[1] + 2);
+    part(in, (size_t)d[0] * (d[1] + 1), ACT);
+    part(in, (size_t)d[0] * (d[1] + 2), ACT);
+    part_from(out, (size_t)d[0] * (d[1] + 1), ACT, 0);
 }
 static cpdit_status copy_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             void *ctx, const int *d, float *out, const float *in,
-                             cpdit_error *err)
+                             void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
     const int R = d[0], C = d[1];
-    start_from(be, out, in, (size_t)R * (C + 1));
-    be->copy_rows(out, C + 1, in + (size_t)R * (C + 1), C + 2, (size_t)R, C);
+    be->copy_rows(io->act_out[0], C + 1, io->act_in[1], C + 2, (size_t)R, C);
     return CPDIT_OK;
 }
 static double copy_bytes(const int *d)
@@ -409,10 +446,15 @@ static double copy_bytes(const int *d)
 
 /* ------------------------------------------------------------------ lse merge: d = R D */
 
-static void merge_sizes(const int *d, size_t *ni, size_t *no)
+static void merge_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *no = (size_t)d[0] * (d[1] + 1);
-    *ni = 2 * *no;
+    const size_t R = (size_t)d[0], D = (size_t)d[1];
+    part(in, R * D, ACT);
+    part(in, R, P32);
+    part(in, R * D, ACT);
+    part(in, R, P32);
+    part_from(out, R * D, ACT, 0);
+    part_from(out, R, P32, 1);
 }
 static void merge_fill(const int *d, float *in, size_t n, uint64_t seed)
 {
@@ -429,14 +471,11 @@ static void merge_fill(const int *d, float *in, size_t n, uint64_t seed)
     }
 }
 static cpdit_status merge_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                              void *ctx, const int *d, float *out, const float *in,
-                              cpdit_error *err)
+                              void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k, (void)ctx, (void)err;
-    const size_t R = (size_t)d[0], D = (size_t)d[1];
-    start_from(be, out, in, R * (D + 1));
-    const float *ob = in + R * (D + 1);
-    be->lse_merge(out, out + R * D, ob, ob + R * D, R, (int)D);
+    be->lse_merge(io->act_out[0], io->f32_out[1], io->act_in[2], io->f32_in[3], (size_t)d[0],
+                  d[1]);
     return CPDIT_OK;
 }
 static double merge_flops(const int *d)
@@ -450,22 +489,24 @@ static double merge_bytes(const int *d)
 
 /* ------------------------------------------------------------------ attention: B Sq Skv H D */
 
-static void attn_sizes(const int *d, size_t *ni, size_t *no)
+static void attn_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
     const size_t B = (size_t)d[0], Sq = (size_t)d[1], Skv = (size_t)d[2], H = (size_t)d[3],
                  D = (size_t)d[4];
-    *ni = B * Sq * H * D + 2 * B * Skv * H * D;
-    *no = B * Sq * H * D + B * Sq * H;
+    part(in, B * Sq * H * D, ACT);
+    part(in, B * Skv * H * D, ACT);
+    part(in, B * Skv * H * D, ACT);
+    part(out, B * Sq * H * D, ACT);
+    part(out, B * Sq * H, P32);
 }
 static cpdit_status attn_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             void *ctx, const int *d, float *out, const float *in,
-                             cpdit_error *err)
+                             void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)be, (void)ctx;
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
                                     .scale = 1.0f / sqrtf((float)d[4])};
-    const size_t nq = prod(d, 2) * d[3] * d[4], nk = (size_t)d[0] * d[2] * d[3] * d[4];
-    return k->forward(out, out + nq, in, in + nq, in + nq + nk, &a, err);
+    return k->forward(io->act_out[0], io->f32_out[1], io->act_in[0], io->act_in[1],
+                      io->act_in[2], &a, err);
 }
 static double attn_flops(const int *d)
 {
@@ -477,22 +518,25 @@ static double attn_bytes(const int *d)
 }
 
 /* causal, fused qkv: d = B S H D */
-static void causal_sizes(const int *d, size_t *ni, size_t *no)
+static void causal_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
     const size_t n = prod(d, 4);
-    *ni = 3 * n;
-    *no = n + (size_t)d[0] * d[1] * d[2];
+    part(in, 3 * n, ACT);
+    part(out, n, ACT);
+    part(out, (size_t)d[0] * d[1] * d[2], P32);
 }
 static cpdit_status causal_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                               void *ctx, const int *d, float *out, const float *in,
+                               void *ctx, const int *d, const backend_op_io *io,
                                cpdit_error *err)
 {
-    (void)be, (void)ctx;
+    (void)ctx;
     const int row = d[2] * d[3];
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[1], .H = d[2], .D = d[3],
                                     .ld_q = 3 * row, .ld_kv = 3 * row, .ld_out = row,
                                     .scale = 1.0f / sqrtf((float)d[3]), .causal = 1};
-    return k->forward(out, out + prod(d, 4), in, in + row, in + 2 * row, &a, err);
+    const cpdit_buf *qkv = io->act_in[0];
+    return k->forward(io->act_out[0], io->f32_out[1], qkv, cpdit_buf_at(be, qkv, row),
+                      cpdit_buf_at(be, qkv, 2 * row), &a, err);
 }
 static double causal_flops(const int *d)
 {
@@ -504,30 +548,26 @@ static double causal_bytes(const int *d)
 }
 
 /* additive bias (H, Sq, Skv): d = B Sq Skv H D */
-static void bias_sizes(const int *d, size_t *ni, size_t *no)
+static void bias_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    attn_sizes(d, ni, no);
-    *ni += (size_t)d[3] * d[1] * d[2];
+    attn_layout(d, in, out);
+    part(in, (size_t)d[3] * d[1] * d[2], P32);
 }
 static void bias_fill(const int *d, float *in, size_t n, uint64_t seed)
 {
-    size_t ni, no;
-    attn_sizes(d, &ni, &no);
+    const size_t nb = (size_t)d[3] * d[1] * d[2];
     backend_op_fill_uniform(in, n, seed);
-    for (size_t i = ni; i < n; i++)
+    for (size_t i = n - nb; i < n; i++)
         in[i] *= BIAS_RANGE;
 }
 static cpdit_status bias_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                             void *ctx, const int *d, float *out, const float *in,
-                             cpdit_error *err)
+                             void *ctx, const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)be, (void)ctx;
-    size_t ni, no;
-    attn_sizes(d, &ni, &no);
     const cpdit_attention_args a = {.B = d[0], .Sq = d[1], .Skv = d[2], .H = d[3], .D = d[4],
-                                    .scale = 1.0f / sqrtf((float)d[4]), .bias = in + ni};
-    const size_t nq = prod(d, 2) * d[3] * d[4], nk = (size_t)d[0] * d[2] * d[3] * d[4];
-    return k->forward(out, out + nq, in, in + nq, in + nq + nk, &a, err);
+                                    .scale = 1.0f / sqrtf((float)d[4]), .bias = io->f32_in[3]};
+    return k->forward(io->act_out[0], io->f32_out[1], io->act_in[0], io->act_in[1],
+                      io->act_in[2], &a, err);
 }
 
 /* ------------------------------------------------------------------ the table */
@@ -540,11 +580,11 @@ static cpdit_status bias_run(const cpdit_backend *be, const cpdit_attention_kern
 #define SHAPES(n, ...) .nshapes = n, .shapes = {__VA_ARGS__}
 #define N_SHAPES SHAPES(6, S(1), S(7), S(31), S(257), S(4099), S(1 << 20))
 #define RC_SHAPES SHAPES(6, S(1, 1), S(1, 17), S(3, 5), S(13, 64), S(37, 3072), S(4096, 768))
-#define LINEAR_FNS .sizes = linear_sizes, .run = linear_run, .flops = linear_flops, \
+#define LINEAR_FNS .layout = linear_layout, .run = linear_run, .flops = linear_flops, \
                    .bytes = linear_bytes, .teardown = weight_teardown
-#define ACT_FNS(r) .sizes = n1_sizes, .fill = act_fill, .run = r, .flops = act_flops, \
+#define ACT_FNS(r) .layout = n1_layout, .fill = act_fill, .run = r, .flops = act_flops, \
                    .bytes = n1_bytes
-#define ROWS_FNS(sz, r) .sizes = sz, .run = r, .flops = rows_flops, .bytes = rows_bytes
+#define ROWS_FNS(sz, r) .layout = sz, .run = r, .flops = rows_flops, .bytes = rows_bytes
 
 static const backend_op_case cases[] = {
     {CASE("linear", "M K N", 1e-5, LINEAR_FNS, .setup = linear_setup),
@@ -553,56 +593,56 @@ static const backend_op_case cases[] = {
     {CASE("linear-bf16", "M K N", 5e-3, LINEAR_FNS, .setup = linear_bf16_setup,
           .fill = linear_bf16_fill),
      SHAPES(5, S(1, 1, 1), S(3, 5, 7), S(17, 33, 13), S(64, 257, 129), S(512, 1024, 768))},
-    {CASE("linear-act-gelu-tanh", "M K N", 5e-3, .sizes = linear_sizes, .run = linear_act_run,
+    {CASE("linear-act-gelu-tanh", "M K N", 5e-3, .layout = linear_layout, .run = linear_act_run,
           .flops = linear_flops, .bytes = linear_bytes, .setup = linear_bf16_setup,
           .teardown = weight_teardown, .fill = linear_bf16_fill),
      SHAPES(5, S(1, 1, 1), S(3, 5, 7), S(17, 33, 13), S(64, 257, 129), S(512, 1024, 768))},
-    {CASE("linear-acc-strided", "M K N", 1e-5, .sizes = linacc_sizes, .setup = linacc_setup,
+    {CASE("linear-acc-strided", "M K N", 1e-5, .layout = linacc_layout, .setup = linacc_setup,
           .teardown = weight_teardown, .run = linacc_run, .flops = linear_flops,
           .bytes = linear_bytes),
      SHAPES(4, S(1, 1, 1), S(5, 3, 7), S(19, 67, 41), S(256, 512, 384))},
-    {CASE("layer_norm", "rows cols", 1e-5, ROWS_FNS(rows3_sizes, ln_run)), RC_SHAPES},
-    {CASE("layer_norm-plain", "rows cols", 1e-5, ROWS_FNS(rows1_sizes, ln_plain_run)),
+    {CASE("layer_norm", "rows cols", 1e-5, ROWS_FNS(rows3_layout, ln_run)), RC_SHAPES},
+    {CASE("layer_norm-plain", "rows cols", 1e-5, ROWS_FNS(rows1_layout, ln_plain_run)),
      RC_SHAPES},
-    {CASE("rms_norm", "rows cols", 1e-5, ROWS_FNS(rows2_sizes, rms_run)), RC_SHAPES},
-    {CASE("rope", "S H D", 1e-5, .sizes = rope_sizes, .run = rope_run, .flops = rope_flops,
+    {CASE("rms_norm", "rows cols", 1e-5, ROWS_FNS(rows2_layout, rms_run)), RC_SHAPES},
+    {CASE("rope", "S H D", 1e-5, .layout = rope_layout, .run = rope_run, .flops = rope_flops,
           .bytes = rope_bytes),
      SHAPES(5, S(1, 1, 2), S(3, 5, 6), S(17, 3, 32), S(61, 7, 128), S(4096, 24, 128))},
     {CASE("act-gelu-tanh", "n", 1e-5, ACT_FNS(act_gelu_tanh_run)), N_SHAPES},
     {CASE("act-gelu-erf", "n", 1e-5, ACT_FNS(act_gelu_erf_run)), N_SHAPES},
     {CASE("act-quick-gelu", "n", 1e-5, ACT_FNS(act_quick_gelu_run)), N_SHAPES},
     {CASE("act-silu", "n", 1e-5, ACT_FNS(act_silu_run)), N_SHAPES},
-    {CASE("act-relu", "n", 0.0, .sizes = n1_sizes, .fill = act_fill, .run = act_relu_run,
+    {CASE("act-relu", "n", 0.0, .layout = n1_layout, .fill = act_fill, .run = act_relu_run,
           .flops = n_flops, .bytes = n1_bytes),
      N_SHAPES},
-    {CASE("add", "n", 1e-7, .sizes = n2_sizes, .run = add_run, .flops = n_flops,
+    {CASE("add", "n", 1e-7, .layout = n2_layout, .run = add_run, .flops = n_flops,
           .bytes = n2_bytes),
      N_SHAPES},
-    {CASE("mul", "n", 1e-7, .sizes = n2_sizes, .run = mul_run, .flops = n_flops,
+    {CASE("mul", "n", 1e-7, .layout = n2_layout, .run = mul_run, .flops = n_flops,
           .bytes = n2_bytes),
      N_SHAPES},
-    {CASE("embedding", "vocab cols n", 0.0, .sizes = emb_sizes, .fill = emb_fill,
+    {CASE("embedding", "vocab cols n", 0.0, .layout = emb_layout, .fill = emb_fill,
           .run = emb_run, .flops = zero_flops, .bytes = emb_bytes),
      SHAPES(5, S(1, 1, 1), S(7, 5, 3), S(101, 64, 77), S(997, 13, 512), S(32128, 768, 512))},
-    {CASE("modulate", "rows cols", 1e-6, ROWS_FNS(rows3_sizes, modulate_run)), RC_SHAPES},
-    {CASE("gated_residual", "rows cols", 1e-6, .sizes = gres_sizes, .run = gres_run,
+    {CASE("modulate", "rows cols", 1e-6, ROWS_FNS(rows3_act_layout, modulate_run)), RC_SHAPES},
+    {CASE("gated_residual", "rows cols", 1e-6, .layout = gres_layout, .run = gres_run,
           .flops = rows_flops, .bytes = gres_bytes),
      RC_SHAPES},
-    {CASE("copy_rows", "rows cols", 0.0, .sizes = copy_sizes, .run = copy_run,
+    {CASE("copy_rows", "rows cols", 0.0, .layout = copy_layout, .run = copy_run,
           .flops = zero_flops, .bytes = copy_bytes),
      RC_SHAPES},
-    {CASE("lse_merge", "rows D", 1e-6, .sizes = merge_sizes, .fill = merge_fill,
+    {CASE("lse_merge", "rows D", 1e-6, .layout = merge_layout, .fill = merge_fill,
           .run = merge_run, .flops = merge_flops, .bytes = merge_bytes),
      SHAPES(5, S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128))},
-    {CASE("attention", "B Sq Skv H D", 1e-5, .per_kernel = 1, .sizes = attn_sizes,
+    {CASE("attention", "B Sq Skv H D", 1e-5, .per_kernel = 1, .layout = attn_layout,
           .run = attn_run, .flops = attn_flops, .bytes = attn_bytes),
      SHAPES(7, S(1, 1, 1, 1, 1), S(1, 3, 0, 2, 4), S(2, 7, 13, 3, 5), S(1, 31, 17, 2, 64),
             S(1, 61, 600, 3, 128), S(1, 600, 700, 1, 32), S(1, 1024, 1024, 4, 128))},
-    {CASE("attention-causal", "B S H D", 1e-5, .per_kernel = 1, .sizes = causal_sizes,
+    {CASE("attention-causal", "B S H D", 1e-5, .per_kernel = 1, .layout = causal_layout,
           .run = causal_run, .flops = causal_flops, .bytes = causal_bytes),
      SHAPES(5, S(1, 1, 1, 1), S(2, 7, 3, 5), S(1, 77, 12, 64), S(3, 31, 2, 17),
             S(1, 512, 8, 64))},
-    {CASE("attention-bias", "B Sq Skv H D", 1e-5, .per_kernel = 1, .sizes = bias_sizes,
+    {CASE("attention-bias", "B Sq Skv H D", 1e-5, .per_kernel = 1, .layout = bias_layout,
           .fill = bias_fill, .run = bias_run, .flops = attn_flops, .bytes = attn_bytes),
      SHAPES(5, S(1, 1, 1, 1, 1), S(2, 7, 7, 3, 5), S(1, 13, 29, 2, 16), S(2, 77, 77, 4, 64),
             S(1, 512, 512, 8, 64))},
@@ -645,25 +685,119 @@ const char *backend_op_shape_text(const backend_op_case *c, const int *d, char *
 
 /* ------------------------------------------------------------------ running */
 
+/* A case's parts in a backend's memory (host parts stay NULL: they are read from the host
+ * inputs). */
 typedef struct op_bufs {
-    float *in, *out; /* backend memory */
-    size_t n_in, n_out;
+    backend_op_parts in, out;
+    void *in_mem[BACKEND_OP_MAX_PARTS], *out_mem[BACKEND_OP_MAX_PARTS];
+    size_t n_in, n_out; /* host values */
 } op_bufs;
+
+static size_t part_bytes(const cpdit_backend *be, backend_op_kind kind, size_t count)
+{
+    return kind == ACT ? cpdit_act_bytes(be, count) : count * sizeof(float);
+}
+
+static void bufs_free(const cpdit_backend *be, op_bufs *b)
+{
+    for (int i = 0; i < BACKEND_OP_MAX_PARTS; i++) {
+        be->free(b->in_mem[i]);
+        be->free(b->out_mem[i]);
+    }
+}
 
 static cpdit_status bufs_alloc(const cpdit_backend *be, const backend_op_case *c, const int *d,
                                op_bufs *b, cpdit_error *err)
 {
-    c->sizes(d, &b->n_in, &b->n_out);
-    b->in = be->alloc((b->n_in + 1) * sizeof(float));
-    b->out = be->alloc((b->n_out + 1) * sizeof(float));
-    if (!b->in || !b->out) {
-        be->free(b->in);
-        be->free(b->out);
+    memset(b, 0, sizeof *b);
+    backend_op_layout(c, d, &b->in, &b->out);
+    int ok = 1;
+    for (int i = 0; i < b->in.n; i++) {
+        b->n_in += b->in.count[i];
+        if (b->in.kind[i] != HOST) /* one spare value: no zero-byte blocks */
+            ok &= (b->in_mem[i] = be->alloc(part_bytes(be, b->in.kind[i], b->in.count[i] + 1)))
+                  != NULL;
+    }
+    for (int i = 0; i < b->out.n; i++) {
+        b->n_out += b->out.count[i];
+        ok &= (b->out_mem[i] =
+                   be->alloc(part_bytes(be, b->out.kind[i], b->out.count[i] + 1))) != NULL;
+    }
+    if (!ok) {
+        bufs_free(be, b);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE,
-                               "%s: out of backend memory (%zu + %zu floats)", c->name, b->n_in,
+                               "%s: out of backend memory (%zu + %zu values)", c->name, b->n_in,
                                b->n_out);
     }
     return CPDIT_OK;
+}
+
+/* host (count values) into a part of kind at mem. */
+static void part_upload(const cpdit_backend *be, backend_op_kind kind, void *mem,
+                        const float *host, size_t count)
+{
+    if (kind == ACT)
+        be->upload_act(mem, host, count);
+    else if (kind == P32)
+        be->upload(mem, host, count * sizeof(float));
+}
+
+/* The host inputs into b's input parts and into the outputs that start from one; io points
+ * at them (host parts at host_in). */
+static void bufs_upload(const cpdit_backend *be, op_bufs *b, const float *host_in,
+                        backend_op_io *io)
+{
+    memset(io, 0, sizeof *io);
+    size_t off[BACKEND_OP_MAX_PARTS], o = 0;
+    for (int i = 0; i < b->in.n; i++) {
+        off[i] = o;
+        o += b->in.count[i];
+        part_upload(be, b->in.kind[i], b->in_mem[i], host_in + off[i], b->in.count[i]);
+        if (b->in.kind[i] == ACT)
+            io->act_in[i] = b->in_mem[i];
+        else if (b->in.kind[i] == P32)
+            io->f32_in[i] = b->in_mem[i];
+        else
+            io->host_in[i] = host_in + off[i];
+    }
+    for (int i = 0; i < b->out.n; i++) {
+        const int from = b->out.from[i];
+        if (from >= 0 && from < b->in.n)
+            part_upload(be, b->out.kind[i], b->out_mem[i], host_in + off[from],
+                        b->out.count[i]);
+        if (b->out.kind[i] == ACT)
+            io->act_out[i] = b->out_mem[i];
+        else
+            io->f32_out[i] = b->out_mem[i];
+    }
+}
+
+static void bufs_download(const cpdit_backend *be, const op_bufs *b, float *host_out)
+{
+    size_t o = 0;
+    for (int i = 0; i < b->out.n; i++) {
+        if (b->out.kind[i] == ACT)
+            be->download_act(host_out + o, b->out_mem[i], b->out.count[i]);
+        else
+            be->download(host_out + o, b->out_mem[i], b->out.count[i] * sizeof(float));
+        o += b->out.count[i];
+    }
+}
+
+/* Bytes of b's parts on be over their bytes at 4 per value (1 for fp32 tables, about 1/2 for
+ * bf16 activations): scales a case's fp32 byte count to the backend. */
+static double bytes_ratio(const cpdit_backend *be, const op_bufs *b)
+{
+    double on_be = 0, f32 = 0;
+    for (int i = 0; i < b->in.n; i++) {
+        on_be += (double)part_bytes(be, b->in.kind[i], b->in.count[i]);
+        f32 += (double)b->in.count[i] * sizeof(float);
+    }
+    for (int i = 0; i < b->out.n; i++) {
+        on_be += (double)part_bytes(be, b->out.kind[i], b->out.count[i]);
+        f32 += (double)b->out.count[i] * sizeof(float);
+    }
+    return f32 > 0 ? on_be / f32 : 1.0;
 }
 
 cpdit_status backend_op_run_host(const cpdit_backend *be, const cpdit_attention_kernel *kernel,
@@ -674,18 +808,20 @@ cpdit_status backend_op_run_host(const cpdit_backend *be, const cpdit_attention_
     cpdit_status st = bufs_alloc(be, c, d, &b, err);
     if (st)
         return st;
-    be->upload(b.in, host_in, b.n_in * sizeof(float));
+    backend_op_io io;
+    bufs_upload(be, &b, host_in, &io);
     void *ctx = NULL;
     if (c->setup)
         st = c->setup(be, d, host_in, &ctx, err);
     if (!st)
-        st = c->run(be, kernel, ctx, d, b.out, b.in, err);
+        st = c->run(be, kernel, ctx, d, &io, err);
     if (!st)
-        be->download(host_out, b.out, b.n_out * sizeof(float));
+        st = be->sync(err);
+    if (!st)
+        bufs_download(be, &b, host_out);
     if (ctx && c->teardown)
         c->teardown(be, ctx);
-    be->free(b.in);
-    be->free(b.out);
+    bufs_free(be, &b);
     return st;
 }
 
@@ -696,13 +832,17 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / NS_PER_S;
 }
 
-/* Best seconds per call of c at d on be (one warm-up call, then reps); < 0 on failure. */
+/* Best seconds per call of c at d on be (one warm-up call, then reps); < 0 on failure.
+ * *ratio: bytes_ratio of the case on be. Outputs that start from an input are set once,
+ * before the warm-up (in-place ops then work on their previous result). */
 static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                        const backend_op_case *c, const int *d, int reps, cpdit_error *err)
+                        const backend_op_case *c, const int *d, int reps, double *ratio,
+                        cpdit_error *err)
 {
     op_bufs b;
     if (bufs_alloc(be, c, d, &b, err))
         return -1.0;
+    *ratio = bytes_ratio(be, &b);
     float *host = malloc((b.n_in + 1) * sizeof(float));
     double best = -1.0;
     if (host) {
@@ -710,12 +850,13 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
             c->fill(d, host, b.n_in, 1);
         else
             backend_op_fill_uniform(host, b.n_in, 1);
-        be->upload(b.in, host, b.n_in * sizeof(float));
+        backend_op_io io;
+        bufs_upload(be, &b, host, &io);
         void *ctx = NULL;
         best = c->setup && c->setup(be, d, host, &ctx, err) ? -1.0 : INFINITY;
         for (int r = -1; r < reps && best > 0; r++) {
             const double t0 = now_s();
-            if (c->run(be, k, ctx, d, b.out, b.in, err)) {
+            if (c->run(be, k, ctx, d, &io, err)) {
                 best = -1.0;
                 break;
             }
@@ -733,8 +874,7 @@ static double time_case(const cpdit_backend *be, const cpdit_attention_kernel *k
         cpdit_error_set(err, CPDIT_ERR_RUNTIME, OPS_WHERE, "out of memory");
     }
     free(host);
-    be->free(b.in);
-    be->free(b.out);
+    bufs_free(be, &b);
     return best;
 }
 
@@ -765,10 +905,11 @@ cpdit_status backend_ops_bench(FILE *out, const char *only_backend, const char *
                                                                       : none;
             for (; *ks || ks == none; ks++) {
                 char shape[64];
-                const double t = time_case(*b, *ks, *c, d, reps, err);
+                double ratio = 1.0;
+                const double t = time_case(*b, *ks, *c, d, reps, &ratio, err);
                 if (t < 0)
                     return err ? err->status : CPDIT_ERR_RUNTIME;
-                const double fl = (*c)->flops(d), by = (*c)->bytes(d);
+                const double fl = (*c)->flops(d), by = (*c)->bytes(d) * ratio;
                 fprintf(out, "%-20s %-14s %-8s %-34s %12.2f %10.2f %9.2f\n", (*c)->name,
                         *ks ? (*ks)->name : "-", (*b)->name,
                         backend_op_shape_text(*c, d, shape, sizeof shape), t * 1e6,

@@ -1,15 +1,16 @@
 /* backend_ops_vae.c — the op cases of the kernel table's VAE section (see backend_ops.h):
  * convolutions, GroupNorm (+ SiLU), nearest 2x upsampling, transpose. Images are NHWC.
  *
- * Input layouts (floats, in this order) and outputs, per case:
- *   conv2d-3x3      x (rows+2, W, Cin): the halo row above, the rows, the halo row below |
- *                   w (Cout, Cin, 3, 3) PyTorch's layout | b (Cout)     -> y (rows, W, Cout)
- *   conv2d-1x1      x (rows, W, Cin) | w (Cout, Cin) | b (Cout)         -> y (rows, W, Cout)
- *   group_norm      x (pixels, C) | gamma (C) | beta (C), G groups      -> y (pixels, C),
+ * Input layouts (host floats, in this order; parts: a = activation, p = fp32 parameter,
+ * h = host only) and outputs, per case:
+ *   conv2d-3x3      x a (rows+2, W, Cin): the halo row above, the rows, the halo row below |
+ *                   w h (Cout, Cin, 3, 3) PyTorch's layout | b p (Cout) -> y a (rows, W, Cout)
+ *   conv2d-1x1      x a (rows, W, Cin) | w h (Cout, Cin) | b p (Cout)   -> y a (rows, W, Cout)
+ *   group_norm      x a (pixels, C) | gamma p (C) | beta p (C), G groups -> y a (pixels, C),
  *                   eps 1e-6, the moments through group_moments (host doubles) as lib/vae does
  *   group_norm-silu the same, SiLU fused into group_norm_apply
- *   upsample2x      x (rows, W, C)                                      -> y (2 rows, 2 W, C)
- *   transpose       x (rows, cols)                                      -> y (cols, rows)
+ *   upsample2x      x a (rows, W, C)                                    -> y a (2 rows, 2 W, C)
+ *   transpose       x a (rows, cols)                                    -> y a (cols, rows)
  */
 #include "config.h"
 
@@ -31,17 +32,29 @@ typedef struct conv_ctx {
     void *ws;      /* backend memory, or NULL */
 } conv_ctx;
 
-static void conv3_sizes(const int *d, size_t *ni, size_t *no)
+static void conv_layout(const int *d, int K, backend_op_parts *in, backend_op_parts *out)
 {
     const size_t rows = (size_t)d[0], W = (size_t)d[1], Cin = (size_t)d[2], Cout = (size_t)d[3];
-    *ni = (rows + 2) * W * Cin + Cout * Cin * CONV3 * CONV3 + Cout;
-    *no = rows * W * Cout;
+    const size_t halo = K == CONV3 ? 1 : 0;
+    in->count[0] = (rows + 2 * halo) * W * Cin;
+    in->kind[0] = BACKEND_OP_ACT;
+    in->count[1] = Cout * Cin * (size_t)K * K;
+    in->kind[1] = BACKEND_OP_HOST;
+    in->count[2] = Cout;
+    in->kind[2] = BACKEND_OP_F32;
+    in->n = 3;
+    out->count[0] = rows * W * Cout;
+    out->kind[0] = BACKEND_OP_ACT;
+    out->from[0] = -1;
+    out->n = 1;
 }
-static void conv1_sizes(const int *d, size_t *ni, size_t *no)
+static void conv3_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    const size_t rows = (size_t)d[0], W = (size_t)d[1], Cin = (size_t)d[2], Cout = (size_t)d[3];
-    *ni = rows * W * Cin + Cout * Cin + Cout;
-    *no = rows * W * Cout;
+    conv_layout(d, CONV3, in, out);
+}
+static void conv1_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
+{
+    conv_layout(d, 1, in, out);
 }
 
 static cpdit_status conv_setup(const cpdit_backend *be, const int *d, const float *host_in,
@@ -83,30 +96,29 @@ static void conv_teardown(const cpdit_backend *be, void *ctx)
     free(c);
 }
 
-static cpdit_status conv_run(const cpdit_backend *be, int K, void *ctx, const int *d, float *out,
-                             const float *in, cpdit_error *err)
+static cpdit_status conv_run(const cpdit_backend *be, int K, void *ctx, const int *d,
+                             const backend_op_io *io, cpdit_error *err)
 {
     const conv_ctx *c = ctx;
     const int rows = d[0], W = d[1], Cin = d[2], Cout = d[3];
-    const size_t halo = K == CONV3 ? 1 : 0;
-    const size_t x_floats = ((size_t)rows + 2 * halo) * W * Cin;
-    const float *x0 = in + halo * W * Cin; /* row 0 of the band */
-    const float *b = in + x_floats + (size_t)Cout * Cin * K * K;
-    return be->conv2d(out, x0, c->packed, b, W, Cin, Cout, K, 0, rows, c->ws, err);
+    const ptrdiff_t halo = K == CONV3 ? 1 : 0;
+    const cpdit_buf *x0 = cpdit_buf_at(be, io->act_in[0], halo * W * Cin); /* band's row 0 */
+    return be->conv2d(io->act_out[0], x0, c->packed, io->f32_in[2], W, Cin, Cout, K, 0, rows,
+                      c->ws, err);
 }
 static cpdit_status conv3_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                              void *ctx, const int *d, float *out, const float *in,
+                              void *ctx, const int *d, const backend_op_io *io,
                               cpdit_error *err)
 {
     (void)k;
-    return conv_run(be, CONV3, ctx, d, out, in, err);
+    return conv_run(be, CONV3, ctx, d, io, err);
 }
 static cpdit_status conv1_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                              void *ctx, const int *d, float *out, const float *in,
+                              void *ctx, const int *d, const backend_op_io *io,
                               cpdit_error *err)
 {
     (void)k;
-    return conv_run(be, 1, ctx, d, out, in, err);
+    return conv_run(be, 1, ctx, d, io, err);
 }
 static double conv3_flops(const int *d)
 {
@@ -129,15 +141,22 @@ static double conv1_bytes(const int *d)
 
 /* ------------------------------------------------------------------ GroupNorm */
 
-static void gn_sizes(const int *d, size_t *ni, size_t *no)
+static void gn_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] + 2 * (size_t)d[1];
-    *no = (size_t)d[0] * d[1];
+    in->count[0] = (size_t)d[0] * d[1];
+    in->kind[0] = BACKEND_OP_ACT;
+    in->count[1] = in->count[2] = (size_t)d[1];
+    in->kind[1] = in->kind[2] = BACKEND_OP_F32;
+    in->n = 3;
+    out->count[0] = (size_t)d[0] * d[1];
+    out->kind[0] = BACKEND_OP_ACT;
+    out->from[0] = -1;
+    out->n = 1;
 }
 
 /* Moments as lib/vae computes them: sums, mean, squared deviations, rstd (host doubles). */
-static cpdit_status gn_run_act(const cpdit_backend *be, const int *d, float *out,
-                               const float *in, cpdit_activation act, cpdit_error *err)
+static cpdit_status gn_run_act(const cpdit_backend *be, const int *d, const backend_op_io *io,
+                               cpdit_activation act, cpdit_error *err)
 {
     const size_t P = (size_t)d[0];
     const int C = d[1], G = d[2];
@@ -146,31 +165,32 @@ static cpdit_status gn_run_act(const cpdit_backend *be, const int *d, float *out
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, VAE_OPS_WHERE, "out of memory");
     double *mean = mom, *dev = mom + G, *rstd = mom + 2 * G;
     const double count = (double)P * (C / G);
-    be->group_moments(mean, in, P, C, G, NULL);
+    const cpdit_buf *x = io->act_in[0];
+    be->group_moments(mean, x, P, C, G, NULL);
     for (int g = 0; g < G; g++)
         mean[g] /= count;
-    be->group_moments(dev, in, P, C, G, mean);
+    be->group_moments(dev, x, P, C, G, mean);
     for (int g = 0; g < G; g++)
         rstd[g] = 1.0 / sqrt(dev[g] / count + GN_EPS);
-    const float *gamma = in + P * C, *beta = gamma + C;
-    be->group_norm_apply(out, in, P, C, G, mean, rstd, gamma, beta, act);
+    be->group_norm_apply(io->act_out[0], x, P, C, G, mean, rstd, io->f32_in[1], io->f32_in[2],
+                         act);
     free(mom);
     return CPDIT_OK;
 }
 static cpdit_status gn_run(const cpdit_backend *be, const cpdit_attention_kernel *k, void *ctx,
-                           const int *d, float *out, const float *in, cpdit_error *err)
+                           const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k;
     (void)ctx;
-    return gn_run_act(be, d, out, in, CPDIT_ACT_NONE, err);
+    return gn_run_act(be, d, io, CPDIT_ACT_NONE, err);
 }
 static cpdit_status gn_silu_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                                void *ctx, const int *d, float *out, const float *in,
+                                void *ctx, const int *d, const backend_op_io *io,
                                 cpdit_error *err)
 {
     (void)k;
     (void)ctx;
-    return gn_run_act(be, d, out, in, CPDIT_ACT_SILU, err);
+    return gn_run_act(be, d, io, CPDIT_ACT_SILU, err);
 }
 static double gn_flops(const int *d)
 {
@@ -183,18 +203,29 @@ static double gn_bytes(const int *d)
 
 /* ------------------------------------------------------------------ upsample, transpose */
 
-static void up_sizes(const int *d, size_t *ni, size_t *no)
+/* one activation in (n values), one out (m values) */
+static void act1_layout(size_t n, size_t m, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = (size_t)d[0] * d[1] * d[2];
-    *no = 4 * *ni;
+    in->count[0] = n;
+    in->kind[0] = BACKEND_OP_ACT;
+    in->n = 1;
+    out->count[0] = m;
+    out->kind[0] = BACKEND_OP_ACT;
+    out->from[0] = -1;
+    out->n = 1;
+}
+static void up_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
+{
+    const size_t n = (size_t)d[0] * d[1] * d[2];
+    act1_layout(n, 4 * n, in, out);
 }
 static cpdit_status up_run(const cpdit_backend *be, const cpdit_attention_kernel *k, void *ctx,
-                           const int *d, float *out, const float *in, cpdit_error *err)
+                           const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k;
     (void)ctx;
     (void)err;
-    be->upsample2x(out, in, d[0], d[1], d[2]);
+    be->upsample2x(io->act_out[0], io->act_in[0], d[0], d[1], d[2]);
     return CPDIT_OK;
 }
 static double zero_flops(const int *d)
@@ -207,17 +238,17 @@ static double up_bytes(const int *d)
     return F * 5.0 * d[0] * d[1] * d[2];
 }
 
-static void tr_sizes(const int *d, size_t *ni, size_t *no)
+static void tr_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
 {
-    *ni = *no = (size_t)d[0] * d[1];
+    act1_layout((size_t)d[0] * d[1], (size_t)d[0] * d[1], in, out);
 }
 static cpdit_status tr_run(const cpdit_backend *be, const cpdit_attention_kernel *k, void *ctx,
-                           const int *d, float *out, const float *in, cpdit_error *err)
+                           const int *d, const backend_op_io *io, cpdit_error *err)
 {
     (void)k;
     (void)ctx;
     (void)err;
-    be->transpose(out, in, (size_t)d[0], (size_t)d[1]);
+    be->transpose(io->act_out[0], io->act_in[0], (size_t)d[0], (size_t)d[1]);
     return CPDIT_OK;
 }
 static double tr_bytes(const int *d)
@@ -233,25 +264,25 @@ static double tr_bytes(const int *d)
 #define GN_SHAPES SHAPES(5, S(1, 1, 1), S(3, 4, 2), S(17, 12, 3), S(257, 64, 32), S(4096, 128, 32))
 
 static const backend_op_case vae_cases[] = {
-    {CASE("conv2d-3x3", "rows W Cin Cout", 1e-5, .sizes = conv3_sizes, .setup = conv3_setup,
+    {CASE("conv2d-3x3", "rows W Cin Cout", 1e-5, .layout = conv3_layout, .setup = conv3_setup,
           .teardown = conv_teardown, .run = conv3_run, .flops = conv3_flops,
           .bytes = conv3_bytes),
      SHAPES(6, S(1, 1, 1, 1), S(1, 3, 2, 5), S(3, 7, 5, 3), S(5, 17, 13, 8), S(2, 31, 32, 64),
             S(16, 128, 64, 128))},
-    {CASE("conv2d-1x1", "rows W Cin Cout", 1e-5, .sizes = conv1_sizes, .setup = conv1_setup,
+    {CASE("conv2d-1x1", "rows W Cin Cout", 1e-5, .layout = conv1_layout, .setup = conv1_setup,
           .teardown = conv_teardown, .run = conv1_run, .flops = conv1_flops,
           .bytes = conv1_bytes),
      SHAPES(4, S(1, 1, 1, 1), S(3, 7, 5, 3), S(7, 13, 17, 11), S(16, 128, 128, 64))},
-    {CASE("group_norm", "pixels C G", 1e-5, .sizes = gn_sizes, .run = gn_run,
+    {CASE("group_norm", "pixels C G", 1e-5, .layout = gn_layout, .run = gn_run,
           .flops = gn_flops, .bytes = gn_bytes),
      GN_SHAPES},
-    {CASE("group_norm-silu", "pixels C G", 1e-5, .sizes = gn_sizes, .run = gn_silu_run,
+    {CASE("group_norm-silu", "pixels C G", 1e-5, .layout = gn_layout, .run = gn_silu_run,
           .flops = gn_flops, .bytes = gn_bytes),
      GN_SHAPES},
-    {CASE("upsample2x", "rows W C", 0.0, .sizes = up_sizes, .run = up_run,
+    {CASE("upsample2x", "rows W C", 0.0, .layout = up_layout, .run = up_run,
           .flops = zero_flops, .bytes = up_bytes),
      SHAPES(4, S(1, 1, 1), S(2, 3, 5), S(7, 13, 4), S(64, 128, 128))},
-    {CASE("transpose", "rows cols", 0.0, .sizes = tr_sizes, .run = tr_run, .flops = zero_flops,
+    {CASE("transpose", "rows cols", 0.0, .layout = tr_layout, .run = tr_run, .flops = zero_flops,
           .bytes = tr_bytes),
      SHAPES(5, S(1, 1), S(1, 7), S(5, 3), S(37, 129), S(512, 4096))},
 };

@@ -5,7 +5,22 @@
  * normalised, ||out - ref||_2 / ||ref||_2 (plain ||out - ref||_2 when the reference is all
  * zeros), and must not exceed the case's tolerance; infinities must match exactly (empty
  * attention rows give lse = -inf). Prints one line per op, backend and kernel with the worst
- * error over the shapes.
+ * error over the shapes and the threshold it was held to.
+ *
+ * Tables that store activations in bf16 (act_dtype BF16: "cpu-bf16", "cuda") are held to two
+ * bounds, each raised to the case's (or attention kernel's) own tolerance when that is larger;
+ * fp32 tables keep the case's thresholds unchanged:
+ *   - storage: against the reference evaluated on the bf16 values of the activation inputs
+ *     (what the table was given), at most BF16_OUTPUT_TOL: only the rounding of the outputs
+ *     (and of an intermediate) is left, whatever the op's conditioning;
+ *   - end to end: against the reference on the fp32 inputs, at most BF16_STORAGE_TOL, asserted
+ *     for outputs of at least BF16_MIN_VALUES values (a single value can be ill-conditioned:
+ *     gelu near x = -3 turns its input's 2^-9 into 10 times that).
+ *
+ * The suite must be able to fail: a copy of each host table with deliberately mis-offset
+ * entries (an operand one element off, a row stride ignored, a halo one element off) has to
+ * exceed the thresholds, and in-place calls (y aliasing x) must give the bits of out-of-place
+ * ones.
  */
 #include "config.h"
 
@@ -14,8 +29,23 @@
 #include <string.h>
 
 #include "kernels/backend_ops.h"
+#include "lib/io/dtype.h"
 #include "tests/backend_ops_reference.h"
 #include "tests/test_util.h"
+
+/* Thresholds for tables with bf16 activations. bf16 keeps 8 significant bits (7 stored):
+ * rounding to nearest changes a value by at most half an ulp, 2^-8 of it just above a power
+ * of two and about 2^-9 of it on average (the per-value rounding of the plan). An output
+ * rounded once therefore has a normalised error of at most 2^-8 = 3.9e-3 against the exact
+ * result on the same inputs (measured on cpu-bf16 over random data: at most 2.2e-3 on every
+ * output of 7 values or more, 3.1e-3 on a single gelu value): BF16_OUTPUT_TOL = 2^-8. End to
+ * end, the inputs' own rounding (2^-8 at most each) adds what the op's conditioning makes of
+ * it: measured at most 2.8e-3 (mul) over outputs of BF16_MIN_VALUES values or more;
+ * BF16_STORAGE_TOL = 2^-7 allows input and output rounding at their worst. A wrong offset or
+ * stride gives errors of order 1, far above both (test_wrong_offsets_fail). */
+#define BF16_OUTPUT_TOL (1.0 / 256.0)
+#define BF16_STORAGE_TOL (1.0 / 128.0)
+#define BF16_MIN_VALUES 32
 
 /* Normalised error of out against ref (n values); INFINITY when infinities differ. */
 static double normalised_error(const float *out, const double *ref, size_t n)
@@ -34,23 +64,66 @@ static double normalised_error(const float *out, const double *ref, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* One case on one backend and kernel over all its shapes; returns the worst error. */
-static double check_case(const cpdit_backend *be, const cpdit_attention_kernel *k,
-                         const backend_op_case *c, backend_op_reference_fn ref)
+/* The threshold of case c on be with kernel k: fp32 tables the case's; bf16 tables at least
+ * bf16_tol (BF16_OUTPUT_TOL or BF16_STORAGE_TOL). */
+static double case_tol(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                       const backend_op_case *c, double bf16_tol)
 {
-    double worst = 0;
+    /* a lower-precision attention kernel (cudnn: bf16) states its own bound */
+    double tol = k && k->tolerance > c->tol ? k->tolerance : c->tol;
+    if (be->act_dtype == CPDIT_DTYPE_BF16 && tol < bf16_tol)
+        tol = bf16_tol;
+    return tol;
+}
+
+/* in_b = in with the activation parts of c at d rounded to bf16 (what a bf16 table holds). */
+static void round_act_inputs(const backend_op_case *c, const int *d, const float *in,
+                             float *in_b)
+{
+    backend_op_parts pin, pout;
+    backend_op_layout(c, d, &pin, &pout);
+    size_t o = 0;
+    for (int p = 0; p < pin.n; p++) {
+        for (size_t i = o; i < o + pin.count[p]; i++)
+            in_b[i] = pin.kind[p] == BACKEND_OP_ACT ? cpdit_bf16_to_f32(cpdit_f32_to_bf16(in[i]))
+                                                    : in[i];
+        o += pin.count[p];
+    }
+}
+
+/* Worst errors of a case over its shapes: against the reference on the inputs as given
+ * (fp32), and on the inputs as a bf16 table stores them (= total on fp32 tables). */
+typedef struct case_errors {
+    double total, storage;
+} case_errors;
+
+/* One case on one backend and kernel over all its shapes (INFINITY when a run fails).
+ * assert_each: CHECK every shape against the thresholds (0: only measure, for the tables
+ * broken on purpose). */
+static case_errors check_case(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                              const backend_op_case *c, backend_op_reference_fn ref,
+                              int assert_each)
+{
+    case_errors worst = {0, 0};
+    const int bf16 = be->act_dtype == CPDIT_DTYPE_BF16;
+    const double tol = case_tol(be, k, c, BF16_STORAGE_TOL);
+    const double tol_out = case_tol(be, k, c, BF16_OUTPUT_TOL);
     for (int s = 0; s < c->nshapes; s++) {
         const int *d = c->shapes[s].d;
         size_t ni, no;
-        c->sizes(d, &ni, &no);
+        backend_op_sizes(c, d, &ni, &no);
         float *in = malloc((ni + 1) * sizeof(float)), *out = malloc((no + 1) * sizeof(float));
+        float *in_b = bf16 ? malloc((ni + 1) * sizeof(float)) : NULL;
         double *want = malloc((no + 1) * sizeof(double));
-        CHECK(in && out && want);
-        if (!in || !out || !want) {
+        double *want_b = bf16 ? malloc((no + 1) * sizeof(double)) : NULL;
+        CHECK(in && out && want && (!bf16 || (in_b && want_b)));
+        if (!in || !out || !want || (bf16 && (!in_b || !want_b))) {
             free(in);
             free(out);
+            free(in_b);
             free(want);
-            return INFINITY;
+            free(want_b);
+            return (case_errors){INFINITY, INFINITY};
         }
         const uint64_t seed = 1000u * (uint64_t)s + 7u;
         if (c->fill)
@@ -62,20 +135,39 @@ static double check_case(const cpdit_backend *be, const cpdit_attention_kernel *
         char shape[96];
         backend_op_shape_text(c, d, shape, sizeof shape);
         const cpdit_status st = backend_op_run_host(be, k, c, d, out, in, &err);
-        CHECK_MSG(st == CPDIT_OK, "%s on %s (%s) %s: %s: %s", c->name, be->name,
-                  k ? k->name : "-", shape, err.where, err.what);
+        if (assert_each)
+            CHECK_MSG(st == CPDIT_OK, "%s on %s (%s) %s: %s: %s", c->name, be->name,
+                      k ? k->name : "-", shape, err.where, err.what);
+        case_errors e = {INFINITY, INFINITY};
         if (st == CPDIT_OK) {
             ref(d, in, want);
-            const double e = normalised_error(out, want, no);
-            /* a lower-precision attention kernel (cudnn: bf16) states its own bound */
-            const double tol = k && k->tolerance > c->tol ? k->tolerance : c->tol;
-            CHECK_MSG(e <= tol, "%s on %s (%s) %s: normalised error %.3g > %.3g", c->name,
-                      be->name, k ? k->name : "-", shape, e, tol);
-            worst = e > worst ? e : worst;
+            e.total = e.storage = normalised_error(out, want, no);
+            if (bf16) {
+                round_act_inputs(c, d, in, in_b);
+                ref(d, in_b, want_b);
+                e.storage = normalised_error(out, want_b, no);
+            }
+            if (assert_each) {
+                if (!bf16 || no >= BF16_MIN_VALUES)
+                    CHECK_MSG(e.total <= tol, "%s on %s (%s) %s: normalised error %.3g > %.3g",
+                              c->name, be->name, k ? k->name : "-", shape, e.total, tol);
+                if (bf16)
+                    CHECK_MSG(e.storage <= tol_out,
+                              "%s on %s (%s) %s: normalised error on the bf16 inputs %.3g > "
+                              "%.3g", c->name, be->name, k ? k->name : "-", shape, e.storage,
+                              tol_out);
+            }
         }
+        /* bf16 tables: the end-to-end worst over the shapes it is asserted on (and failures) */
+        if ((!bf16 || no >= BF16_MIN_VALUES || st != CPDIT_OK) && !(e.total <= worst.total))
+            worst.total = e.total;
+        if (!(e.storage <= worst.storage))
+            worst.storage = e.storage;
         free(in);
         free(out);
+        free(in_b);
         free(want);
+        free(want_b);
     }
     return worst;
 }
@@ -91,6 +183,117 @@ static void test_harness_detects(void)
     const float o_inf[2] = {-INFINITY, 1}, o_fin[2] = {-1e30f, 1};
     CHECK(normalised_error(o_inf, r_inf, 2) == 0);
     CHECK(isinf(normalised_error(o_fin, r_inf, 2)));
+}
+
+/* ------------------------------------------------------------------ tables broken on purpose */
+
+/* The table a broken entry forwards to (one at a time: the suite is single-threaded). */
+static const cpdit_backend *broken_base;
+
+/* add with b read one element late (a wrong offset) */
+static void broken_add(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
+{
+    broken_base->add(y, a, cpdit_buf_at(broken_base, b, 1), n);
+}
+/* copy_rows ignoring the source's row stride (a stride taken for the width) */
+static void broken_copy_rows(cpdit_buf *dst, int ldd, const cpdit_buf *src, int lds,
+                             size_t rows, int dim)
+{
+    (void)lds;
+    broken_base->copy_rows(dst, ldd, src, dim, rows, dim);
+}
+/* conv2d with x one element late (a halo offset off by one element) */
+static cpdit_status broken_conv2d(cpdit_buf *y, const cpdit_buf *x, const float *w_packed,
+                                  const float *b, int W, int Cin, int Cout, int K, int r0,
+                                  int r1, void *ws, cpdit_error *err)
+{
+    return broken_base->conv2d(y, cpdit_buf_at(broken_base, x, 1), w_packed, b, W, Cin, Cout,
+                               K, r0, r1, ws, err);
+}
+
+/* Each broken entry's case must exceed its threshold on be (a host table: the broken entries
+ * read one element past an operand, which the harness allocates). */
+static void test_wrong_offsets_fail(const cpdit_backend *be)
+{
+    static const char *const broken_cases[] = {"add", "copy_rows", "conv2d-3x3", NULL};
+    cpdit_backend broken = *be;
+    broken.add = broken_add;
+    broken.copy_rows = broken_copy_rows;
+    broken.conv2d = broken_conv2d;
+    broken_base = be;
+    for (const char *const *name = broken_cases; *name; name++) {
+        for (const backend_op_case *const *c = backend_op_cases(); *c; c++) {
+            if (strcmp((*c)->name, *name))
+                continue;
+            const case_errors e =
+                check_case(&broken, NULL, *c, backend_op_reference_find(*name), 0);
+            const double tol = case_tol(be, NULL, *c, BF16_OUTPUT_TOL);
+            printf("%-20s %-8s broken on purpose: worst %.3g  (must exceed tol %.3g)\n", *name,
+                   be->name, e.storage, tol);
+            CHECK_MSG(e.storage > tol,
+                      "%s on a deliberately mis-offset %s table: error %.3g <= %.3g", *name,
+                      be->name, e.storage, tol);
+        }
+    }
+    broken_base = NULL;
+}
+
+/* ------------------------------------------------------------------ in place */
+
+#define IN_PLACE_ROWS 37
+#define IN_PLACE_COLS 300 /* rows x cols spans several 4096-element blocks of cpu-bf16 */
+#define IN_PLACE_EPS 1e-6f
+
+/* y may alias x: act, add, mul, layer_norm, rms_norm, modulate and group_norm_apply called in
+ * place must give the bits of the same call into another buffer. */
+static void test_in_place(const cpdit_backend *be)
+{
+    const size_t R = IN_PLACE_ROWS, C = IN_PLACE_COLS, n = R * C;
+    float *host = malloc((3 * n + 2 * C) * sizeof(float));
+    float *want = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    cpdit_buf *x = cpdit_act_alloc(be, n), *y = cpdit_act_alloc(be, n);
+    cpdit_buf *b = cpdit_act_alloc(be, n), *sh = cpdit_act_alloc(be, 2 * C);
+    float *par = be->alloc(2 * C * sizeof(float));
+    CHECK(host && want && got && x && y && b && sh && par);
+    if (!host || !want || !got || !x || !y || !b || !sh || !par)
+        goto done;
+    backend_op_fill_uniform(host, 3 * n + 2 * C, 99);
+    be->upload_act(b, host + n, n);
+    be->upload_act(sh, host + 2 * n, 2 * C);
+    be->upload(par, host + 3 * n, 2 * C * sizeof(float));
+    const double mean[1] = {0.01}, rstd[1] = {1.7};
+    for (int op = 0; op < 7; op++) {
+        /* op on (dst, src): run out of place into y, then in place on x */
+        for (int in_place = 0; in_place < 2; in_place++) {
+            be->upload_act(x, host, n);
+            cpdit_buf *dst = in_place ? x : y;
+            switch (op) {
+            case 0: be->act(CPDIT_ACT_GELU_TANH, dst, x, n); break;
+            case 1: be->add(dst, x, b, n); break;
+            case 2: be->mul(dst, b, x, n); break;
+            case 3: be->layer_norm(dst, x, par, par + C, R, (int)C, IN_PLACE_EPS); break;
+            case 4: be->rms_norm(dst, x, par, R, (int)C, IN_PLACE_EPS); break;
+            case 5: be->modulate(dst, x, sh, cpdit_buf_at(be, sh, (ptrdiff_t)C), R, (int)C); break;
+            default:
+                be->group_norm_apply(dst, x, R, (int)C, 1, mean, rstd, par, par + C,
+                                     CPDIT_ACT_SILU);
+                break;
+            }
+            CHECK(be->sync(NULL) == CPDIT_OK);
+            be->download_act(in_place ? got : want, dst, n);
+        }
+        CHECK_MSG(memcmp(want, got, n * sizeof(float)) == 0,
+                  "%s: op %d in place differs from out of place", be->name, op);
+    }
+done:
+    free(host);
+    free(want);
+    free(got);
+    be->free(x);
+    be->free(y);
+    be->free(b);
+    be->free(sh);
+    be->free(par);
 }
 
 /* usage: test_backend_ops [--backend NAME]  (default: every backend of the build; a named
@@ -131,14 +334,29 @@ int main(int argc, char **argv)
             const cpdit_attention_kernel *const *ks = (*b)->attention_kernels;
             const cpdit_attention_kernel *k = (*c)->per_kernel ? *ks : NULL;
             do {
-                const double e = check_case(*b, k, *c, ref);
-                printf("%-20s %-8s %-14s %d shapes  worst %.3g  (tol %.3g)\n", (*c)->name,
-                       (*b)->name, k ? k->name : "-", (*c)->nshapes, e, (*c)->tol);
+                const case_errors e = check_case(*b, k, *c, ref, 1);
+                if ((*b)->act_dtype == CPDIT_DTYPE_BF16)
+                    printf("%-20s %-8s %-18s %d shapes  worst %.3g  (tol %.3g); on the bf16 "
+                           "inputs %.3g  (tol %.3g)\n",
+                           (*c)->name, (*b)->name, k ? k->name : "-", (*c)->nshapes, e.total,
+                           case_tol(*b, k, *c, BF16_STORAGE_TOL), e.storage,
+                           case_tol(*b, k, *c, BF16_OUTPUT_TOL));
+                else
+                    printf("%-20s %-8s %-18s %d shapes  worst %.3g  (tol %.3g)\n", (*c)->name,
+                           (*b)->name, k ? k->name : "-", (*c)->nshapes, e.total,
+                           case_tol(*b, k, *c, 0));
                 cases++;
                 k = (*c)->per_kernel ? *++ks : NULL;
             } while (k);
         }
     }
     CHECK(cases > 0);
+    for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
+        if ((only && strcmp(only, (*b)->name)) || !cpdit_backend_available(*b, NULL, 0))
+            continue;
+        test_in_place(*b);
+        if ((*b)->host_memory)
+            test_wrong_offsets_fail(*b);
+    }
     TEST_MAIN_END();
 }

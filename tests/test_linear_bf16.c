@@ -63,8 +63,8 @@ static double run_case(const cpdit_backend *be, shape s, cpdit_weight_format fmt
     cpdit_error err;
     cpdit_error_clear(&err);
     CHECK(be->weight_create(&w, &d, &err) == CPDIT_OK);
-    CHECK(be->linear(y, ldy, x, ldx, w, with_bias ? b : NULL, s.M, s.K, s.N, accumulate, &err) ==
-          CPDIT_OK);
+    CHECK(be->linear(cpdit_host_buf(y), ldy, cpdit_host_buf(x), ldx, w, with_bias ? b : NULL, s.M,
+                     s.K, s.N, accumulate, &err) == CPDIT_OK);
     be->weight_free(w);
 
     double worst = 0;
@@ -144,8 +144,10 @@ static void check_dtypes(const cpdit_backend *be)
     d = (cpdit_weight_desc){.dtype = CPDIT_DTYPE_F32, .rows = N, .cols = K, .data = wf,
                             .data_persists = 1};
     CHECK(be->weight_create(&wr, &d, &err) == CPDIT_OK);
-    CHECK(be->linear(y8, N, x, K, w8, NULL, 3, K, N, 0, &err) == CPDIT_OK);
-    CHECK(be->linear(yref, N, x, K, wr, NULL, 3, K, N, 0, &err) == CPDIT_OK);
+    CHECK(be->linear(cpdit_host_buf(y8), N, cpdit_host_buf(x), K, w8, NULL, 3, K, N, 0, &err) ==
+          CPDIT_OK);
+    CHECK(be->linear(cpdit_host_buf(yref), N, cpdit_host_buf(x), K, wr, NULL, 3, K, N, 0, &err) ==
+          CPDIT_OK);
     for (int i = 0; i < 3 * N; i++) {
         double mag = 0;
         for (int k = 0; k < K; k++)
@@ -153,7 +155,8 @@ static void check_dtypes(const cpdit_backend *be)
         CHECK_NEAR(y8[i], yref[i], ldexp(1.0, -8) * mag + 1e-6);
     }
     /* shape mismatch */
-    CHECK(be->linear(y8, N, x, K, w8, NULL, 3, K - 1, N, 0, &err) == CPDIT_ERR_INPUT);
+    CHECK(be->linear(cpdit_host_buf(y8), N, cpdit_host_buf(x), K, w8, NULL, 3, K - 1, N, 0,
+                     &err) == CPDIT_ERR_INPUT);
     CHECK_STR_CONTAINS(err.what, "weight is (37, 45)");
     be->weight_free(w8);
     be->weight_free(wr);
@@ -165,7 +168,9 @@ static void check_dtypes(const cpdit_backend *be)
 
 int main(void)
 {
+    /* the "cpu" table: activations are host fp32 arrays (cpdit_host_buf) */
     const cpdit_backend *be = cpdit_backend_cpu();
+    CHECK(cpdit_backend_host_f32(be));
     static const shape shapes[] = {{1, 1, 1},     {1, 7, 33},    {5, 2, 32},   {13, 64, 17},
                                    {3, 515, 100}, {97, 129, 64}, {130, 96, 97}, {12, 600, 31},
                                    {200, 31, 300}};

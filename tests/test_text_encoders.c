@@ -1,6 +1,7 @@
 /* test_text_encoders.c — the text encoders without PyTorch (tests/text_encoders.sh compares
  * them with the PyTorch reference):
- *   - ops: masked / biased attention and the activations vs plain double loops (1e-5);
+ *   - ops: masked / biased attention and the activations of the "cpu" table (host fp32
+ *     activations) vs plain double loops (1e-5);
  *   - T5 relative position buckets vs torch's (tests/data/t5_buckets_expected.txt), exactly;
  *   - CLIP and T5 on small random checkpoints written here: streamed weights give exactly the
  *     cached result; bf16 / fp32 / sharded / both embedding names load; a batch of 2 equals two
@@ -11,6 +12,9 @@
  *     next layer made ahead on the helper thread; repeated forwards (the first layer made ahead
  *     at the end of the previous one) and two threads running forwards at once give exactly
  *     the resident result, bit for bit;
+ *   - bf16 activation storage: CLIP (hidden states and pooled) and T5 on the "cpu-bf16" table
+ *     match the "cpu" fp32 result within BF16_CLIP_TOL / BF16_T5_TOL (relative to the largest
+ *     value) and differ from it (bf16 storage really ran); streamed = resident there too;
  *   - text_encode on a pipeline folder with toy tokenizers, and with the real CLIP-L / T5-XXL
  *     tokenizer files when present ($CPDIT_TOKENIZER_DATA or $top_srcdir/../shared/data/
  *     tokenizers): equals the encoders run on the tokenizers' padded ids, flags truncation.
@@ -34,6 +38,10 @@
 
 #define OP_TOL 1e-5
 #define BATCH_TOL 1e-5
+/* bf16 activations ("cpu-bf16") vs fp32 ("cpu"), max |difference| / max |fp32 value|, on the
+ * tiny fixtures of test_bf16_storage. Measured: see the comment there. */
+#define BF16_CLIP_TOL 2e-2
+#define BF16_T5_TOL 2e-2
 /* A weight budget below one layer of the streaming test's models: they must stream. */
 #define TINY_BUDGET 4096
 
@@ -77,7 +85,8 @@ static void test_attention_op_kernel(const cpdit_attention_kernel *kern, int cau
                                     .ld_kv = LD, .ld_out = H * Dh, .scale = scale,
                                     .bias = with_bias ? bias : NULL, .causal = causal};
     cpdit_error err;
-    CHECK(kern->forward(out, NULL, q, k, v, &a, &err) == CPDIT_OK);
+    CHECK(kern->forward(cpdit_host_buf(out), NULL, cpdit_host_buf(q), cpdit_host_buf(k),
+                        cpdit_host_buf(v), &a, &err) == CPDIT_OK);
     double worst = 0;
     for (int h = 0; h < H; h++)
         for (int i = 0; i < S; i++) {
@@ -105,7 +114,7 @@ static void test_attention_op_kernel(const cpdit_attention_kernel *kern, int cau
 
 static void test_attention_op(int causal, int with_bias)
 {
-    const cpdit_backend *be = cpdit_backend_default();
+    const cpdit_backend *be = cpdit_backend_cpu(); /* host fp32 activations */
     for (const cpdit_attention_kernel *const *k = be->attention_kernels; *k; k++)
         test_attention_op_kernel(*k, causal, with_bias);
 }
@@ -116,14 +125,14 @@ static void test_activations(void)
     float x[N], y[N];
     for (int i = 0; i < N; i++)
         x[i] = -10.0f + 0.2f * (float)i;
-    const cpdit_backend *be = cpdit_backend_default();
-    be->act(CPDIT_ACT_QUICK_GELU, y, x, N);
+    const cpdit_backend *be = cpdit_backend_cpu(); /* host fp32 activations */
+    be->act(CPDIT_ACT_QUICK_GELU, cpdit_host_buf(y), cpdit_host_buf(x), N);
     for (int i = 0; i < N; i++)
         CHECK_NEAR(y[i], x[i] / (1 + exp(-1.702 * x[i])), OP_TOL);
-    be->act(CPDIT_ACT_GELU_ERF, y, x, N);
+    be->act(CPDIT_ACT_GELU_ERF, cpdit_host_buf(y), cpdit_host_buf(x), N);
     for (int i = 0; i < N; i++)
         CHECK_NEAR(y[i], 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0))), OP_TOL);
-    be->act(CPDIT_ACT_RELU, y, x, N);
+    be->act(CPDIT_ACT_RELU, cpdit_host_buf(y), cpdit_host_buf(x), N);
     for (int i = 0; i < N; i++)
         CHECK(y[i] == (x[i] > 0 ? x[i] : 0));
     CHECK(text_act_from_name("quick_gelu") == TEXT_ACT_QUICK_GELU);
@@ -584,6 +593,79 @@ static void test_streaming(void)
     free(dclip);
 }
 
+/* ---------------------------------------------------------------- bf16 activations */
+
+/* fp32 ("cpu") vs bf16 storage ("cpu-bf16"): the same checkpoint and ids, outputs within the
+ * bf16 tolerance and not bitwise equal. */
+static void test_bf16_storage(void)
+{
+    cpdit_error err;
+    const cpdit_backend *f32 = cpdit_backend_cpu(), *b16 = cpdit_backend_cpu_bf16();
+    CHECK(f32->act_dtype == CPDIT_DTYPE_F32 && b16->act_dtype == CPDIT_DTYPE_BF16);
+    clip_fixture cf = clip_fixture_tiny();
+    t5_fixture tf = t5_fixture_tiny();
+    char *dclip = sub("bf16_clip"), *dt5 = sub("bf16_t5");
+    CHECK(fixture_write_clip(dclip, &cf, CPDIT_DTYPE_BF16, 21, &err) == 0);
+    CHECK(fixture_write_t5(dt5, &tf, CPDIT_DTYPE_BF16, 22, &err) == 0);
+    enum { B = 2, S = 77 };
+    int32_t ids[B * S];
+    make_ids(ids, B, S, 0, 998, cf.eos_token_id, 9, 13);
+    text_encoder_options o32 = text_encoder_options_default(), o16 = o32, o16s = o32;
+    o32.backend = f32;
+    o16.backend = o16s.backend = b16;
+    o16s.cache_bytes = 0; /* streamed per layer */
+    const size_t nc = (size_t)B * S * cf.hidden, nt = (size_t)B * S * tf.d_model;
+    const size_t n = nc > nt ? nc : nt;
+    float *ref = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    float *again = malloc(sizeof(float) * n);
+    float pooled_ref[B * 32], pooled[B * 32];
+
+    clip_text_model *c32 = NULL, *c16 = NULL, *c16s = NULL;
+    CHECK(clip_text_model_load(dclip, &o32, &c32, &err) == CPDIT_OK);
+    CHECK(clip_text_model_load(dclip, &o16, &c16, &err) == CPDIT_OK);
+    CHECK(clip_text_model_load(dclip, &o16s, &c16s, &err) == CPDIT_OK);
+    if (c32 && c16 && c16s && ref && got && again) {
+        CHECK(clip_text_model_forward(c32, ids, B, S, ref, pooled_ref, &err) == CPDIT_OK);
+        CHECK(clip_text_model_forward(c16, ids, B, S, got, pooled, &err) == CPDIT_OK);
+        const double e = max_rel_diff(got, ref, nc);
+        const double ep = max_rel_diff(pooled, pooled_ref, (size_t)B * cf.hidden);
+        fprintf(stderr, "CLIP bf16 vs fp32: hidden %.3g, pooled %.3g (tolerance %g)\n", e, ep,
+                BF16_CLIP_TOL);
+        CHECK_MSG(e <= BF16_CLIP_TOL && ep <= BF16_CLIP_TOL, "CLIP bf16: %g, pooled %g", e, ep);
+        CHECK_MSG(memcmp(got, ref, sizeof(float) * nc) != 0, "CLIP bf16 == fp32 bitwise");
+        CHECK(clip_text_model_forward(c16s, ids, B, S, again, NULL, &err) == CPDIT_OK);
+        CHECK_MSG(memcmp(again, got, sizeof(float) * nc) == 0, "CLIP bf16: streamed != resident");
+    }
+    clip_text_model_free(c32);
+    clip_text_model_free(c16);
+    clip_text_model_free(c16s);
+
+    make_ids(ids, B, S, 2, 1000, 1, 30, 14);
+    t5_encoder *t32 = NULL, *t16 = NULL, *t16s = NULL;
+    CHECK(t5_encoder_load(dt5, &o32, &t32, &err) == CPDIT_OK);
+    CHECK(t5_encoder_load(dt5, &o16, &t16, &err) == CPDIT_OK);
+    CHECK(t5_encoder_load(dt5, &o16s, &t16s, &err) == CPDIT_OK);
+    if (t32 && t16 && t16s && ref && got && again) {
+        CHECK(t5_encoder_streaming(t16s));
+        CHECK(t5_encoder_forward(t32, ids, B, S, ref, &err) == CPDIT_OK);
+        CHECK(t5_encoder_forward(t16, ids, B, S, got, &err) == CPDIT_OK);
+        const double e = max_rel_diff(got, ref, nt);
+        fprintf(stderr, "T5 bf16 vs fp32: %.3g (tolerance %g)\n", e, BF16_T5_TOL);
+        CHECK_MSG(e <= BF16_T5_TOL, "T5 bf16: %g", e);
+        CHECK_MSG(memcmp(got, ref, sizeof(float) * nt) != 0, "T5 bf16 == fp32 bitwise");
+        CHECK(t5_encoder_forward(t16s, ids, B, S, again, &err) == CPDIT_OK);
+        CHECK_MSG(memcmp(again, got, sizeof(float) * nt) == 0, "T5 bf16: streamed != resident");
+    }
+    t5_encoder_free(t32);
+    t5_encoder_free(t16);
+    t5_encoder_free(t16s);
+    free(ref);
+    free(got);
+    free(again);
+    free(dclip);
+    free(dt5);
+}
+
 /* ---------------------------------------------------------------- text_encode */
 
 /* Check text_encode against the encoders on the tokenizers' ids for these prompts. */
@@ -756,6 +838,7 @@ int main(void)
     test_clip();
     test_t5();
     test_streaming();
+    test_bf16_storage();
     test_text_encode_toy();
     test_text_encode_real();
     tmpdir_remove(g_tmp);

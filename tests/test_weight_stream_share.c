@@ -107,7 +107,8 @@ static cpdit_status loader_open(weight_loader *wl, model *m, const cpdit_weight 
     return st;
 }
 
-/* be->linear of matrix i on x: one call at a time (the test compares, it does not race). */
+/* be->linear of matrix i on x: one call at a time (the test compares, it does not race).
+ * x and y are host fp32: the default backend is a host fp32 table (main checks). */
 static pthread_mutex_t linear_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int run_matrix(const model *m, int i, const cpdit_weight *w, float *y)
@@ -119,7 +120,8 @@ static int run_matrix(const model *m, int i, const cpdit_weight *w, float *y)
     cpdit_error_clear(&err);
     const int max_cols = 32 + 16 * (N_GROUPS - 1);
     pthread_mutex_lock(&linear_mu);
-    const cpdit_status st = w ? be->linear(y, r, m->x, max_cols, w, NULL, X_ROWS, c, r, 0, &err)
+    const cpdit_status st = w ? be->linear(cpdit_host_buf(y), r, cpdit_host_buf(m->x), max_cols,
+                                           w, NULL, X_ROWS, c, r, 0, &err)
                               : CPDIT_ERR_RUNTIME;
     pthread_mutex_unlock(&linear_mu);
     return st == CPDIT_OK;
@@ -288,6 +290,8 @@ static void run_case(const char *name, model *m, int n, int prefetch, int jitter
 int main(void)
 {
     alarm(HANG_SECONDS); /* a peer waiting forever kills the test */
+    if (!cpdit_backend_host_f32(cpdit_backend_default()))
+        return 77; /* the loaders' backend (the default) must take host fp32 arrays */
     model m;
     model_make(&m);
     /* resident reference outputs */

@@ -1,4 +1,6 @@
-/* link_bench.c — ping-pong and collective timings through a cpdit_comm (see link_bench.h). */
+/* link_bench.c — ping-pong and collective timings through a cpdit_comm (see link_bench.h).
+ * The payload is opaque bytes counted as fp32 elements (CPDIT_COMM_FLOAT): the timings are
+ * per byte, whatever dtype a model would move. */
 #include "topology/link_bench.h"
 
 #include <stdlib.h>
@@ -59,11 +61,11 @@ static cpdit_status round_trips(cpdit_comm *c, int me_first, int peer, float *bu
                                 int n, const link_bench_opts *o, cpdit_error *err)
 {
     for (int i = 0; i < n; i++) {
-        cpdit_status st = me_first ? cpdit_comm_send(c, buf, count, peer, LINK_TAG, err)
-                                   : cpdit_comm_recv(c, buf, count, peer, LINK_TAG, err);
+        cpdit_status st = me_first ? cpdit_comm_send(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err)
+                                   : cpdit_comm_recv(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err);
         if (st == CPDIT_OK)
-            st = me_first ? cpdit_comm_recv(c, buf, count, peer, LINK_TAG, err)
-                          : cpdit_comm_send(c, buf, count, peer, LINK_TAG, err);
+            st = me_first ? cpdit_comm_recv(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err)
+                          : cpdit_comm_send(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err);
         if (st != CPDIT_OK)
             return st;
     }
@@ -149,15 +151,18 @@ static cpdit_status coll_once(cpdit_comm *c, const coll_plan *p, cpdit_error *er
     const int n = c->size, r = c->rank;
     switch (p->op) {
     case LINK_ALLTOALL:
-        return cpdit_comm_alltoallv(c, p->send, p->counts, p->displs, p->recv, p->counts,
-                                    p->displs, err);
+        return cpdit_comm_alltoallv(c, CPDIT_COMM_FLOAT, p->send, p->counts, p->displs, p->recv,
+                                    p->counts, p->displs, err);
     case LINK_ALLGATHER:
-        return cpdit_comm_allgatherv(c, p->send, p->unit, p->recv, p->counts, p->displs, err);
+        return cpdit_comm_allgatherv(c, CPDIT_COMM_FLOAT, p->send, p->unit, p->recv, p->counts,
+                                     p->displs, err);
     case LINK_SENDRECV_RING: {
         cpdit_comm_request rs = CPDIT_COMM_REQUEST_INIT, rr = CPDIT_COMM_REQUEST_INIT;
-        cpdit_status st = cpdit_comm_irecv(c, p->recv, p->unit, (r + n - 1) % n, LINK_TAG, &rr, err);
+        cpdit_status st = cpdit_comm_irecv(c, CPDIT_COMM_FLOAT, p->recv, p->unit, (r + n - 1) % n,
+                                           LINK_TAG, &rr, err);
         if (st == CPDIT_OK)
-            st = cpdit_comm_isend(c, p->send, p->unit, (r + 1) % n, LINK_TAG, &rs, err);
+            st = cpdit_comm_isend(c, CPDIT_COMM_FLOAT, p->send, p->unit, (r + 1) % n, LINK_TAG,
+                                  &rs, err);
         cpdit_status st2 = cpdit_comm_wait(c, &rr, err);
         cpdit_status st3 = cpdit_comm_wait(c, &rs, err);
         return st != CPDIT_OK ? st : st2 != CPDIT_OK ? st2 : st3;

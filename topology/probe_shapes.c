@@ -176,8 +176,9 @@ typedef struct bufs {
     const cpdit_backend *be;
     float *host; /* random values, host memory */
     size_t host_n;
-    float *x, *y, *q, *k, *v, *o, *lse; /* backend memory */
-    float *cos, *sin, *vec;             /* RoPE tables, norm / modulation vectors */
+    cpdit_buf *x, *y, *q, *k, *v, *o; /* backend memory: activations (be->act_dtype) */
+    cpdit_buf *avec;                  /* modulation shift, scale and gate (activations) */
+    float *lse, *cos, *sin, *vec;     /* fp32: the LSE, RoPE tables, norm weights */
     int wk[MAX_WEIGHTS], wn[MAX_WEIGHTS]; /* one weight per distinct (k, n) */
     cpdit_weight *w[MAX_WEIGHTS];
     int nw;
@@ -200,6 +201,7 @@ static void bufs_free(bufs *b)
     b->be->free(b->cos);
     b->be->free(b->sin);
     b->be->free(b->vec);
+    b->be->free(b->avec);
 }
 
 /* The weight (n, k): random bf16 values in the backend's native form, made once. */
@@ -255,12 +257,12 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
     b->be = cpdit_backend_default();
     b->host_n = 1u << 16;
     b->host = malloc(b->host_n * sizeof *b->host);
-    b->x = b->be->alloc(xn * sizeof(float));
-    b->y = b->be->alloc(yn * sizeof(float));
-    b->q = b->be->alloc(qn * D * sizeof(float));
-    b->o = b->be->alloc(qn * D * sizeof(float));
-    b->k = b->be->alloc(kvn * D * sizeof(float));
-    b->v = b->be->alloc(kvn * D * sizeof(float));
+    b->x = cpdit_act_alloc(b->be, xn);
+    b->y = cpdit_act_alloc(b->be, yn);
+    b->q = cpdit_act_alloc(b->be, qn * D);
+    b->o = cpdit_act_alloc(b->be, qn * D);
+    b->k = cpdit_act_alloc(b->be, kvn * D);
+    b->v = cpdit_act_alloc(b->be, kvn * D);
     b->lse = b->be->alloc(qn * sizeof(float));
     size_t rd = 1, vec = 1;
     for (int i = 0; i < L->nl; i++) {
@@ -271,17 +273,25 @@ static cpdit_status alloc_bufs(bufs *b, shape_list *L, int D, cpdit_error *err)
     b->cos = b->be->alloc(rd * sizeof(float));
     b->sin = b->be->alloc(rd * sizeof(float));
     b->vec = b->be->alloc(vec * sizeof(float));
+    b->avec = cpdit_act_alloc(b->be, vec);
     if (!b->host || !b->x || !b->y || !b->q || !b->o || !b->k || !b->v || !b->lse || !b->cos ||
-        !b->sin || !b->vec)
+        !b->sin || !b->vec || !b->avec)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_SHAPES,
                                "out of memory for the model's shapes");
     fill(b->host, b->host_n, 42);
-    float *in[] = {b->x, b->q, b->k, b->v, b->cos, b->sin, b->vec, b->y};
-    const size_t sizes[] = {xn, qn * D, kvn * D, kvn * D, rd, rd, vec, yn};
-    for (int i = 0; i < 8; i++) /* inputs: the random block repeated */
-        for (size_t off = 0; off < sizes[i]; off += b->host_n) {
-            const size_t n = sizes[i] - off < b->host_n ? sizes[i] - off : b->host_n;
-            b->be->upload(in[i] + off, b->host, n * sizeof(float));
+    cpdit_buf *act_in[] = {b->x, b->q, b->k, b->v, b->avec, b->y};
+    const size_t act_sizes[] = {xn, qn * D, kvn * D, kvn * D, vec, yn};
+    for (int i = 0; i < 6; i++) /* inputs: the random block repeated */
+        for (size_t off = 0; off < act_sizes[i]; off += b->host_n) {
+            const size_t n = act_sizes[i] - off < b->host_n ? act_sizes[i] - off : b->host_n;
+            b->be->upload_act(cpdit_buf_at(b->be, act_in[i], (ptrdiff_t)off), b->host, n);
+        }
+    float *par_in[] = {b->cos, b->sin, b->vec};
+    const size_t par_sizes[] = {rd, rd, vec};
+    for (int i = 0; i < 3; i++)
+        for (size_t off = 0; off < par_sizes[i]; off += b->host_n) {
+            const size_t n = par_sizes[i] - off < b->host_n ? par_sizes[i] - off : b->host_n;
+            b->be->upload(par_in[i] + off, b->host, n * sizeof(float));
         }
     cpdit_status st = CPDIT_OK;
     for (int i = 0; !st && i < L->nl; i++)
@@ -308,31 +318,32 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
     cpdit_status st = CPDIT_OK;
     if (x->kern) {
         st = x->kern->forward(b->o, b->lse, b->q, b->k, b->v, &x->args, err);
-        b->be->download(&sink, b->o, sizeof sink);
+        b->be->download_act(&sink, b->o, 1);
         return st;
     }
     if (x->elem) { /* as flux_blocks.c calls them, on rows_cut rows */
         const linseq *q = x->seq;
         const cpdit_backend *be = b->be;
         const size_t r = (size_t)q->rows_cut;
-        const float *v = b->vec;
+        const cpdit_buf *shift = b->avec, *scale = cpdit_buf_at(be, b->avec, q->E),
+                        *gate = cpdit_buf_at(be, b->avec, 2 * (ptrdiff_t)q->E);
         for (int blk = 0; blk < q->Ld + q->Ls; blk++) {
             const int dbl = blk < q->Ld;
             for (int i = 0; i < (dbl ? 2 : 1); i++) {
                 be->layer_norm(b->y, b->x, NULL, NULL, r, q->E, 1e-6f);
-                be->modulate(b->y, b->y, v, v + q->E, r, q->E);
+                be->modulate(b->y, b->y, shift, scale, r, q->E);
             }
             for (int i = 0; i < 2; i++) { /* q, k */
-                be->rms_norm(b->y, b->y, v, r * q->H, q->D, 1e-6f);
+                be->rms_norm(b->y, b->y, b->vec, r * q->H, q->D, 1e-6f);
                 be->rope(b->y, b->cos, b->sin, (int)r, q->H, q->D);
             }
             be->act(CPDIT_ACT_GELU_TANH, b->y, b->y, r * q->F);
             if (!dbl)
                 be->copy_rows(b->y, q->E + q->F, b->x, q->E, r, q->E);
             for (int i = 0; i < (dbl ? 2 : 1); i++)
-                be->gated_residual(b->x, q->E, b->y, q->E, v + 2 * q->E, r, q->E);
+                be->gated_residual(b->x, q->E, b->y, q->E, gate, r, q->E);
         }
-        b->be->download(&sink, b->y, sizeof sink);
+        b->be->download_act(&sink, b->y, 1);
         return st;
     }
     for (int i = 0; !st && i < x->seq->n; i++) {
@@ -341,7 +352,7 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
             st = b->be->linear(b->y, g->n, b->x, g->k, g->w, NULL, g->m_cut, g->k, g->n, 0,
                                err);
     }
-    b->be->download(&sink, b->y, sizeof sink); /* finished (asynchronous backends) */
+    b->be->download_act(&sink, b->y, 1); /* finished (asynchronous backends) */
     return st;
 }
 

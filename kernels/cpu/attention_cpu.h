@@ -53,6 +53,11 @@ cpdit_status attention_cpu_flash(float *out, float *lse, const float *q, const f
                                  const float *v, const cpdit_attention_args *a, cpdit_error *err);
 cpdit_status attention_cpu_dense(float *out, float *lse, const float *q, const float *k,
                                  const float *v, const cpdit_attention_args *a, cpdit_error *err);
+/* What the "cpu-flash" kernel runs on fp32 host arrays: attention_cpu_dense with a mask or a
+ * bias, else attention_cpu_flash (also behind "cpu-bf16-flash"). */
+cpdit_status attention_cpu_flash_or_dense(float *out, float *lse, const float *q,
+                                          const float *k, const float *v,
+                                          const cpdit_attention_args *a, cpdit_error *err);
 
 /* The CPU table's attention kernels, NULL-terminated, default first. */
 extern const cpdit_attention_kernel *const attention_cpu_kernels[];

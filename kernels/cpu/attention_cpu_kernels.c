@@ -4,14 +4,33 @@
  *                  the dense per-head kernel (attention_dense_cpu.c);
  *   cpu-reference  the plain loops with double accumulation (attention_cpu_reference.c): slow,
  *                  for checking.
+ * The "cpu" table's activations are host fp32 arrays: q, k, v and out go to the float kernels
+ * as they are (cpdit_buf_host). The "cpu-bf16" table wraps the same kernels
+ * (backend_cpu_bf16.c).
  */
 #include "config.h"
 
 #include "kernels/cpu/attention_cpu.h"
 
-static cpdit_status cpu_flash_forward(float *out, float *lse, const float *q, const float *k,
-                                      const float *v, const cpdit_attention_args *a,
-                                      cpdit_error *err)
+static cpdit_status cpu_flash_forward(cpdit_buf *out, float *lse, const cpdit_buf *q,
+                                      const cpdit_buf *k, const cpdit_buf *v,
+                                      const cpdit_attention_args *a, cpdit_error *err)
+{
+    return attention_cpu_flash_or_dense(cpdit_buf_host(out), lse, cpdit_buf_host(q),
+                                        cpdit_buf_host(k), cpdit_buf_host(v), a, err);
+}
+
+static cpdit_status cpu_reference_forward(cpdit_buf *out, float *lse, const cpdit_buf *q,
+                                          const cpdit_buf *k, const cpdit_buf *v,
+                                          const cpdit_attention_args *a, cpdit_error *err)
+{
+    return attention_cpu_reference_args(cpdit_buf_host(out), lse, cpdit_buf_host(q),
+                                        cpdit_buf_host(k), cpdit_buf_host(v), a, err);
+}
+
+cpdit_status attention_cpu_flash_or_dense(float *out, float *lse, const float *q,
+                                          const float *k, const float *v,
+                                          const cpdit_attention_args *a, cpdit_error *err)
 {
     if (a->bias || a->causal)
         return attention_cpu_dense(out, lse, q, k, v, a, err);
@@ -27,7 +46,7 @@ static const cpdit_attention_kernel cpu_flash = {
 static const cpdit_attention_kernel cpu_reference = {
     .name = "cpu-reference",
     .summary = "plain loops, double accumulation (slow; for checking)",
-    .forward = attention_cpu_reference_args,
+    .forward = cpu_reference_forward,
 };
 
 const cpdit_attention_kernel *const attention_cpu_kernels[] = {&cpu_flash, &cpu_reference,

@@ -1,7 +1,9 @@
-/* backend_cpu.c — the CPU kernel table: memory and the elementwise ops (add, mul, AdaLN
- * modulate, gated residual, strided row copy, embedding gather). Weights and linear layers
- * (linear_cpu.c), norms, RoPE, activations and attention live in their own files
- * (see backend_cpu.h).
+/* backend_cpu.c — the CPU kernel table ("cpu", fp32 activations): memory and the elementwise
+ * ops (add, mul, AdaLN modulate, gated residual, strided row copy, embedding gather). Weights
+ * and linear layers (linear_cpu.c), norms, RoPE, activations and attention live in their own
+ * files (see backend_cpu.h). The kernels take float *; the table's entries (tab_*) take the
+ * table's cpdit_buf * activations, which on this table are host fp32 arrays, and pass them on
+ * unchanged (cpdit_buf_host), so results are the kernels' bit for bit.
  */
 #include "config.h"
 
@@ -115,11 +117,113 @@ static cpdit_status cpu_sync(cpdit_error *err)
     return CPDIT_OK;
 }
 
+/* ------------------------------------------------------------------ the table's entries
+ * Activations of this table are host fp32 arrays: each entry hands its cpdit_buf pointers to
+ * the float kernel as they are. */
+
+#define HF(p) cpdit_buf_host(p)
+
+/* upload_act / download_act: n fp32 activations, a plain copy */
+static void tab_upload_act(cpdit_buf *dst, const float *host_src, size_t n)
+{
+    cpu_copy_bytes(HF(dst), host_src, n * sizeof(float));
+}
+static void tab_download_act(float *host_dst, const cpdit_buf *src, size_t n)
+{
+    cpu_copy_bytes(host_dst, HF(src), n * sizeof(float));
+}
+static cpdit_status tab_linear(cpdit_buf *y, int ldy, const cpdit_buf *x, int ldx,
+                               const cpdit_weight *w, const float *b, int M, int K, int N,
+                               int accumulate, cpdit_error *err)
+{
+    return cpu_linear(HF(y), ldy, HF(x), ldx, w, b, M, K, N, accumulate, err);
+}
+static void tab_layer_norm(cpdit_buf *y, const cpdit_buf *x, const float *gamma,
+                           const float *beta, size_t rows, int dim, float eps)
+{
+    cpu_layer_norm(HF(y), HF(x), gamma, beta, rows, dim, eps);
+}
+static void tab_rms_norm(cpdit_buf *y, const cpdit_buf *x, const float *weight, size_t rows,
+                         int dim, float eps)
+{
+    cpu_rms_norm(HF(y), HF(x), weight, rows, dim, eps);
+}
+static void tab_rope(cpdit_buf *x, const float *cos, const float *sin, int S, int H, int D)
+{
+    cpu_rope(HF(x), cos, sin, S, H, D);
+}
+static void tab_act(cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n)
+{
+    cpu_act(kind, HF(y), HF(x), n);
+}
+static void tab_add(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
+{
+    cpu_add(HF(y), HF(a), HF(b), n);
+}
+static void tab_mul(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
+{
+    cpu_mul(HF(y), HF(a), HF(b), n);
+}
+static void tab_embedding(cpdit_buf *y, const float *table, const int32_t *ids, size_t n,
+                          int dim)
+{
+    cpu_embedding(HF(y), table, ids, n, dim);
+}
+static void tab_modulate(cpdit_buf *y, const cpdit_buf *x, const cpdit_buf *shift,
+                         const cpdit_buf *scale, size_t rows, int dim)
+{
+    cpu_modulate(HF(y), HF(x), HF(shift), HF(scale), rows, dim);
+}
+static void tab_gated_residual(cpdit_buf *h, int ldh, const cpdit_buf *x, int ldx,
+                               const cpdit_buf *gate, size_t rows, int dim)
+{
+    cpu_gated_residual(HF(h), ldh, HF(x), ldx, HF(gate), rows, dim);
+}
+static void tab_copy_rows(cpdit_buf *dst, int ldd, const cpdit_buf *src, int lds, size_t rows,
+                          int dim)
+{
+    cpu_copy_rows(HF(dst), ldd, HF(src), lds, rows, dim);
+}
+static void tab_lse_merge(cpdit_buf *out_a, float *lse_a, const cpdit_buf *out_b,
+                          const float *lse_b, size_t rows, int D)
+{
+    attention_lse_merge(HF(out_a), lse_a, HF(out_b), lse_b, rows, D);
+}
+static cpdit_status tab_conv2d(cpdit_buf *y, const cpdit_buf *x, const float *w_packed,
+                               const float *b, int W, int Cin, int Cout, int K, int r0, int r1,
+                               void *ws, cpdit_error *err)
+{
+    return cpu_conv2d(HF(y), HF(x), w_packed, b, W, Cin, Cout, K, r0, r1, ws, err);
+}
+static void tab_group_moments(double *acc, const cpdit_buf *x, size_t pixels, int C, int G,
+                              const double *mean)
+{
+    cpu_group_moments(acc, HF(x), pixels, C, G, mean);
+}
+static void tab_group_norm_apply(cpdit_buf *y, const cpdit_buf *x, size_t pixels, int C, int G,
+                                 const double *mean, const double *rstd, const float *gamma,
+                                 const float *beta, cpdit_activation act)
+{
+    cpu_group_norm_apply(HF(y), HF(x), pixels, C, G, mean, rstd, gamma, beta, act);
+}
+static void tab_upsample2x(cpdit_buf *y, const cpdit_buf *x, int rows, int W, int C)
+{
+    cpu_upsample2x(HF(y), HF(x), rows, W, C);
+}
+static void tab_transpose(cpdit_buf *y, const cpdit_buf *x, size_t rows, size_t cols)
+{
+    cpu_transpose(HF(y), HF(x), rows, cols);
+}
+
+#undef HF
+
 /* ------------------------------------------------------------------ the table */
 
 static const cpdit_backend cpu_backend = {
     .name = "cpu",
     .summary = "host memory, fp32 activations; bf16 GEMM or OpenBLAS SGEMM, pthreads attention",
+    .act_dtype = CPDIT_DTYPE_F32,
+    .act_size = sizeof(float),
     .host_memory = 1,
     .available = cpu_available,
     .describe = cpu_describe,
@@ -128,32 +232,34 @@ static const cpdit_backend cpu_backend = {
     .free = cpu_free,
     .upload = cpu_copy_bytes,
     .download = cpu_copy_bytes,
+    .upload_act = tab_upload_act,
+    .download_act = tab_download_act,
     .weight_bytes = cpu_weight_bytes,
     .weight_create = cpu_weight_create,
     .weight_free = cpu_weight_free,
-    .linear = cpu_linear,
-    .layer_norm = cpu_layer_norm,
-    .rms_norm = cpu_rms_norm,
-    .rope = cpu_rope,
-    .act = cpu_act,
-    .add = cpu_add,
-    .mul = cpu_mul,
-    .embedding = cpu_embedding,
-    .modulate = cpu_modulate,
-    .gated_residual = cpu_gated_residual,
-    .copy_rows = cpu_copy_rows,
-    .lse_merge = attention_lse_merge,
+    .linear = tab_linear,
+    .layer_norm = tab_layer_norm,
+    .rms_norm = tab_rms_norm,
+    .rope = tab_rope,
+    .act = tab_act,
+    .add = tab_add,
+    .mul = tab_mul,
+    .embedding = tab_embedding,
+    .modulate = tab_modulate,
+    .gated_residual = tab_gated_residual,
+    .copy_rows = tab_copy_rows,
+    .lse_merge = tab_lse_merge,
     .attention_kernels = attention_cpu_kernels,
     .workers = attention_cpu_get_num_threads,
     /* VAE section (kernels/cpu/vae_ops_cpu.c) */
     .conv2d_pack = cpu_conv2d_pack,
     .conv2d_pack_stored = cpu_conv2d_pack_stored,
     .conv2d_workspace_bytes = cpu_conv2d_workspace_bytes,
-    .conv2d = cpu_conv2d,
-    .group_moments = cpu_group_moments,
-    .group_norm_apply = cpu_group_norm_apply,
-    .upsample2x = cpu_upsample2x,
-    .transpose = cpu_transpose,
+    .conv2d = tab_conv2d,
+    .group_moments = tab_group_moments,
+    .group_norm_apply = tab_group_norm_apply,
+    .upsample2x = tab_upsample2x,
+    .transpose = tab_transpose,
 };
 
 const cpdit_backend *cpdit_backend_cpu(void)

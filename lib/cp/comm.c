@@ -6,10 +6,53 @@
 
 #define COMM_WHERE "comm"
 
+/* Element bytes of the types (comm.h); 0 marks a value outside the enum. */
+#define COMM_FLOAT_BYTES 4
+#define COMM_DOUBLE_BYTES 8
+#define COMM_INT64_BYTES 8
+#define COMM_BF16_BYTES 2
+/* What cpdit_comm_act_type returns for an activation dtype the communicators cannot move
+ * (outside the enum: every dispatcher refuses it with a message). */
+#define COMM_TYPE_INVALID ((cpdit_comm_dtype)-1)
+
+size_t cpdit_comm_dtype_size(cpdit_comm_dtype type)
+{
+    switch (type) {
+    case CPDIT_COMM_FLOAT: return COMM_FLOAT_BYTES;
+    case CPDIT_COMM_DOUBLE: return COMM_DOUBLE_BYTES;
+    case CPDIT_COMM_INT64: return COMM_INT64_BYTES;
+    case CPDIT_COMM_BF16: return COMM_BF16_BYTES;
+    }
+    return 0;
+}
+
+cpdit_comm_dtype cpdit_comm_act_type(cpdit_dtype dtype)
+{
+    if (dtype == CPDIT_DTYPE_F32)
+        return CPDIT_COMM_FLOAT;
+    if (dtype == CPDIT_DTYPE_BF16)
+        return CPDIT_COMM_BF16;
+    return COMM_TYPE_INVALID;
+}
+
 static cpdit_status check_comm(const cpdit_comm *c, cpdit_error *err)
 {
     if (!c || !c->ops)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, COMM_WHERE, "no communicator given");
+    return CPDIT_OK;
+}
+
+/* The communicator and a data mover's element type. */
+static cpdit_status check_mover(const cpdit_comm *c, cpdit_comm_dtype type, const char *what,
+                                cpdit_error *err)
+{
+    if (check_comm(c, err))
+        return CPDIT_ERR_RUNTIME;
+    if (cpdit_comm_dtype_size(type) == 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, COMM_WHERE,
+                               "%s: invalid element type %d (an activation dtype other than "
+                               "F32 and BF16 given to cpdit_comm_act_type?)",
+                               what, (int)type);
     return CPDIT_OK;
 }
 
@@ -23,71 +66,76 @@ static cpdit_status check_peer(const cpdit_comm *c, int peer, const char *what,
     return CPDIT_OK;
 }
 
-/* counts: size entries of floats. Sum of all but this rank's entry, in bytes. */
-static unsigned long long others_bytes(const cpdit_comm *c, const size_t *counts)
+/* counts: size entries of elements of esize bytes. Sum of all but this rank's entry, in
+ * bytes. */
+static unsigned long long others_bytes(const cpdit_comm *c, const size_t *counts, size_t esize)
 {
     unsigned long long n = 0;
     for (int p = 0; p < c->size; p++)
         if (p != c->rank)
-            n += (unsigned long long)counts[p] * sizeof(float);
+            n += (unsigned long long)counts[p] * esize;
     return n;
 }
 
-cpdit_status cpdit_comm_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                  const size_t *send_displs, float *recv,
-                                  const size_t *recv_counts, const size_t *recv_displs,
-                                  cpdit_error *err)
+cpdit_status cpdit_comm_alltoallv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                  const size_t *send_counts, const size_t *send_displs,
+                                  void *recv, const size_t *recv_counts,
+                                  const size_t *recv_displs, cpdit_error *err)
 {
-    if (check_comm(c, err))
+    if (check_mover(c, type, "alltoallv", err))
         return CPDIT_ERR_RUNTIME;
-    cpdit_status st = c->ops->alltoallv(c, send, send_counts, send_displs, recv, recv_counts,
-                                        recv_displs, err);
+    const size_t esize = cpdit_comm_dtype_size(type);
+    cpdit_status st = c->ops->alltoallv(c, type, send, send_counts, send_displs, recv,
+                                        recv_counts, recv_displs, err);
     if (st == CPDIT_OK) {
-        c->bytes_sent += others_bytes(c, send_counts);
-        c->bytes_received += others_bytes(c, recv_counts);
+        c->bytes_sent += others_bytes(c, send_counts, esize);
+        c->bytes_received += others_bytes(c, recv_counts, esize);
     }
     return st;
 }
 
-cpdit_status cpdit_comm_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
-                                   float *recv, const size_t *recv_counts,
+cpdit_status cpdit_comm_allgatherv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                   size_t send_count, void *recv, const size_t *recv_counts,
                                    const size_t *recv_displs, cpdit_error *err)
 {
-    if (check_comm(c, err))
+    if (check_mover(c, type, "allgatherv", err))
         return CPDIT_ERR_RUNTIME;
+    const size_t esize = cpdit_comm_dtype_size(type);
     if (recv_counts[c->rank] != send_count)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, COMM_WHERE,
-                               "allgatherv: rank %d sends %zu floats but recv_counts[%d] = %zu",
+                               "allgatherv: rank %d sends %zu elements but recv_counts[%d] = "
+                               "%zu",
                                c->rank, send_count, c->rank, recv_counts[c->rank]);
     cpdit_status st =
-        c->ops->allgatherv(c, send, send_count, recv, recv_counts, recv_displs, err);
+        c->ops->allgatherv(c, type, send, send_count, recv, recv_counts, recv_displs, err);
     if (st == CPDIT_OK) {
         /* logical volume: our block reaches every other rank, theirs reach us */
-        c->bytes_sent += (unsigned long long)send_count * sizeof(float) * (unsigned)(c->size - 1);
-        c->bytes_received += others_bytes(c, recv_counts);
+        c->bytes_sent += (unsigned long long)send_count * esize * (unsigned)(c->size - 1);
+        c->bytes_received += others_bytes(c, recv_counts, esize);
     }
     return st;
 }
 
-cpdit_status cpdit_comm_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err)
+cpdit_status cpdit_comm_isend(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                              size_t count, int peer, int tag, cpdit_comm_request *req,
+                              cpdit_error *err)
 {
-    if (check_comm(c, err) || check_peer(c, peer, "isend", err))
+    if (check_mover(c, type, "isend", err) || check_peer(c, peer, "isend", err))
         return CPDIT_ERR_RUNTIME;
-    cpdit_status st = c->ops->isend(c, buf, count, peer, tag, req, err);
+    cpdit_status st = c->ops->isend(c, type, buf, count, peer, tag, req, err);
     if (st == CPDIT_OK && peer != c->rank)
-        c->bytes_sent += (unsigned long long)count * sizeof(float);
+        c->bytes_sent += (unsigned long long)count * cpdit_comm_dtype_size(type);
     return st;
 }
 
-cpdit_status cpdit_comm_irecv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err)
+cpdit_status cpdit_comm_irecv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                              int peer, int tag, cpdit_comm_request *req, cpdit_error *err)
 {
-    if (check_comm(c, err) || check_peer(c, peer, "irecv", err))
+    if (check_mover(c, type, "irecv", err) || check_peer(c, peer, "irecv", err))
         return CPDIT_ERR_RUNTIME;
-    cpdit_status st = c->ops->irecv(c, buf, count, peer, tag, req, err);
+    cpdit_status st = c->ops->irecv(c, type, buf, count, peer, tag, req, err);
     if (st == CPDIT_OK && peer != c->rank)
-        c->bytes_received += (unsigned long long)count * sizeof(float);
+        c->bytes_received += (unsigned long long)count * cpdit_comm_dtype_size(type);
     return st;
 }
 
@@ -112,20 +160,20 @@ cpdit_status cpdit_comm_wait(cpdit_comm *c, cpdit_comm_request *req, cpdit_error
     return c->ops->wait(c, req, err);
 }
 
-cpdit_status cpdit_comm_send(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                             cpdit_error *err)
+cpdit_status cpdit_comm_send(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                             size_t count, int peer, int tag, cpdit_error *err)
 {
     cpdit_comm_request r = CPDIT_COMM_REQUEST_INIT;
-    if (cpdit_comm_isend(c, buf, count, peer, tag, &r, err))
+    if (cpdit_comm_isend(c, type, buf, count, peer, tag, &r, err))
         return err ? err->status : CPDIT_ERR_RUNTIME;
     return cpdit_comm_wait(c, &r, err);
 }
 
-cpdit_status cpdit_comm_recv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                             cpdit_error *err)
+cpdit_status cpdit_comm_recv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                             int peer, int tag, cpdit_error *err)
 {
     cpdit_comm_request r = CPDIT_COMM_REQUEST_INIT;
-    if (cpdit_comm_irecv(c, buf, count, peer, tag, &r, err))
+    if (cpdit_comm_irecv(c, type, buf, count, peer, tag, &r, err))
         return err ? err->status : CPDIT_ERR_RUNTIME;
     return cpdit_comm_wait(c, &r, err);
 }
@@ -140,8 +188,15 @@ cpdit_status cpdit_comm_barrier(cpdit_comm *c, cpdit_error *err)
 cpdit_status cpdit_comm_allreduce(cpdit_comm *c, void *buf, size_t count, cpdit_comm_dtype type,
                                   cpdit_comm_op op, cpdit_error *err)
 {
-    if (check_comm(c, err))
+    if (check_mover(c, type, "allreduce", err))
         return CPDIT_ERR_RUNTIME;
+    if (type == CPDIT_COMM_BF16)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, COMM_WHERE,
+                               "allreduce: bf16 elements are moved, never reduced (reduce in "
+                               "fp32: CPDIT_COMM_FLOAT)");
+    if (op != CPDIT_COMM_SUM && op != CPDIT_COMM_MAX && op != CPDIT_COMM_MIN)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, COMM_WHERE,
+                               "allreduce: invalid reduction %d", (int)op);
     return c->ops->allreduce(c, buf, count, type, op, err);
 }
 

@@ -5,8 +5,9 @@
  * an NCCL one plugs in later with its own table, without changing any caller.
  *
  * Units: every count and displacement is in elements of the given type (the data movers take
- * it as their second argument: CPDIT_COMM_BF16 for a bf16 table's activations), never bytes. Counts are size_t; an implementation whose native counts are narrower
- * (MPI: int) must split large transfers or fail with a clear error, never truncate.
+ * it as their second argument: CPDIT_COMM_BF16 for a bf16 table's activations), never bytes.
+ * Counts are size_t; an implementation whose native counts are narrower (MPI: int) must split
+ * large transfers or fail with a clear error, never truncate.
  *
  * Call through the cpdit_comm_* functions below, not through ops directly: they keep the byte
  * counters (bytes_sent / bytes_received: payload exchanged with OTHER ranks; a rank's copy to
@@ -44,10 +45,13 @@ typedef enum cpdit_comm_dtype {
     CPDIT_COMM_BF16   /* 2-byte bf16 activations: moved, never reduced (allreduce refuses it) */
 } cpdit_comm_dtype;
 
-/* Bytes of one element of type (4, 8, 8, 2). */
+/* Bytes of one element of type (4, 8, 8, 2); 0 for a value outside the enum. */
 size_t cpdit_comm_dtype_size(cpdit_comm_dtype type);
 /* The comm type of activations stored as dtype (CPDIT_DTYPE_F32 -> FLOAT, BF16 -> BF16), as
- * a backend's act_dtype: cpdit_comm_act_type(be->act_dtype). */
+ * a backend's act_dtype: cpdit_comm_act_type(be->act_dtype). Any other dtype is a programming
+ * error (no table stores activations so): the result is then a value outside the enum, which
+ * every cpdit_comm_* call refuses with CPDIT_ERR_RUNTIME ("invalid element type"), the same
+ * on every rank, so the group fails together instead of moving wrong bytes. */
 cpdit_comm_dtype cpdit_comm_act_type(cpdit_dtype dtype);
 
 typedef enum cpdit_comm_op { CPDIT_COMM_SUM = 0, CPDIT_COMM_MAX, CPDIT_COMM_MIN } cpdit_comm_op;
@@ -56,8 +60,8 @@ typedef enum cpdit_comm_op { CPDIT_COMM_SUM = 0, CPDIT_COMM_MAX, CPDIT_COMM_MIN 
 typedef struct cpdit_comm_ops {
     const char *name; /* "mpi", "nccl", ... */
 
-    /* All-to-all with per-peer counts. send: segment for peer p is send_counts[p] elements of type at
-     * send + send_displs[p]; recv: segment from peer p is recv_counts[p] elements at
+    /* All-to-all with per-peer counts. send: segment for peer p is send_counts[p] elements of
+     * type at send + send_displs[p]; recv: segment from peer p is recv_counts[p] elements at
      * recv + recv_displs[p]. Arrays have size entries. recv_counts[p] must equal what p
      * sends to this rank. */
     cpdit_status (*alltoallv)(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
@@ -71,8 +75,9 @@ typedef struct cpdit_comm_ops {
                                size_t send_count, void *recv, const size_t *recv_counts,
                                const size_t *recv_displs, cpdit_error *err);
 
-    /* Non-blocking point-to-point of count elements of type with peer (a rank of this communicator).
-     * Messages between one pair with one tag arrive in the order they were sent. */
+    /* Non-blocking point-to-point of count elements of type with peer (a rank of this
+     * communicator). Messages between one pair with one tag arrive in the order they were
+     * sent. */
     cpdit_status (*isend)(cpdit_comm *c, cpdit_comm_dtype type, const void *buf, size_t count,
                           int peer, int tag, cpdit_comm_request *req, cpdit_error *err);
     cpdit_status (*irecv)(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
@@ -84,7 +89,7 @@ typedef struct cpdit_comm_ops {
 
     cpdit_status (*barrier)(cpdit_comm *c, cpdit_error *err);
     /* In-place reduction of count elements over all ranks (for small things: timings,
-     * agreement checks). */
+     * agreement checks). FLOAT, DOUBLE and INT64 only: the dispatcher refuses BF16. */
     cpdit_status (*allreduce)(cpdit_comm *c, void *buf, size_t count, cpdit_comm_dtype type,
                               cpdit_comm_op op, cpdit_error *err);
     /* Broadcast bytes bytes from root. */

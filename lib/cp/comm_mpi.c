@@ -5,6 +5,8 @@
  * both sides, so chunk i of a send matches chunk i of the receive: MPI keeps the order of
  * messages between one pair with one tag), and all-to-all / all-gather calls whose counts or
  * displacements do not fit run as chunked point-to-point exchanges instead of one collective.
+ * Every count, displacement and chunk is in elements of the call's type (mpi_type_of); bf16
+ * travels as MPI_UINT16_T, bits as they are (it is never reduced).
  */
 #include "lib/cp/comm_mpi.h"
 
@@ -43,6 +45,24 @@ static MPI_Comm comm_of(const cpdit_comm *c)
     return ((const mpi_state *)c->impl)->comm;
 }
 
+/* The MPI datatype of a comm element type (the dispatchers in comm.c refuse other values). */
+static MPI_Datatype mpi_type_of(cpdit_comm_dtype type)
+{
+    switch (type) {
+    case CPDIT_COMM_FLOAT: return MPI_FLOAT;
+    case CPDIT_COMM_DOUBLE: return MPI_DOUBLE;
+    case CPDIT_COMM_INT64: return MPI_LONG_LONG;
+    case CPDIT_COMM_BF16: return MPI_UINT16_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+/* Bytes at element offset n of a buffer of type (displacements and chunk offsets). */
+static char *at(void *buf, cpdit_comm_dtype type, size_t n)
+{
+    return (char *)buf + n * cpdit_comm_dtype_size(type);
+}
+
 /* Turn an MPI return code into a cpdit error. Returns CPDIT_OK for MPI_SUCCESS. */
 static cpdit_status mpi_check(int rc, const char *call, cpdit_error *err)
 {
@@ -60,16 +80,20 @@ static size_t chunks_of(size_t count)
     return count == 0 ? 1 : (count + g_max_count - 1) / g_max_count;
 }
 
-/* Post count floats as chunked isend (send = 1) or irecv (send = 0) into reqs[0..chunks). */
-static cpdit_status post_chunks(MPI_Comm comm, int send, float *buf, size_t count, int peer,
-                                int tag, MPI_Request *reqs, cpdit_error *err)
+/* Post count elements of type as chunked isend (send = 1) or irecv (send = 0) into
+ * reqs[0..chunks). */
+static cpdit_status post_chunks(MPI_Comm comm, int send, cpdit_comm_dtype type, void *buf,
+                                size_t count, int peer, int tag, MPI_Request *reqs,
+                                cpdit_error *err)
 {
+    const MPI_Datatype dt = mpi_type_of(type);
     size_t n = chunks_of(count);
     for (size_t i = 0; i < n; i++) {
         size_t off = i * g_max_count;
         size_t len = count - off < g_max_count ? count - off : g_max_count;
-        int rc = send ? MPI_Isend(buf + off, (int)len, MPI_FLOAT, peer, tag, comm, &reqs[i])
-                      : MPI_Irecv(buf + off, (int)len, MPI_FLOAT, peer, tag, comm, &reqs[i]);
+        void *p = at(buf, type, off);
+        int rc = send ? MPI_Isend(p, (int)len, dt, peer, tag, comm, &reqs[i])
+                      : MPI_Irecv(p, (int)len, dt, peer, tag, comm, &reqs[i]);
         if (rc != MPI_SUCCESS) {
             /* let the chunks already posted finish before reporting */
             MPI_Waitall((int)i, reqs, MPI_STATUSES_IGNORE);
@@ -79,8 +103,9 @@ static cpdit_status post_chunks(MPI_Comm comm, int send, float *buf, size_t coun
     return CPDIT_OK;
 }
 
-static cpdit_status p2p_start(cpdit_comm *c, int send, float *buf, size_t count, int peer,
-                              int tag, cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status p2p_start(cpdit_comm *c, int send, cpdit_comm_dtype type, void *buf,
+                              size_t count, int peer, int tag, cpdit_comm_request *req,
+                              cpdit_error *err)
 {
     size_t n = chunks_of(count);
     if (tag < 0 || tag >= CPDIT_COMM_MPI_COLLECTIVE_TAG)
@@ -89,12 +114,12 @@ static cpdit_status p2p_start(cpdit_comm *c, int send, float *buf, size_t count,
                                CPDIT_COMM_MPI_COLLECTIVE_TAG - 1);
     if (n > (size_t)INT_MAX)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE,
-                               "message of %zu floats needs too many chunks", count);
+                               "message of %zu elements needs too many chunks", count);
     mpi_request *r = malloc(sizeof *r + n * sizeof(MPI_Request));
     if (!r)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE, "out of memory");
     r->n = (int)n;
-    if (post_chunks(comm_of(c), send, buf, count, peer, tag, r->r, err)) {
+    if (post_chunks(comm_of(c), send, type, buf, count, peer, tag, r->r, err)) {
         free(r);
         return CPDIT_ERR_RUNTIME;
     }
@@ -102,17 +127,18 @@ static cpdit_status p2p_start(cpdit_comm *c, int send, float *buf, size_t count,
     return CPDIT_OK;
 }
 
-static cpdit_status mpi_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status mpi_isend(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                              size_t count, int peer, int tag, cpdit_comm_request *req,
+                              cpdit_error *err)
 {
     /* MPI_Isend takes a const buffer since MPI-3; the cast only feeds the shared helper */
-    return p2p_start(c, 1, (float *)(uintptr_t)buf, count, peer, tag, req, err);
+    return p2p_start(c, 1, type, (void *)(uintptr_t)buf, count, peer, tag, req, err);
 }
 
-static cpdit_status mpi_irecv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                              cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status mpi_irecv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                              int peer, int tag, cpdit_comm_request *req, cpdit_error *err)
 {
-    return p2p_start(c, 0, buf, count, peer, tag, req, err);
+    return p2p_start(c, 0, type, buf, count, peer, tag, req, err);
 }
 
 static cpdit_status mpi_test(cpdit_comm *c, cpdit_comm_request *req, int *done,
@@ -156,10 +182,10 @@ static int fits_int(const size_t *counts, const size_t *displs, int n)
 /* The large-message path of the collectives: every rank p sends its segment for q
  * (send_counts[p]... as seen from p) with chunked isend, receives with chunked irecv,
  * copies its own segment locally, then waits for everything. */
-static cpdit_status exchange_p2p(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                 const size_t *send_displs, float *recv,
-                                 const size_t *recv_counts, const size_t *recv_displs,
-                                 cpdit_error *err)
+static cpdit_status exchange_p2p(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                 const size_t *send_counts, const size_t *send_displs,
+                                 void *recv, const size_t *recv_counts,
+                                 const size_t *recv_displs, cpdit_error *err)
 {
     MPI_Comm comm = comm_of(c);
     size_t total = 0;
@@ -174,7 +200,7 @@ static cpdit_status exchange_p2p(cpdit_comm *c, const float *send, const size_t 
     for (int p = 0; p < c->size && st == CPDIT_OK; p++) {
         if (p == c->rank)
             continue;
-        st = post_chunks(comm, 0, recv + recv_displs[p], recv_counts[p], p,
+        st = post_chunks(comm, 0, type, at(recv, type, recv_displs[p]), recv_counts[p], p,
                          CPDIT_COMM_MPI_COLLECTIVE_TAG, reqs + nr, err);
         if (st == CPDIT_OK)
             nr += chunks_of(recv_counts[p]);
@@ -182,18 +208,19 @@ static cpdit_status exchange_p2p(cpdit_comm *c, const float *send, const size_t 
     for (int p = 0; p < c->size && st == CPDIT_OK; p++) {
         if (p == c->rank)
             continue;
-        st = post_chunks(comm, 1, (float *)(uintptr_t)(send + send_displs[p]), send_counts[p],
-                         p, CPDIT_COMM_MPI_COLLECTIVE_TAG, reqs + nr, err);
+        st = post_chunks(comm, 1, type, at((void *)(uintptr_t)send, type, send_displs[p]),
+                         send_counts[p], p, CPDIT_COMM_MPI_COLLECTIVE_TAG, reqs + nr, err);
         if (st == CPDIT_OK)
             nr += chunks_of(send_counts[p]);
     }
     if (st == CPDIT_OK && send_counts[c->rank] != recv_counts[c->rank])
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE,
-                             "rank %d sends %zu floats to itself but expects %zu", c->rank,
+                             "rank %d sends %zu elements to itself but expects %zu", c->rank,
                              send_counts[c->rank], recv_counts[c->rank]);
     if (st == CPDIT_OK && send_counts[c->rank])
-        memmove(recv + recv_displs[c->rank], send + send_displs[c->rank],
-                send_counts[c->rank] * sizeof(float));
+        memmove(at(recv, type, recv_displs[c->rank]),
+                at((void *)(uintptr_t)send, type, send_displs[c->rank]),
+                send_counts[c->rank] * cpdit_comm_dtype_size(type));
     int rc = MPI_Waitall((int)nr, reqs, MPI_STATUSES_IGNORE);
     free(reqs);
     if (st == CPDIT_OK)
@@ -208,15 +235,16 @@ static void to_int(int *dst, const size_t *src, int n)
         dst[p] = (int)src[p];
 }
 
-static cpdit_status mpi_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                  const size_t *send_displs, float *recv,
-                                  const size_t *recv_counts, const size_t *recv_displs,
-                                  cpdit_error *err)
+static cpdit_status mpi_alltoallv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                  const size_t *send_counts, const size_t *send_displs,
+                                  void *recv, const size_t *recv_counts,
+                                  const size_t *recv_displs, cpdit_error *err)
 {
     int n = c->size;
+    const MPI_Datatype dt = mpi_type_of(type);
     if (!fits_int(send_counts, send_displs, n) || !fits_int(recv_counts, recv_displs, n))
-        return exchange_p2p(c, send, send_counts, send_displs, recv, recv_counts, recv_displs,
-                            err);
+        return exchange_p2p(c, type, send, send_counts, send_displs, recv, recv_counts,
+                            recv_displs, err);
     int *iv = malloc(4 * (size_t)n * sizeof *iv);
     if (!iv)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE, "out of memory");
@@ -224,17 +252,17 @@ static cpdit_status mpi_alltoallv(cpdit_comm *c, const float *send, const size_t
     to_int(iv + n, send_displs, n);
     to_int(iv + 2 * n, recv_counts, n);
     to_int(iv + 3 * n, recv_displs, n);
-    int rc = MPI_Alltoallv(send, iv, iv + n, MPI_FLOAT, recv, iv + 2 * n, iv + 3 * n, MPI_FLOAT,
-                           comm_of(c));
+    int rc = MPI_Alltoallv(send, iv, iv + n, dt, recv, iv + 2 * n, iv + 3 * n, dt, comm_of(c));
     free(iv);
     return mpi_check(rc, "MPI_Alltoallv", err);
 }
 
-static cpdit_status mpi_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
-                                   float *recv, const size_t *recv_counts,
+static cpdit_status mpi_allgatherv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                   size_t send_count, void *recv, const size_t *recv_counts,
                                    const size_t *recv_displs, cpdit_error *err)
 {
     int n = c->size;
+    const MPI_Datatype dt = mpi_type_of(type);
     if (!fits_int(recv_counts, recv_displs, n)) {
         /* as an all-to-all that sends the same block to everyone */
         size_t *sc = malloc(2 * (size_t)n * sizeof *sc);
@@ -244,7 +272,8 @@ static cpdit_status mpi_allgatherv(cpdit_comm *c, const float *send, size_t send
             sc[p] = send_count;
             sc[n + p] = 0;
         }
-        cpdit_status st = exchange_p2p(c, send, sc, sc + n, recv, recv_counts, recv_displs, err);
+        cpdit_status st =
+            exchange_p2p(c, type, send, sc, sc + n, recv, recv_counts, recv_displs, err);
         free(sc);
         return st;
     }
@@ -253,8 +282,7 @@ static cpdit_status mpi_allgatherv(cpdit_comm *c, const float *send, size_t send
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE, "out of memory");
     to_int(iv, recv_counts, n);
     to_int(iv + n, recv_displs, n);
-    int rc = MPI_Allgatherv(send, (int)send_count, MPI_FLOAT, recv, iv, iv + n, MPI_FLOAT,
-                            comm_of(c));
+    int rc = MPI_Allgatherv(send, (int)send_count, dt, recv, iv, iv + n, dt, comm_of(c));
     free(iv);
     return mpi_check(rc, "MPI_Allgatherv", err);
 }
@@ -267,10 +295,11 @@ static cpdit_status mpi_barrier(cpdit_comm *c, cpdit_error *err)
 static cpdit_status mpi_allreduce(cpdit_comm *c, void *buf, size_t count, cpdit_comm_dtype type,
                                   cpdit_comm_op op, cpdit_error *err)
 {
-    MPI_Datatype dt = type == CPDIT_COMM_DOUBLE  ? MPI_DOUBLE
-                      : type == CPDIT_COMM_INT64 ? MPI_LONG_LONG
-                                                 : MPI_FLOAT;
+    const MPI_Datatype dt = mpi_type_of(type);
     MPI_Op mop = op == CPDIT_COMM_MAX ? MPI_MAX : op == CPDIT_COMM_MIN ? MPI_MIN : MPI_SUM;
+    if (type == CPDIT_COMM_BF16 || dt == MPI_DATATYPE_NULL) /* comm.c refuses these first */
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE,
+                               "allreduce: element type %d cannot be reduced", (int)type);
     if (count > (size_t)INT_MAX)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, MPI_WHERE,
                                "allreduce of %zu elements: meant for small things", count);

@@ -76,8 +76,8 @@ void cp_heads_split(int H, int n, int *count, int *start)
         cp_shard_balanced(H, n, c, &start[c], &count[c]);
 }
 
-void cp_local_call(const cp_problem *p, float *out, float *lse, const float *q, const float *k,
-                   const float *v, int B, int Sq, int Skv)
+void cp_local_call(const cp_problem *p, cpdit_buf *out, float *lse, const cpdit_buf *q,
+                   const cpdit_buf *k, const cpdit_buf *v, int B, int Sq, int Skv)
 {
     cpdit_error e;
     struct timespec t0, t1;
@@ -91,6 +91,20 @@ void cp_local_call(const cp_problem *p, float *out, float *lse, const float *q, 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *p->kernel_seconds +=
         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / NS_PER_S;
+}
+
+void cp_copy_f32_rows(const cpdit_backend *be, float *dst, size_t dst_stride, const float *src,
+                      size_t src_stride, size_t n, size_t W)
+{
+    if (W == 0 || n == 0)
+        return;
+    /* elements per float: 1 (fp32), 2 (bf16); cp_attention refuses tables where it is not
+     * whole. The casts reinterpret fp32 bytes as that many activation elements, which
+     * copy_rows moves unchanged. */
+    const size_t per = sizeof(float) / be->act_size;
+    be->copy_rows((cpdit_buf *)(void *)dst, (int)(dst_stride * per),
+                  (const cpdit_buf *)(const void *)src, (int)(src_stride * per), n,
+                  (int)(W * per));
 }
 
 /* The Ulysses degree a variant splits heads over on a ring x ulysses grid. */
@@ -202,15 +216,16 @@ static long long agreement_hash(const cp_attention_config *cfg, const cp_seq_lay
 
 static size_t workspace_bytes(cp_attention_variant v, const cp_attention_config *cfg,
                               const cp_grid *g, const cp_seq_layout *layout, int B, int H,
-                              int D, int workers)
+                              int D, size_t esize, int workers)
 {
     const int me = g->cp_rank;
     if (v == CP_ATTN_RING)
-        return cp_ring_ws_bytes(cfg->ring_mode, g->cp_size, layout->len, me, B, H, D, workers);
+        return cp_ring_ws_bytes(cfg->ring_mode, g->cp_size, layout->len, me, B, H, D, esize,
+                                workers);
     if (v == CP_ATTN_ULYSSES)
         return cp_ulysses_ws_bytes(g->cp_size, layout->len, me, B, H, D, CP_RING_P2P, 1, NULL,
-                                   0, workers);
-    return cp_unified_ws_bytes(g, cfg->ring_mode, layout, B, H, D, workers);
+                                   0, esize, workers);
+    return cp_unified_ws_bytes(g, cfg->ring_mode, layout, B, H, D, esize, workers);
 }
 
 void cp_attention_ws_release(cp_attention_ws *ws)
@@ -222,10 +237,10 @@ void cp_attention_ws_release(cp_attention_ws *ws)
 /* Steps 3 to 5 of a call whose workspace is ready (ws.base NULL when allocation failed). */
 static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
                            cp_attention_variant variant, const cpdit_backend *be,
-                           const cpdit_attention_kernel *kernel, cp_ws ws, float *out,
-                           float *lse, const float *q, const float *k, const float *v,
-                           const cp_seq_layout *layout, int B, int H, int D, float scale,
-                           double *kernel_seconds, cpdit_error *err)
+                           const cpdit_attention_kernel *kernel, cp_ws ws, cpdit_buf *out,
+                           float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                           const cpdit_buf *v, const cp_seq_layout *layout, int B, int H, int D,
+                           float scale, double *kernel_seconds, cpdit_error *err)
 {
     const size_t L = (size_t)layout->len[g->cp_rank];
     if (!lse && L > 0 && ws.base)
@@ -253,7 +268,16 @@ static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
     cpdit_error cerr;
     cpdit_error_clear(&cerr);
     *kernel_seconds = 0.0;
-    cp_problem p = {B, H, D, scale, be, kernel, be->workers(), &cerr, kernel_seconds};
+    cp_problem p = {.B = B,
+                    .H = H,
+                    .D = D,
+                    .scale = scale,
+                    .be = be,
+                    .act = cpdit_comm_act_type(be->act_dtype),
+                    .kernel = kernel,
+                    .workers = be->workers(),
+                    .cerr = &cerr,
+                    .kernel_seconds = kernel_seconds};
     cpdit_status st;
     if (variant == CP_ATTN_RING)
         st = cp_ring_attend(g->cp, cfg->ring_mode, layout->len, &p, out, lse, q, k, v, &ws,
@@ -283,8 +307,8 @@ static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
 }
 
 cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_attention_ws *ws,
-                          float *out, float *lse, const float *q, const float *k,
-                          const float *v, const cp_seq_layout *layout, int B, int H, int D,
+                          cpdit_buf *out, float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                          const cpdit_buf *v, const cp_seq_layout *layout, int B, int H, int D,
                           float scale, cpdit_error *err)
 {
     if (!g)
@@ -296,6 +320,14 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
     const cpdit_backend *be = cfg->backend ? cfg->backend : cpdit_backend_cpu(); /* host buffers */
     const cpdit_attention_kernel *kernel = cfg->kernel ? cfg->kernel : be->attention_kernels[0];
     const size_t L = (size_t)layout->len[g->cp_rank];
+    if (be->act_size == 0 || sizeof(float) % be->act_size ||
+        cpdit_comm_dtype_size(cpdit_comm_act_type(be->act_dtype)) != be->act_size)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE,
+                               "the %s backend's activations (%zu-byte elements) are neither "
+                               "fp32 nor bf16, which context-parallel attention moves",
+                               be->name, be->act_size);
+    /* where the buffers live, not their element type: MPI moves host memory of any dtype
+     * (cpu-bf16 included), device memory needs the grid's GPU communicators */
     if (!be->host_memory && g->cp_size > 1 && g->cp && !strcmp(g->cp->ops->name, "mpi"))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE,
                                "the %s backend's buffers are device memory but the grid's "
@@ -304,7 +336,8 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
                                be->name);
 
     /* 2. workspace, plus the LSE when the caller does not want it */
-    const size_t bytes = workspace_bytes(variant, cfg, g, layout, B, H, D, be->workers());
+    const size_t bytes =
+        workspace_bytes(variant, cfg, g, layout, B, H, D, be->act_size, be->workers());
     const size_t lse_bytes = lse ? 0 : cp_ws_round((size_t)B * L * H * sizeof(float));
     cp_attention_ws own = {{be, NULL, 0}, 0.0};
     cp_attention_ws *w = ws ? ws : &own;
@@ -322,9 +355,9 @@ cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_a
     return st;
 }
 
-cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
-                                const float *q, const float *k, const float *v, int B, int S,
-                                int H, int D, float scale, cpdit_error *err)
+cpdit_status cp_attention_whole(const cp_attention_config *cfg, cpdit_buf *out, float *lse,
+                                const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                int B, int S, int H, int D, float scale, cpdit_error *err)
 {
     const cpdit_backend *be = cfg && cfg->backend ? cfg->backend : cpdit_backend_cpu();
     const cpdit_attention_kernel *kernel =

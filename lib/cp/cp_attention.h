@@ -1,11 +1,15 @@
 /* cp_attention.h — context-parallel attention: one entry point, variants chosen by a config.
  *
  * The sequence is split over the CP group of a grid (grid.h: R*U ranks); each rank passes
- * its local tokens q, k, v of shape (B, S_local, H, D) fp32 row-major, where S_local =
- * layout->len[cp_rank] (cp_shard.h), and receives out (B, S_local, H, D) and lse
- * (B, S_local, H) for exactly those tokens in the same local order: the values one rank would
- * compute by attending over the whole sequence (unmasked softmax(scale * q k^T) v, lse the
- * natural-log log-sum-exp of the scaled scores).
+ * its local tokens q, k, v of shape (B, S_local, H, D) row-major, activations of the config's
+ * backend (cpdit_buf of be->act_dtype: fp32 on "cpu", bf16 on "cpu-bf16" and "cuda"), where
+ * S_local = layout->len[cp_rank] (cp_shard.h), and receives out (B, S_local, H, D) (same
+ * dtype) and lse (B, S_local, H) fp32 for exactly those tokens in the same local order: the
+ * values one rank would compute by attending over the whole sequence (unmasked
+ * softmax(scale * q k^T) v, lse the natural-log log-sum-exp of the scaled scores).
+ * K/V blocks and all-to-alls travel in the activation dtype (cpdit_comm_act_type), the LSE in
+ * fp32. With bf16 storage every ring step's merge rounds out to bf16 once more (lse_merge
+ * stores activations), so the result is within a few bf16 roundings of the single-rank one.
  *
  * Variants:
  *   RING     K/V blocks travel around all R*U ranks of the CP group; the next block is in
@@ -55,8 +59,9 @@ typedef struct cp_attention_config {
     cp_attention_variant variant;
     cp_ring_mode ring_mode;
     int anything;                         /* 1: uneven lengths / head shares (--anything) */
-    const cpdit_backend *backend;         /* NULL: the CPU backend (host buffers, as the
-                                             callers that name none pass) */
+    const cpdit_backend *backend;         /* whose activations q, k, v, out are; NULL: the
+                                             "cpu" table (host fp32 arrays through
+                                             cpdit_host_buf, as callers that name none pass) */
     const cpdit_attention_kernel *kernel; /* NULL: the backend's default kernel */
 } cp_attention_config;
 
@@ -86,22 +91,25 @@ cpdit_status cp_attention_validate(const cp_attention_config *cfg, int ring, int
                                    const cp_seq_layout *layout, int B, int H, int D,
                                    cpdit_error *err);
 
-/* The entry point (collective over g->cp). out (B, S_local, H, D) and lse (B, S_local, H) are
- * written (backend memory); lse may be NULL when not wanted. q/k/v/out may be NULL when
+/* The entry point (collective over g->cp). q, k, v (B, S_local, H, D) activations of cfg's
+ * backend; out (B, S_local, H, D) activations and lse (B, S_local, H) fp32 are written
+ * (backend memory); lse may be NULL when not wanted. q/k/v/out may be NULL when
  * S_local = 0. ws: the workspace kept for the next call, or NULL. Returns
- * CPDIT_OK; CPDIT_ERR_INPUT for configurations that cannot work (see validate); or
- * CPDIT_ERR_RUNTIME (out of memory or communication failure on any rank of the group). */
+ * CPDIT_OK; CPDIT_ERR_INPUT for configurations that cannot work (see validate) or a table
+ * whose activations are neither fp32 nor bf16; or CPDIT_ERR_RUNTIME (out of memory or
+ * communication failure on any rank of the group). */
 cpdit_status cp_attention(const cp_attention_config *cfg, const cp_grid *g, cp_attention_ws *ws,
-                          float *out, float *lse, const float *q, const float *k, const float *v,
-                          const cp_seq_layout *layout, int B, int H, int D, float scale,
-                          cpdit_error *err);
+                          cpdit_buf *out, float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                          const cpdit_buf *v, const cp_seq_layout *layout, int B, int H, int D,
+                          float scale, cpdit_error *err);
 
-/* No grid: the whole sequence is on this rank (q, k, v, out (B, S, H, D), lse (B, S, H),
- * required); runs cfg's backend kernel (cfg NULL or its backend/kernel NULL: the CPU
- * backend's default kernel). */
-cpdit_status cp_attention_whole(const cp_attention_config *cfg, float *out, float *lse,
-                                const float *q, const float *k, const float *v, int B, int S,
-                                int H, int D, float scale, cpdit_error *err);
+/* No grid: the whole sequence is on this rank (q, k, v, out (B, S, H, D) activations of cfg's
+ * backend, lse (B, S, H) fp32, required); runs cfg's backend kernel (cfg NULL or its
+ * backend/kernel NULL: the CPU backend's default kernel; host fp32 arrays then go in as
+ * cpdit_host_buf). */
+cpdit_status cp_attention_whole(const cp_attention_config *cfg, cpdit_buf *out, float *lse,
+                                const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                int B, int S, int H, int D, float scale, cpdit_error *err);
 
 /* Attention FLOPs of the whole (unsplit) problem: 4 * B * S^2 * H * D (two matrix products,
  * multiply + add each), for rate reports. */

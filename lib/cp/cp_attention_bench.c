@@ -64,15 +64,66 @@ static void idle_barrier(MPI_Comm comm)
     }
 }
 
-/* The CPU backend's default attention kernel (what cp_attention runs locally here: the
- * benchmark's buffers are host memory and its grids MPI). */
-static cpdit_status local_attention(float *out, float *lse, const float *q, const float *k,
-                                    const float *v, int B, int Sq, int Skv, int H, int D,
-                                    float scale, cpdit_error *err)
+/* The benchmark's table: o->backend, or "cpu". */
+static const cpdit_backend *bench_backend(const cp_attention_bench_opts *o)
+{
+    return o->backend ? o->backend : cpdit_backend_cpu();
+}
+
+/* One problem's buffers in be's memory: q (nq), k and v (nkv), out (nq) activations, lse (nl)
+ * fp32. */
+typedef struct bench_bufs {
+    cpdit_buf *q, *k, *v, *out;
+    float *lse;
+} bench_bufs;
+
+static void bufs_free(const cpdit_backend *be, bench_bufs *b)
+{
+    be->free(b->q);
+    be->free(b->k);
+    be->free(b->v);
+    be->free(b->out);
+    be->free(b->lse);
+    memset(b, 0, sizeof *b);
+}
+
+/* Allocate b and fill q, k, v with fill_random values (seed, seed+1, seed+2) uploaded as
+ * activations. 0, or -1 when out of memory (b freed). Sizes of 0 allocate one element, so
+ * that NULL means failure. */
+static int bufs_alloc(const cpdit_backend *be, bench_bufs *b, size_t nq, size_t nkv, size_t nl,
+                      unsigned long long seed)
+{
+    const size_t nmax = nq > nkv ? nq : nkv;
+    float *host = malloc((nmax ? nmax : 1) * sizeof(float));
+    b->q = cpdit_act_alloc(be, nq ? nq : 1);
+    b->k = cpdit_act_alloc(be, nkv ? nkv : 1);
+    b->v = cpdit_act_alloc(be, nkv ? nkv : 1);
+    b->out = cpdit_act_alloc(be, nq ? nq : 1);
+    b->lse = be->alloc((nl ? nl : 1) * sizeof(float));
+    if (!host || !b->q || !b->k || !b->v || !b->out || !b->lse) {
+        free(host);
+        bufs_free(be, b);
+        return -1;
+    }
+    cpdit_buf *dst[3] = {b->q, b->k, b->v};
+    const size_t n[3] = {nq, nkv, nkv};
+    for (int i = 0; i < 3; i++) {
+        fill_random(host, n[i], seed + (unsigned long long)i);
+        be->upload_act(dst[i], host, n[i]);
+    }
+    free(host);
+    return 0;
+}
+
+/* The table's default attention kernel (what cp_attention runs locally). */
+static cpdit_status local_attention(const cpdit_backend *be, const bench_bufs *b, int B, int Sq,
+                                    int Skv, int H, int D, float scale, cpdit_error *err)
 {
     const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
                                     .scale = scale};
-    return cpdit_backend_cpu()->attention_kernels[0]->forward(out, lse, q, k, v, &a, err);
+    cpdit_status st = be->attention_kernels[0]->forward(b->out, b->lse, b->q, b->k, b->v, &a,
+                                                        err);
+    return st == CPDIT_OK ? be->sync(err) : st;
 }
 
 /* Seconds of the fastest timed call of the local kernel over the whole problem, measured on
@@ -83,26 +134,25 @@ static double single_rank_seconds(MPI_Comm world, const cp_attention_bench_opts 
     double best = -1.0;
     MPI_Comm_rank(world, &rank);
     if (rank == 0) {
+        const cpdit_backend *be = bench_backend(o);
         size_t n = (size_t)o->batch * S * o->heads * o->head_dim;
-        float *buf = malloc((4 * n + (size_t)o->batch * S * o->heads) * sizeof(float));
-        if (buf) {
-            float *q = buf, *k = q + n, *v = k + n, *out = v + n, *lse = out + n;
+        bench_bufs b;
+        if (bufs_alloc(be, &b, n, n, (size_t)o->batch * S * o->heads, 1) == 0) {
             float scale = 1.0f / sqrtf((float)o->head_dim);
             cpdit_error e;
-            fill_random(buf, 3 * n, 1);
             int ok = 1;
             best = INFINITY;
             for (int i = 0; i < o->warmup + o->iters && ok; i++) {
                 double t0 = MPI_Wtime();
-                ok = local_attention(out, lse, q, k, v, o->batch, S, S, o->heads, o->head_dim,
-                                     scale, &e) == CPDIT_OK;
+                ok = local_attention(be, &b, o->batch, S, S, o->heads, o->head_dim, scale,
+                                     &e) == CPDIT_OK;
                 double dt = MPI_Wtime() - t0;
                 if (i >= o->warmup && dt < best)
                     best = dt;
             }
             if (!ok)
                 best = -1.0;
-            free(buf);
+            bufs_free(be, &b);
         }
     }
     idle_barrier(world);
@@ -127,18 +177,17 @@ static double local_share_seconds(MPI_Comm world, const cp_attention_bench_opts 
     const int S = cp_seq_layout_total(&layout), L = layout.len[cp_rank];
     const size_t row = (size_t)o->heads * o->head_dim, nf = (size_t)o->batch * S * row;
     const size_t nl = (size_t)o->batch * L * row;
-    float *buf = malloc((2 * nf + 2 * nl + (size_t)o->batch * L * o->heads + 1) * sizeof(float));
-    bad = buf == NULL;
+    const cpdit_backend *be = bench_backend(o);
+    bench_bufs b = {NULL, NULL, NULL, NULL, NULL};
+    bad = bufs_alloc(be, &b, nl, nf, (size_t)o->batch * L * o->heads, 7u + (unsigned)rank) != 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world);
     if (!any_bad) {
-        float *k = buf, *v = k + nf, *q = v + nf, *out = q + nl, *lse = out + nl;
-        fill_random(buf, 2 * nf + nl, 7u + (unsigned)rank);
         const float scale = 1.0f / sqrtf((float)o->head_dim);
         for (int i = 0; i < o->warmup + o->iters; i++) {
             MPI_Barrier(world);
             double t0 = MPI_Wtime();
-            if (L > 0 && local_attention(out, lse, q, k, v, o->batch, L, S, o->heads,
-                                         o->head_dim, scale, &e) != CPDIT_OK)
+            if (L > 0 && local_attention(be, &b, o->batch, L, S, o->heads, o->head_dim, scale,
+                                         &e) != CPDIT_OK)
                 bad = 1;
             double dt = bad ? INFINITY : MPI_Wtime() - t0;
             MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
@@ -146,7 +195,8 @@ static double local_share_seconds(MPI_Comm world, const cp_attention_bench_opts 
                 best = dt;
         }
     }
-    free(buf);
+    if (b.q)
+        bufs_free(be, &b);
     cp_seq_layout_free(&layout);
     return (any_bad || !isfinite(best)) ? -1.0 : best;
 }
@@ -191,8 +241,9 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
     cp_grid *g = NULL;
     cp_seq_layout layout;
     int rank;
+    const cpdit_backend *be = bench_backend(o);
     MPI_Comm_rank(world, &rank);
-    if (cp_grid_create(world, 0, R, U, &g, err))
+    if (cp_grid_create_for(world, 0, R, U, be, &g, err))
         return err->status;
     if (cp_seq_layout_joint(&layout, g->cp_size, o->txt, o->img, err)) {
         cp_grid_destroy(g);
@@ -212,17 +263,17 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
     }
     const size_t L = (size_t)layout.len[g->cp_rank];
     const size_t n = (size_t)B * L * H * D;
-    float *buf = malloc((4 * n + (size_t)B * L * H + 1) * sizeof(float));
-    int bad = buf == NULL, any_bad = 0;
+    bench_bufs b = {NULL, NULL, NULL, NULL, NULL};
+    int bad = bufs_alloc(be, &b, n, n, (size_t)B * L * H, 1000u + (unsigned)g->world_rank) != 0;
+    int any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, world);
     if (any_bad) {
-        free(buf);
+        if (b.q)
+            bufs_free(be, &b);
         cp_seq_layout_free(&layout);
         cp_grid_destroy(g);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, BENCH_WHERE, "out of memory");
     }
-    float *q = buf, *k = q + n, *v = k + n, *o_ = v + n, *lse = o_ + n;
-    fill_random(buf, 3 * n, 1000u + (unsigned)g->world_rank);
     const float scale = 1.0f / sqrtf((float)D);
     cpdit_comm *comms[3] = {g->cp, g->ring_comm, g->ulysses_comm};
     cp_attention_ws ws = {{NULL, NULL, 0}, 0.0};
@@ -234,7 +285,10 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
                 cpdit_comm_reset_counters(comms[c]);
         MPI_Barrier(world);
         double t0 = MPI_Wtime();
-        st = cp_attention(cfg, g, &ws, o_, lse, q, k, v, &layout, B, H, D, scale, err);
+        st = cp_attention(cfg, g, &ws, b.out, b.lse, b.q, b.k, b.v, &layout, B, H, D, scale,
+                          err);
+        if (st == CPDIT_OK)
+            st = be->sync(err);
         double dt = MPI_Wtime() - t0, call = dt;
         /* the call lasts until its slowest rank returns */
         MPI_Allreduce(&dt, &call, 1, MPI_DOUBLE, MPI_MAX, world);
@@ -270,7 +324,7 @@ static cpdit_status bench_row(FILE *out, MPI_Comm world, const cp_attention_benc
                     PERCENT * share_avg);
         }
     }
-    free(buf);
+    bufs_free(be, &b);
     cp_attention_ws_release(&ws);
     cp_seq_layout_free(&layout);
     cp_grid_destroy(g);
@@ -297,7 +351,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         cfgs[i].anything = o->anything;
         if (cp_attention_config_parse(names[i], &cfgs[i], err))
             return err->status;
-        cfgs[i].backend = cpdit_backend_cpu(); /* host buffers, MPI grids */
+        cfgs[i].backend = bench_backend(o); /* the grids are made for its memory */
     }
     if ((o->ring || o->ulysses) && (o->ring < 1 || o->ulysses < 1))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, BENCH_WHERE,
@@ -318,6 +372,9 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         cpdit_build_info_line(line, sizeof line);
         fprintf(out, "# %s\n", line);
         fprintf(out, "# BLAS: %s\n", cpdit_host_runtime_describe(line, sizeof line));
+        bench_backend(o)->describe(line, sizeof line);
+        fprintf(out, "# backend %s (activations %s): %s\n", bench_backend(o)->name,
+                cpdit_dtype_name(bench_backend(o)->act_dtype), line);
         fprintf(out,
                 "# attention B %d, S %d (text %d + image %d), H %d, D %d: %.2f GFLOP per "
                 "call; %d ranks; warm-up %d, timed %d\n",
@@ -326,7 +383,7 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
         const double krate = t1 > 0 ? kflops / t1 / FLOP_PER_GFLOP : 0.0;
         if (t1 > 0)
             fprintf(out, "# single rank, best call (%d kernel threads): %.2f ms, %.1f GFLOP/s",
-                    cpdit_backend_cpu()->workers(), t1 * MS_PER_S, krate);
+                    bench_backend(o)->workers(), t1 * MS_PER_S, krate);
         else
             fprintf(out, "# single rank: failed (out of memory?)");
         if (sgemm > 0)

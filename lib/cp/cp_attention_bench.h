@@ -40,10 +40,13 @@ typedef struct cp_attention_bench_opts {
      * unified on the 2D grids); otherwise only this grid (dp = the rest) and every variant */
     int ring, ulysses;
     int sgemm_n;  /* size of the square SGEMM for the reference rate; 0 = skip */
+    /* whose kernels, activation dtype and memory the runs use (grids from cp_grid_create_for:
+     * MPI for host memory); NULL = the "cpu" table */
+    const struct cpdit_backend *backend;
 } cp_attention_bench_opts;
 
 /* FLUX.1 at 512x512 on one rank's worth of heads: B 1, text 512, image 1024, H 24, D 128,
- * 1 warm-up, 3 timed calls, anything on, all variants, all grids, SGEMM 1024. */
+ * 1 warm-up, 3 timed calls, anything on, all variants, all grids, SGEMM 1024, "cpu" table. */
 void cp_attention_bench_defaults(cp_attention_bench_opts *o);
 
 /* Collective over world. out is written on world rank 0 only (may be NULL elsewhere).

@@ -11,6 +11,9 @@
  *
  * ALLGATHER mode: all-gather K and V (uneven counts), then one kernel call over the whole
  * sequence. Simple; no overlap; for comparison.
+ *
+ * K/V blocks, out and the chunk's partial result are activations (cpdit_buf, p->be's
+ * act_dtype, offsets in elements via cpdit_buf_at) and travel as p->act; the LSE is fp32.
  */
 #include "lib/cp/cp_internal.h"
 
@@ -54,7 +57,7 @@ static int max_len(int n, const int *len)
 }
 
 size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B, int H, int D,
-                        int workers)
+                        size_t esize, int workers)
 {
     size_t row = (size_t)H * D;
     if (H == 0 || n == 1)
@@ -63,13 +66,13 @@ size_t cp_ring_ws_bytes(cp_ring_mode mode, int n, const int *len, int me, int B,
         size_t S = 0;
         for (int r = 0; r < n; r++)
             S += (size_t)len[r];
-        size_t full = (size_t)B * S * row * sizeof(float);
+        size_t full = (size_t)B * S * row * esize; /* kf, vf, stage */
         return 3 * cp_ws_round(full);
     }
-    size_t blk = (size_t)B * (size_t)max_len(n, len) * row * sizeof(float);
+    size_t blk = (size_t)B * (size_t)max_len(n, len) * row * esize; /* kb[2], vb[2] */
     size_t cr = (size_t)chunk_rows(len[me], H, workers);
-    return 4 * cp_ws_round(blk) + cp_ws_round(cr * row * sizeof(float)) +
-           cp_ws_round(cr * (size_t)H * sizeof(float));
+    return 4 * cp_ws_round(blk) + cp_ws_round(cr * row * esize) /* tout */ +
+           cp_ws_round(cr * (size_t)H * sizeof(float)) /* tlse */;
 }
 
 /* Test every active request (lets the transfers progress). */
@@ -86,26 +89,27 @@ static cpdit_status poll(cpdit_comm *c, cpdit_comm_request *reqs, cpdit_error *e
 /* Attention of the local queries q (B, Lq, H, D) over one K/V block (B, Lk, H, D): written
  * into out/lse when first, else merged into them through tout/tlse (chunk-sized). */
 static cpdit_status compute_block(cpdit_comm *c, cpdit_comm_request *reqs, const cp_problem *p,
-                                  int first, float *out, float *lse, const float *q,
-                                  const float *kb, const float *vb, int Lq, int Lk, float *tout,
-                                  float *tlse, cpdit_error *err)
+                                  int first, cpdit_buf *out, float *lse, const cpdit_buf *q,
+                                  const cpdit_buf *kb, const cpdit_buf *vb, int Lq, int Lk,
+                                  cpdit_buf *tout, float *tlse, cpdit_error *err)
 {
+    const cpdit_backend *be = p->be;
     const size_t row = (size_t)p->H * p->D;
     const int cr = chunk_rows(Lq, p->H, p->workers);
     for (int b = 0; b < p->B; b++) {
-        const float *kbb = kb + (size_t)b * Lk * row;
-        const float *vbb = vb + (size_t)b * Lk * row;
+        const cpdit_buf *kbb = cpdit_buf_at(be, kb, (ptrdiff_t)((size_t)b * Lk * row));
+        const cpdit_buf *vbb = cpdit_buf_at(be, vb, (ptrdiff_t)((size_t)b * Lk * row));
         for (int s0 = 0; s0 < Lq; s0 += cr) {
             int rows = Lq - s0 < cr ? Lq - s0 : cr;
             size_t tok = (size_t)b * Lq + (size_t)s0;
-            float *op = out + tok * row;
+            cpdit_buf *op = cpdit_buf_at(be, out, (ptrdiff_t)(tok * row));
             float *lp = lse + tok * (size_t)p->H;
-            const float *qp = q + tok * row;
+            const cpdit_buf *qp = cpdit_buf_at(be, q, (ptrdiff_t)(tok * row));
             if (first) {
                 cp_local_call(p, op, lp, qp, kbb, vbb, 1, rows, Lk);
             } else {
                 cp_local_call(p, tout, tlse, qp, kbb, vbb, 1, rows, Lk);
-                p->be->lse_merge(op, lp, tout, tlse, (size_t)rows * p->H, p->D);
+                be->lse_merge(op, lp, tout, tlse, (size_t)rows * p->H, p->D);
             }
             if (poll(c, reqs, err))
                 return CPDIT_ERR_RUNTIME;
@@ -114,27 +118,28 @@ static cpdit_status compute_block(cpdit_comm *c, cpdit_comm_request *reqs, const
     return CPDIT_OK;
 }
 
-static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p, float *out,
-                             float *lse, const float *q, const float *k, const float *v,
-                             cp_ws *ws, cpdit_error *err)
+static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p,
+                             cpdit_buf *out, float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                             const cpdit_buf *v, cp_ws *ws, cpdit_error *err)
 {
+    const cpdit_backend *be = p->be;
     const int n = c->size, me = c->rank;
     const int next = (me + 1) % n, prev = (me - 1 + n) % n;
     const int Lq = len[me];
     const size_t row = (size_t)p->H * p->D;
     const size_t blk_max = (size_t)p->B * (size_t)max_len(n, len) * row;
     const int cr = chunk_rows(Lq, p->H, p->workers);
-    float *kb[2], *vb[2];
+    cpdit_buf *kb[2], *vb[2];
     for (int i = 0; i < 2; i++) {
-        kb[i] = cp_ws_take(ws, blk_max * sizeof(float));
-        vb[i] = cp_ws_take(ws, blk_max * sizeof(float));
+        kb[i] = cp_ws_take(ws, cpdit_act_bytes(be, blk_max));
+        vb[i] = cp_ws_take(ws, cpdit_act_bytes(be, blk_max));
     }
-    float *tout = cp_ws_take(ws, (size_t)cr * row * sizeof(float));
+    cpdit_buf *tout = cp_ws_take(ws, cpdit_act_bytes(be, (size_t)cr * row));
     float *tlse = cp_ws_take(ws, (size_t)cr * p->H * sizeof(float));
     if (!kb[1] || !vb[1] || !tlse)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cp/ring", "workspace too small");
 
-    const float *kc = k, *vc = v; /* the block held at this step */
+    const cpdit_buf *kc = k, *vc = v; /* the block held at this step */
     int have = 0;                 /* out/lse hold a partial result */
     for (int t = 0; t < n; t++) {
         const int src = ((me - t) % n + n) % n;
@@ -142,14 +147,14 @@ static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p,
         cpdit_comm_request reqs[CP_RING_NREQ] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT,
                                                  CPDIT_COMM_REQUEST_INIT,
                                                  CPDIT_COMM_REQUEST_INIT};
-        float *kn = kb[t % 2], *vn = vb[t % 2];
+        cpdit_buf *kn = kb[t % 2], *vn = vb[t % 2];
         if (t < n - 1) {
             const int nsrc = ((me - t - 1) % n + n) % n;
             const size_t nxt = (size_t)p->B * len[nsrc] * row;
-            if (cpdit_comm_irecv(c, kn, nxt, prev, CP_TAG_RING_K, &reqs[0], err) ||
-                cpdit_comm_irecv(c, vn, nxt, prev, CP_TAG_RING_V, &reqs[1], err) ||
-                cpdit_comm_isend(c, kc, cur, next, CP_TAG_RING_K, &reqs[2], err) ||
-                cpdit_comm_isend(c, vc, cur, next, CP_TAG_RING_V, &reqs[3], err))
+            if (cpdit_comm_irecv(c, p->act, kn, nxt, prev, CP_TAG_RING_K, &reqs[0], err) ||
+                cpdit_comm_irecv(c, p->act, vn, nxt, prev, CP_TAG_RING_V, &reqs[1], err) ||
+                cpdit_comm_isend(c, p->act, kc, cur, next, CP_TAG_RING_K, &reqs[2], err) ||
+                cpdit_comm_isend(c, p->act, vc, cur, next, CP_TAG_RING_V, &reqs[3], err))
                 return CPDIT_ERR_RUNTIME;
         }
         if (Lq > 0 && len[src] > 0) {
@@ -168,18 +173,20 @@ static cpdit_status ring_p2p(cpdit_comm *c, const int *len, const cp_problem *p,
 }
 
 static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_problem *p,
-                                   float *out, float *lse, const float *q, const float *k,
-                                   const float *v, cp_ws *ws, cpdit_error *err)
+                                   cpdit_buf *out, float *lse, const cpdit_buf *q,
+                                   const cpdit_buf *k, const cpdit_buf *v, cp_ws *ws,
+                                   cpdit_error *err)
 {
+    const cpdit_backend *be = p->be;
     const int n = c->size, me = c->rank, B = p->B;
     const size_t row = (size_t)p->H * p->D;
     size_t S = 0;
     for (int r = 0; r < n; r++)
         S += (size_t)len[r];
     size_t counts[n], displs[n]; /* host; the workspace is backend memory */
-    float *kf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
-    float *vf = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
-    float *stage = cp_ws_take(ws, (size_t)B * S * row * sizeof(float));
+    cpdit_buf *kf = cp_ws_take(ws, cpdit_act_bytes(be, (size_t)B * S * row));
+    cpdit_buf *vf = cp_ws_take(ws, cpdit_act_bytes(be, (size_t)B * S * row));
+    cpdit_buf *stage = cp_ws_take(ws, cpdit_act_bytes(be, (size_t)B * S * row));
     if (!kf || !vf || !stage)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cp/ring", "workspace too small");
     size_t off = 0;
@@ -189,11 +196,11 @@ static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_probl
         off += counts[r];
     }
     /* rank blocks arrive as [rank][b][token]; attention wants [b][rank, token] */
-    const float *src[2] = {k, v};
-    float *dst[2] = {kf, vf};
+    const cpdit_buf *src[2] = {k, v};
+    cpdit_buf *dst[2] = {kf, vf};
     for (int i = 0; i < 2; i++) {
-        float *land = B == 1 ? dst[i] : stage; /* B = 1: both orders agree */
-        if (cpdit_comm_allgatherv(c, src[i], counts[me], land, counts, displs, err))
+        cpdit_buf *land = B == 1 ? dst[i] : stage; /* B = 1: both orders agree */
+        if (cpdit_comm_allgatherv(c, p->act, src[i], counts[me], land, counts, displs, err))
             return CPDIT_ERR_RUNTIME;
         if (B == 1)
             continue;
@@ -201,8 +208,9 @@ static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_probl
         for (int r = 0; r < n; r++) {
             const size_t blk = (size_t)len[r] * row; /* one item's block of rank r */
             if (blk > 0)
-                p->be->copy_rows(dst[i] + tok0 * row, (int)(S * row), stage + displs[r],
-                                 (int)blk, (size_t)B, (int)blk);
+                be->copy_rows(cpdit_buf_at(be, dst[i], (ptrdiff_t)(tok0 * row)), (int)(S * row),
+                              cpdit_buf_at(be, stage, (ptrdiff_t)displs[r]), (int)blk,
+                              (size_t)B, (int)blk);
             tok0 += (size_t)len[r];
         }
     }
@@ -212,8 +220,9 @@ static cpdit_status ring_allgather(cpdit_comm *c, const int *len, const cp_probl
 }
 
 cpdit_status cp_ring_attend(cpdit_comm *c, cp_ring_mode mode, const int *len,
-                            const cp_problem *p, float *out, float *lse, const float *q,
-                            const float *k, const float *v, cp_ws *ws, cpdit_error *err)
+                            const cp_problem *p, cpdit_buf *out, float *lse, const cpdit_buf *q,
+                            const cpdit_buf *k, const cpdit_buf *v, cp_ws *ws,
+                            cpdit_error *err)
 {
     if (p->H == 0)
         return CPDIT_OK; /* this head share is empty on every rank of c */

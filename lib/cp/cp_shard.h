@@ -8,7 +8,9 @@
  * their places in the global sequence (take / put).
  *
  * Tensors are (B, S, W) row-major fp32 with W floats per token (W = H*D for q/k/v/out, H for
- * the LSE); the local tensor of rank r is (B, len[r], W).
+ * the LSE); the local tensor of rank r is (B, len[r], W). take / put work on host fp32 arrays
+ * (tests and tools that build whole sequences on the host); activations of a backend go
+ * through be->upload_act / download_act on either side of them.
  */
 #ifndef CPDIT_CP_SHARD_H
 #define CPDIT_CP_SHARD_H

@@ -26,21 +26,21 @@ static void group_lengths(const cp_grid *g, const cp_seq_layout *layout, int *le
 }
 
 size_t cp_unified_ws_bytes(const cp_grid *g, cp_ring_mode mode, const cp_seq_layout *layout,
-                           int B, int H, int D, int workers)
+                           int B, int H, int D, size_t esize, int workers)
 {
     const int R = g->ring, U = g->ulysses;
     int len_u[U], ring_len[R];
     group_lengths(g, layout, len_u, ring_len);
     if (U == 1)
-        return cp_ring_ws_bytes(mode, R, ring_len, g->ring_index, B, H, D, workers);
+        return cp_ring_ws_bytes(mode, R, ring_len, g->ring_index, B, H, D, esize, workers);
     return cp_ulysses_ws_bytes(U, len_u, g->ulysses_index, B, H, D, mode, R,
-                               R > 1 ? ring_len : NULL, g->ring_index, workers);
+                               R > 1 ? ring_len : NULL, g->ring_index, esize, workers);
 }
 
 cpdit_status cp_unified_attend(const cp_grid *g, cp_ring_mode mode,
-                               const cp_seq_layout *layout, const cp_problem *p, float *out,
-                               float *lse, const float *q, const float *k, const float *v,
-                               cp_ws *ws, cpdit_error *err)
+                               const cp_seq_layout *layout, const cp_problem *p, cpdit_buf *out,
+                               float *lse, const cpdit_buf *q, const cpdit_buf *k,
+                               const cpdit_buf *v, cp_ws *ws, cpdit_error *err)
 {
     const int R = g->ring, U = g->ulysses;
     int len_u[U], ring_len[R];

@@ -85,7 +85,9 @@ int cp_grid_rank_of(int dp_index, int ring_index, int ulysses_index, int ring, i
     return dp_index * (ring * ulysses) + ring_index * ulysses + ulysses_index;
 }
 
-/* A communicator over sub for be's memory (see cp_grid_create_for). */
+/* A communicator over sub for be's memory (see cp_grid_create_for). What decides is where the
+ * buffers live (host_memory), not their element type: MPI moves host memory of every
+ * activation dtype ("cpu" fp32 and "cpu-bf16" alike, the callers give the element type). */
 static cpdit_status wrap_for(MPI_Comm sub, const cpdit_backend *be, cpdit_comm **out,
                              cpdit_error *err)
 {

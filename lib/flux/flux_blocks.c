@@ -29,18 +29,21 @@ enum { MOD_SHIFT_MSA = 0, MOD_SCALE_MSA, MOD_GATE_MSA, MOD_SHIFT_MLP, MOD_SCALE_
        MOD_DOUBLE_CHUNKS };
 enum { MOD_SINGLE_SHIFT = 0, MOD_SINGLE_SCALE, MOD_SINGLE_GATE, MOD_SINGLE_CHUNKS };
 
-/* Rows of item b: the text rows, the image rows, all rows, of a (B, S, E) buffer. */
-static inline float *txt_rows(float *p, const flux_acts *a, int b)
+/* Rows of item b of a (B, S, E) activation buffer: the text rows (the item's first row) and
+ * the image rows; offsets in elements of be's act_dtype. */
+static inline cpdit_buf *txt_rows(const cpdit_backend *be, const cpdit_buf *p, const flux_acts *a,
+                                  int b)
 {
-    return p + (size_t)b * a->S * a->inner;
+    return cpdit_buf_at(be, p, (ptrdiff_t)b * a->S * a->inner);
 }
-static inline float *img_rows(float *p, const flux_acts *a, int b)
+static inline cpdit_buf *img_rows(const cpdit_backend *be, const cpdit_buf *p, const flux_acts *a,
+                                  int b)
 {
-    return p + ((size_t)b * a->S + a->txt) * a->inner;
+    return cpdit_buf_at(be, p, ((ptrdiff_t)b * a->S + a->txt) * a->inner);
 }
 
 /* y (M, L->out) = x (M, L->in) W^T + b, contiguous rows. */
-static inline cpdit_status lin(const cpdit_backend *be, float *y, const float *x,
+static inline cpdit_status lin(const cpdit_backend *be, cpdit_buf *y, const cpdit_buf *x,
                                const flux_linear *L, int M, cpdit_error *err)
 {
     return be->linear(y, L->out, x, L->in, L->w, L->b, M, L->in, L->out, 0, err);
@@ -67,8 +70,8 @@ cpdit_status flux_attention(flux_acts *a, const cpdit_backend *be, const flux_cp
 
 /* Per-head RMSNorm of q and k of one stream's rows, then nothing else (RoPE comes later over
  * the joint rows). rows: tokens of the stream in item b. */
-static void qk_norm(const cpdit_backend *be, flux_acts *a, float *q, float *k, int tokens,
-                    const float *wq, const float *wk)
+static void qk_norm(const cpdit_backend *be, flux_acts *a, cpdit_buf *q, cpdit_buf *k,
+                    int tokens, const float *wq, const float *wk)
 {
     const size_t rows = (size_t)tokens * a->H;
     be->rms_norm(q, q, wq, rows, a->D, FLUX_NORM_EPS);
@@ -78,15 +81,16 @@ static void qk_norm(const cpdit_backend *be, flux_acts *a, float *q, float *k, i
 /* RoPE on q and k of item b (all S joint tokens). */
 static void rope_item(const cpdit_backend *be, flux_acts *a, int b)
 {
-    be->rope(txt_rows(a->q, a, b), a->rope_cos, a->rope_sin, a->S, a->H, a->D);
-    be->rope(txt_rows(a->k, a, b), a->rope_cos, a->rope_sin, a->S, a->H, a->D);
+    be->rope(txt_rows(be, a->q, a, b), a->rope_cos, a->rope_sin, a->S, a->H, a->D);
+    be->rope(txt_rows(be, a->k, a, b), a->rope_cos, a->rope_sin, a->S, a->H, a->D);
 }
 
 /* One stream's feed-forward with gated residual: x += gate * ff_out(gelu(ff_in(n))).
  * n, x: that stream's rows (M, E); uses a->mlp and tmp (M, E). */
-static cpdit_status stream_ff(const cpdit_backend *be, flux_acts *a, float *x, const float *n,
-                              int M, const flux_linear *in, const flux_linear *out,
-                              const float *gate, float *tmp, cpdit_error *err)
+static cpdit_status stream_ff(const cpdit_backend *be, flux_acts *a, cpdit_buf *x,
+                              const cpdit_buf *n, int M, const flux_linear *in,
+                              const flux_linear *out, const cpdit_buf *gate, cpdit_buf *tmp,
+                              cpdit_error *err)
 {
     cpdit_status st;
     if (M == 0)
@@ -105,31 +109,32 @@ cpdit_status flux_double_block(const flux_double_weights *w, flux_acts *a,
                                const cpdit_backend *be, const flux_cp *cp, cpdit_error *err)
 {
     const int E = a->inner, B = a->B, n_txt = a->txt, n_img = a->img;
-    float *mod_i = a->mod;                                   /* (B, 6E) image stream */
-    float *mod_t = a->mod + (size_t)B * MOD_DOUBLE_CHUNKS * E; /* (B, 6E) text stream */
+    cpdit_buf *mod_i = a->mod; /* (B, 6E) image stream, then (B, 6E) text stream */
+    cpdit_buf *mod_t = cpdit_buf_at(be, a->mod, (ptrdiff_t)B * MOD_DOUBLE_CHUNKS * E);
     cpdit_status st;
     if ((st = lin(be, mod_i, a->stemb, &w->norm1, B, err)) ||
         (st = lin(be, mod_t, a->stemb, &w->norm1_context, B, err)))
         return st;
-#define MI(b, c) (mod_i + ((size_t)(b) * MOD_DOUBLE_CHUNKS + (c)) * E)
-#define MT(b, c) (mod_t + ((size_t)(b) * MOD_DOUBLE_CHUNKS + (c)) * E)
+#define MI(b, c) cpdit_buf_at(be, mod_i, ((ptrdiff_t)(b) * MOD_DOUBLE_CHUNKS + (c)) * E)
+#define MT(b, c) cpdit_buf_at(be, mod_t, ((ptrdiff_t)(b) * MOD_DOUBLE_CHUNKS + (c)) * E)
 
     /* attention input: both streams normalised and modulated, projected, normed, rotated */
     be->layer_norm(a->n, a->x, NULL, NULL, (size_t)B * a->S, E, FLUX_NORM_EPS);
     for (int b = 0; b < B; b++) {
-        float *ni = img_rows(a->n, a, b), *nt = txt_rows(a->n, a, b);
+        cpdit_buf *ni = img_rows(be, a->n, a, b), *nt = txt_rows(be, a->n, a, b);
         be->modulate(ni, ni, MI(b, MOD_SHIFT_MSA), MI(b, MOD_SCALE_MSA), (size_t)n_img, E);
         be->modulate(nt, nt, MT(b, MOD_SHIFT_MSA), MT(b, MOD_SCALE_MSA), (size_t)n_txt, E);
-        if ((st = lin(be, img_rows(a->q, a, b), ni, &w->to_q, n_img, err)) ||
-            (st = lin(be, img_rows(a->k, a, b), ni, &w->to_k, n_img, err)) ||
-            (st = lin(be, img_rows(a->v, a, b), ni, &w->to_v, n_img, err)) ||
-            (st = lin(be, txt_rows(a->q, a, b), nt, &w->add_q, n_txt, err)) ||
-            (st = lin(be, txt_rows(a->k, a, b), nt, &w->add_k, n_txt, err)) ||
-            (st = lin(be, txt_rows(a->v, a, b), nt, &w->add_v, n_txt, err)))
+        if ((st = lin(be, img_rows(be, a->q, a, b), ni, &w->to_q, n_img, err)) ||
+            (st = lin(be, img_rows(be, a->k, a, b), ni, &w->to_k, n_img, err)) ||
+            (st = lin(be, img_rows(be, a->v, a, b), ni, &w->to_v, n_img, err)) ||
+            (st = lin(be, txt_rows(be, a->q, a, b), nt, &w->add_q, n_txt, err)) ||
+            (st = lin(be, txt_rows(be, a->k, a, b), nt, &w->add_k, n_txt, err)) ||
+            (st = lin(be, txt_rows(be, a->v, a, b), nt, &w->add_v, n_txt, err)))
             return st;
-        qk_norm(be, a, img_rows(a->q, a, b), img_rows(a->k, a, b), n_img, w->norm_q, w->norm_k);
-        qk_norm(be, a, txt_rows(a->q, a, b), txt_rows(a->k, a, b), n_txt, w->norm_added_q,
-                w->norm_added_k);
+        qk_norm(be, a, img_rows(be, a->q, a, b), img_rows(be, a->k, a, b), n_img, w->norm_q,
+                w->norm_k);
+        qk_norm(be, a, txt_rows(be, a->q, a, b), txt_rows(be, a->k, a, b), n_txt,
+                w->norm_added_q, w->norm_added_k);
         rope_item(be, a, b);
     }
     if ((st = flux_attention(a, be, cp, err)))
@@ -137,24 +142,26 @@ cpdit_status flux_double_block(const flux_double_weights *w, flux_acts *a,
 
     /* attention outputs, gated, into each stream's residual (a->n is free now) */
     for (int b = 0; b < B; b++) {
-        if ((st = lin(be, img_rows(a->n, a, b), img_rows(a->o, a, b), &w->to_out, n_img, err)) ||
-            (st = lin(be, txt_rows(a->n, a, b), txt_rows(a->o, a, b), &w->to_add_out, n_txt, err)))
+        if ((st = lin(be, img_rows(be, a->n, a, b), img_rows(be, a->o, a, b), &w->to_out, n_img,
+                      err)) ||
+            (st = lin(be, txt_rows(be, a->n, a, b), txt_rows(be, a->o, a, b), &w->to_add_out,
+                      n_txt, err)))
             return st;
-        be->gated_residual(img_rows(a->x, a, b), E, img_rows(a->n, a, b), E,
+        be->gated_residual(img_rows(be, a->x, a, b), E, img_rows(be, a->n, a, b), E,
                            MI(b, MOD_GATE_MSA), (size_t)n_img, E);
-        be->gated_residual(txt_rows(a->x, a, b), E, txt_rows(a->n, a, b), E,
+        be->gated_residual(txt_rows(be, a->x, a, b), E, txt_rows(be, a->n, a, b), E,
                            MT(b, MOD_GATE_MSA), (size_t)n_txt, E);
     }
 
     /* feed-forward of each stream (a->q is free as the output buffer) */
     be->layer_norm(a->n, a->x, NULL, NULL, (size_t)B * a->S, E, FLUX_NORM_EPS);
     for (int b = 0; b < B; b++) {
-        float *ni = img_rows(a->n, a, b), *nt = txt_rows(a->n, a, b);
+        cpdit_buf *ni = img_rows(be, a->n, a, b), *nt = txt_rows(be, a->n, a, b);
         be->modulate(ni, ni, MI(b, MOD_SHIFT_MLP), MI(b, MOD_SCALE_MLP), (size_t)n_img, E);
         be->modulate(nt, nt, MT(b, MOD_SHIFT_MLP), MT(b, MOD_SCALE_MLP), (size_t)n_txt, E);
-        if ((st = stream_ff(be, a, img_rows(a->x, a, b), ni, n_img, &w->ff_in, &w->ff_out,
+        if ((st = stream_ff(be, a, img_rows(be, a->x, a, b), ni, n_img, &w->ff_in, &w->ff_out,
                             MI(b, MOD_GATE_MLP), a->q, err)) ||
-            (st = stream_ff(be, a, txt_rows(a->x, a, b), nt, n_txt, &w->ffc_in, &w->ffc_out,
+            (st = stream_ff(be, a, txt_rows(be, a->x, a, b), nt, n_txt, &w->ffc_in, &w->ffc_out,
                             MT(b, MOD_GATE_MLP), a->q, err)))
             return st;
     }
@@ -173,18 +180,18 @@ cpdit_status flux_single_block(const flux_single_weights *w, flux_acts *a,
     cpdit_status st;
     if ((st = lin(be, a->mod, a->stemb, &w->norm, B, err)))
         return st;
-#define MS(b, c) (a->mod + ((size_t)(b) * MOD_SINGLE_CHUNKS + (c)) * E)
+#define MS(b, c) cpdit_buf_at(be, a->mod, ((ptrdiff_t)(b) * MOD_SINGLE_CHUNKS + (c)) * E)
 
     be->layer_norm(a->n, a->x, NULL, NULL, (size_t)rows, E, FLUX_NORM_EPS);
     for (int b = 0; b < B; b++) {
-        float *nb = txt_rows(a->n, a, b);
+        cpdit_buf *nb = txt_rows(be, a->n, a, b);
         be->modulate(nb, nb, MS(b, MOD_SINGLE_SHIFT), MS(b, MOD_SINGLE_SCALE), (size_t)S, E);
     }
     if ((st = lin(be, a->q, a->n, &w->to_q, rows, err)) ||
         (st = lin(be, a->k, a->n, &w->to_k, rows, err)) ||
         (st = lin(be, a->v, a->n, &w->to_v, rows, err)) ||
-        (st = cpdit_linear_act(be, a->mlp + E, ldc, a->n, E, w->proj_mlp.w, w->proj_mlp.b,
-                               rows, E, F, CPDIT_ACT_GELU_TANH, err)))
+        (st = cpdit_linear_act(be, cpdit_buf_at(be, a->mlp, E), ldc, a->n, E, w->proj_mlp.w,
+                               w->proj_mlp.b, rows, E, F, CPDIT_ACT_GELU_TANH, err)))
         return st;
     qk_norm(be, a, a->q, a->k, rows, w->norm_q, w->norm_k);
     for (int b = 0; b < B; b++)
@@ -198,7 +205,7 @@ cpdit_status flux_single_block(const flux_single_weights *w, flux_acts *a,
                          err)))
         return st;
     for (int b = 0; b < B; b++)
-        be->gated_residual(txt_rows(a->x, a, b), E, txt_rows(a->n, a, b), E,
+        be->gated_residual(txt_rows(be, a->x, a, b), E, txt_rows(be, a->n, a, b), E,
                            MS(b, MOD_SINGLE_GATE), (size_t)S, E);
 #undef MS
     return CPDIT_OK;

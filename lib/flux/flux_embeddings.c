@@ -40,9 +40,9 @@ void flux_timestep_embedding(float *out, const float *t, int B)
 }
 
 /* y (B, out) = linear_2(silu(linear_1(x))) added into y when accumulate, else stored.
- * x (B, in); h: scratch (B, l1->out). */
-static cpdit_status mlp_embed(float *y, const flux_linear *l1, const flux_linear *l2,
-                              const float *x, int B, float *h, int accumulate,
+ * x (B, in); h: scratch (B, l1->out); all activations of be. */
+static cpdit_status mlp_embed(cpdit_buf *y, const flux_linear *l1, const flux_linear *l2,
+                              const cpdit_buf *x, int B, cpdit_buf *h, int accumulate,
                               const cpdit_backend *be, cpdit_error *err)
 {
     if (be->linear(h, l1->out, x, l1->in, l1->w, l1->b, B, l1->in, l1->out, 0, err))
@@ -51,15 +51,16 @@ static cpdit_status mlp_embed(float *y, const flux_linear *l1, const flux_linear
     return be->linear(y, l2->out, h, l2->in, l2->w, l2->b, B, l2->in, l2->out, accumulate, err);
 }
 
-cpdit_status flux_time_text_embed(float *temb, const flux_transformer *m, const cpdit_backend *be,
-                                  const float *timestep, const float *guidance,
-                                  const float *pooled, int B, float *work, cpdit_error *err)
+cpdit_status flux_time_text_embed(cpdit_buf *temb, const flux_transformer *m,
+                                  const cpdit_backend *be, const float *timestep,
+                                  const float *guidance, const float *pooled, int B,
+                                  cpdit_buf *work, cpdit_error *err)
 {
     const flux_global_weights *w = &m->global;
     const size_t proj_floats = (size_t)B * FLUX_TIMESTEP_CHANNELS;
-    float *proj = work;                                     /* (B, 256) backend memory */
-    float *h = proj + proj_floats;                          /* (B, E) */
-    float *pooled_dev = h + (size_t)B * m->cfg.inner_dim;   /* (B, pooled) */
+    cpdit_buf *proj = work;                                     /* (B, 256) activations */
+    cpdit_buf *h = cpdit_buf_at(be, proj, (ptrdiff_t)proj_floats); /* (B, E) */
+    cpdit_buf *pooled_dev = cpdit_buf_at(be, h, (ptrdiff_t)B * m->cfg.inner_dim); /* (B, pooled) */
     float *host = malloc((proj_floats + (size_t)B) * sizeof(float)); /* sinusoid, scaled t */
     if (!host)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "flux", "out of memory");
@@ -69,19 +70,19 @@ cpdit_status flux_time_text_embed(float *temb, const flux_transformer *m, const 
     for (int b = 0; b < B; b++)
         scaled[b] = timestep[b] * FLUX_TIME_SCALE;
     flux_timestep_embedding(host, scaled, B);
-    be->upload(proj, host, proj_floats * sizeof(float));
+    be->upload_act(proj, host, proj_floats);
     st = mlp_embed(temb, &w->time_1, &w->time_2, proj, B, h, 0, be, err);
     if (!st && m->cfg.guidance_embeds) {
         for (int b = 0; b < B; b++)
             scaled[b] = guidance[b] * FLUX_TIME_SCALE;
         flux_timestep_embedding(host, scaled, B);
-        be->upload(proj, host, proj_floats * sizeof(float));
+        be->upload_act(proj, host, proj_floats);
         st = mlp_embed(temb, &w->guid_1, &w->guid_2, proj, B, h, 1, be, err);
     }
     free(host);
     if (st)
         return st;
-    be->upload(pooled_dev, pooled, (size_t)B * m->cfg.pooled_projection_dim * sizeof(float));
+    be->upload_act(pooled_dev, pooled, (size_t)B * m->cfg.pooled_projection_dim);
     return mlp_embed(temb, &w->text_1, &w->text_2, pooled_dev, B, h, 1, be, err);
 }
 

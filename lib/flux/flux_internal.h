@@ -69,9 +69,10 @@ struct flux_transformer {
     size_t weight_budget;   /* bytes of resident weights (SIZE_MAX: all) */
     cpdit_weight_format weight_format;
     size_t n_params;
-    /* activation workspace, kept between forward calls (freed by close) */
-    float *acts;
-    size_t acts_floats;
+    /* activation workspace (backend memory: activations of acts_be's act_dtype and the fp32
+     * RoPE table), kept between forward calls (freed by close) */
+    void *acts;
+    size_t acts_bytes;
     const cpdit_backend *acts_be;
 };
 
@@ -106,15 +107,16 @@ static inline int flux_group_single(const flux_transformer *m, int i)
 void flux_timestep_embedding(float *out, const float *t, int B);
 
 /* temb (B, inner) = timestep_embedder(proj(1000 t)) [+ guidance_embedder(proj(1000 g))]
- * + text_embedder(pooled). timestep, guidance, pooled: host memory; temb and work: backend
- * memory, work of at least flux_embed_work_floats(m, B) floats. */
-static inline size_t flux_embed_work_floats(const flux_transformer_config *c, int B)
+ * + text_embedder(pooled). timestep, guidance, pooled: host fp32; temb and work: activations
+ * of be, work of at least flux_embed_work_elems(m, B) elements. */
+static inline size_t flux_embed_work_elems(const flux_transformer_config *c, int B)
 {
     return (size_t)B * (FLUX_TIMESTEP_CHANNELS + c->inner_dim + c->pooled_projection_dim);
 }
-cpdit_status flux_time_text_embed(float *temb, const flux_transformer *m, const cpdit_backend *be,
-                                  const float *timestep, const float *guidance,
-                                  const float *pooled, int B, float *work, cpdit_error *err);
+cpdit_status flux_time_text_embed(cpdit_buf *temb, const flux_transformer *m,
+                                  const cpdit_backend *be, const float *timestep,
+                                  const float *guidance, const float *pooled, int B,
+                                  cpdit_buf *work, cpdit_error *err);
 
 /* FluxPosEmbed: cos, sin (S, head_dim) for ids (S, n_axes): axis a fills dims_a columns with
  * each angle pos * theta^(-2i/dims_a) repeated twice (angles in float64, stored as fp32). */
@@ -123,17 +125,19 @@ void flux_rope_table(float *cos_out, float *sin_out, const float *ids, int S,
 
 /* ---------------------------------------------------------------- flux_blocks.c */
 
-/* Activations of one forward on this rank: B items of S = T + I local tokens each. */
+/* Activations of one forward on this rank: B items of S = T + I local tokens each. The
+ * buffers are activations of the backend's act_dtype (sizes in elements); the RoPE table is
+ * fp32 (a parameter of the rope op) in backend memory. */
 typedef struct flux_acts {
-    int B, txt, img, S;    /* batch, local text / image / total tokens */
-    int inner, H, D;       /* model sizes */
-    float *x;              /* (B, S, inner) hidden state, text rows first in each item */
-    float *n;              /* (B, S, inner) normalised / temporary */
-    float *q, *k, *v, *o;  /* (B, S, inner) = (B, S, H, D) */
-    float *mlp;            /* (B * S, 5 inner): single block [attn | mlp], double block mlp */
-    float *mod;            /* (B, 12 inner) modulation vectors */
-    const float *stemb;    /* (B, inner) silu(temb) */
-    const float *rope_cos, *rope_sin; /* (S, D) */
+    int B, txt, img, S;       /* batch, local text / image / total tokens */
+    int inner, H, D;          /* model sizes */
+    cpdit_buf *x;             /* (B, S, inner) hidden state, text rows first in each item */
+    cpdit_buf *n;             /* (B, S, inner) normalised / temporary */
+    cpdit_buf *q, *k, *v, *o; /* (B, S, inner) = (B, S, H, D) */
+    cpdit_buf *mlp;           /* (B * S, 5 inner): single block [attn | mlp], double block mlp */
+    cpdit_buf *mod;           /* (B, 12 inner) modulation vectors */
+    const cpdit_buf *stemb;   /* (B, inner) silu(temb) */
+    const float *rope_cos, *rope_sin; /* (S, D) fp32 */
 } flux_acts;
 
 cpdit_status flux_double_block(const flux_double_weights *w, flux_acts *a,

@@ -67,8 +67,8 @@ cpdit_status flux_shard_gather_image(float *full, const float *local, const cp_s
         displs[r] = at;
         at += counts[r];
     }
-    cpdit_status st =
-        cpdit_comm_allgatherv(cp, local, counts[cp->rank], recv, counts, displs, err);
+    cpdit_status st = cpdit_comm_allgatherv(cp, CPDIT_COMM_FLOAT, local, counts[cp->rank], recv,
+                                            counts, displs, err);
     if (!st) {
         /* segment r is (B, img_len[r], W): put its rows at img_start[r] of each item */
         for (int r = 0; r < n; r++)
@@ -101,8 +101,8 @@ cpdit_status flux_shard_gather_batch(float *full, const float *mine, int B, size
         counts[d] = (size_t)count * item_floats;
         displs[d] = (size_t)start * item_floats;
     }
-    cpdit_status st =
-        cpdit_comm_allgatherv(dpc, mine, counts[dpc->rank], full, counts, displs, err);
+    cpdit_status st = cpdit_comm_allgatherv(dpc, CPDIT_COMM_FLOAT, mine, counts[dpc->rank], full,
+                                            counts, displs, err);
     free(counts);
     return st;
 }

@@ -5,6 +5,9 @@
  * [text slice r | image slice r] (cp_shard.h's cp_seq_layout). Each rank takes its tokens and
  * their RoPE ids with flux_shard_take; unmasked attention does not depend on token order, so
  * no rank ever needs the others' ids.
+ *
+ * All arrays here are host fp32 (the forward's inputs and outputs, not backend activations):
+ * the gathers move them as CPDIT_COMM_FLOAT whatever the backend's act_dtype.
  */
 #ifndef CPDIT_FLUX_SHARD_H
 #define CPDIT_FLUX_SHARD_H

@@ -254,7 +254,7 @@ void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats 
 
 size_t flux_transformer_workspace_bytes(const flux_transformer *m)
 {
-    return m->acts_floats * sizeof(float);
+    return m->acts_bytes;
 }
 
 size_t flux_transformer_param_count(const flux_transformer *m)
@@ -311,8 +311,8 @@ static cpdit_status check_inputs(const flux_transformer *m, const flux_cp *cp,
 /* All activation buffers of one forward in one allocation (backend memory). */
 typedef struct fwd_bufs {
     flux_acts a;
-    float *temb, *stemb, *work;
-    float *stage; /* inputs on their way in, the output on its way out */
+    cpdit_buf *temb, *stemb, *work;
+    cpdit_buf *stage; /* inputs on their way in, the output on its way out */
 } fwd_bufs;
 
 static size_t max3(size_t a, size_t b, size_t c)
@@ -332,36 +332,40 @@ static cpdit_status alloc_bufs(fwd_bufs *f, flux_transformer *m, const cpdit_bac
     const size_t stage = max3(B * in->img_len * (size_t)c->in_channels,
                               B * in->txt_len * (size_t)c->joint_attention_dim,
                               B * in->img_len * out_dim);
+    /* elements of each buffer; all activations of be's act_dtype but the fp32 RoPE table */
     const size_t sizes[] = {tok, tok, tok, tok, tok, tok, /* x n q k v o */
                             B * S * (E + F),             /* mlp */
                             B * 2 * 6 * E,               /* mod */
                             B * E, B * E,                /* temb stemb */
-                            flux_embed_work_floats(c, in->batch), /* work */
-                            S * D, S * D,                /* rope cos sin */
+                            flux_embed_work_elems(c, in->batch), /* work */
+                            S * D, S * D,                /* rope cos sin (fp32) */
                             stage};
-    enum { NB = sizeof sizes / sizeof sizes[0] };
-    const size_t align = 16; /* floats: keep each buffer on a 64-byte boundary */
-    size_t total = 0;
-    for (int i = 0; i < NB; i++)
-        total += (sizes[i] + align - 1) / align * align;
-    if (!m->acts || m->acts_floats < total || m->acts_be != be) {
+    enum { NB = sizeof sizes / sizeof sizes[0], ROPE_COS = 11, ROPE_SIN = 12 };
+    const size_t align = 64; /* bytes: keep each buffer on a 64-byte boundary */
+    size_t bytes[NB], total = 0;
+    for (int i = 0; i < NB; i++) {
+        const size_t b = i == ROPE_COS || i == ROPE_SIN ? sizes[i] * sizeof(float)
+                                                        : cpdit_act_bytes(be, sizes[i]);
+        bytes[i] = (b + align - 1) / align * align;
+        total += bytes[i];
+    }
+    if (!m->acts || m->acts_bytes < total || m->acts_be != be) {
         /* grow (or move to another backend); kept for the next call of the same size */
         if (m->acts)
             m->acts_be->free(m->acts);
-        m->acts = be->alloc(total * sizeof(float));
-        m->acts_floats = m->acts ? total : 0;
+        m->acts = be->alloc(total);
+        m->acts_bytes = m->acts ? total : 0;
         m->acts_be = be;
     }
-    float *base = m->acts;
+    char *base = m->acts;
     if (!base)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, FLUX_WHERE,
-                               "out of memory for activations (%zu MiB)",
-                               total * sizeof(float) >> 20);
-    float *p[NB];
+                               "out of memory for activations (%zu MiB)", total >> 20);
+    void *p[NB];
     size_t at = 0;
     for (int i = 0; i < NB; i++) {
         p[i] = base + at;
-        at += (sizes[i] + align - 1) / align * align;
+        at += bytes[i];
     }
     flux_acts *a = &f->a;
     a->B = in->batch;
@@ -378,8 +382,8 @@ static cpdit_status alloc_bufs(fwd_bufs *f, flux_transformer *m, const cpdit_bac
     f->stemb = p[9];
     f->work = p[10];
     a->stemb = f->stemb;
-    a->rope_cos = p[11];
-    a->rope_sin = p[12];
+    a->rope_cos = p[ROPE_COS];
+    a->rope_sin = p[ROPE_SIN];
     f->stage = p[13];
     return CPDIT_OK;
 }
@@ -416,19 +420,20 @@ static cpdit_status embed(flux_transformer *m, const cpdit_backend *be, const fl
     be->act(CPDIT_ACT_SILU, f->stemb, f->temb, (size_t)a->B * a->inner);
     /* image tokens, then text tokens, through the staging buffer; rows of item b go to
      * [txt | img] of item b */
-    be->upload(f->stage, in->hidden_states, (size_t)a->B * a->img * in_ch * sizeof(float));
+    be->upload_act(f->stage, in->hidden_states, (size_t)a->B * a->img * in_ch);
     for (int b = 0; b < a->B && !st; b++)
-        st = be->linear(a->x + ((size_t)b * a->S + a->txt) * a->inner, a->inner,
-                        f->stage + (size_t)b * a->img * in_ch, in_ch, w->x_embedder.w,
-                        w->x_embedder.b, a->img, in_ch, a->inner, 0, err);
+        st = be->linear(cpdit_buf_at(be, a->x, ((ptrdiff_t)b * a->S + a->txt) * a->inner),
+                        a->inner, cpdit_buf_at(be, f->stage, (ptrdiff_t)b * a->img * in_ch),
+                        in_ch, w->x_embedder.w, w->x_embedder.b, a->img, in_ch, a->inner, 0,
+                        err);
     if (st)
         return st;
-    be->upload(f->stage, in->encoder_hidden_states,
-               (size_t)a->B * a->txt * joint * sizeof(float));
+    be->upload_act(f->stage, in->encoder_hidden_states, (size_t)a->B * a->txt * joint);
     for (int b = 0; b < a->B && !st; b++)
-        st = be->linear(a->x + (size_t)b * a->S * a->inner, a->inner,
-                        f->stage + (size_t)b * a->txt * joint, joint, w->context_embedder.w,
-                        w->context_embedder.b, a->txt, joint, a->inner, 0, err);
+        st = be->linear(cpdit_buf_at(be, a->x, (ptrdiff_t)b * a->S * a->inner), a->inner,
+                        cpdit_buf_at(be, f->stage, (ptrdiff_t)b * a->txt * joint), joint,
+                        w->context_embedder.w, w->context_embedder.b, a->txt, joint, a->inner,
+                        0, err);
     if (st)
         return st;
     return rope_upload(m, be, in, a, err);
@@ -446,16 +451,18 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
     if (st)
         return st;
     for (int b = 0; b < a->B; b++) {
-        const float *scale = a->mod + (size_t)b * 2 * E, *shift = scale + E;
-        float *xi = a->x + ((size_t)b * a->S + a->txt) * E;
-        float *ni = a->n + ((size_t)b * a->S + a->txt) * E;
+        const cpdit_buf *scale = cpdit_buf_at(be, a->mod, (ptrdiff_t)b * 2 * E);
+        const cpdit_buf *shift = cpdit_buf_at(be, scale, E);
+        const cpdit_buf *xi = cpdit_buf_at(be, a->x, ((ptrdiff_t)b * a->S + a->txt) * E);
+        cpdit_buf *ni = cpdit_buf_at(be, a->n, ((ptrdiff_t)b * a->S + a->txt) * E);
         be->layer_norm(ni, xi, NULL, NULL, (size_t)a->img, E, FLUX_NORM_EPS);
         be->modulate(ni, ni, shift, scale, (size_t)a->img, E);
-        if ((st = be->linear(f->stage + (size_t)b * a->img * out_dim, out_dim, ni, E,
-                             w->proj_out.w, w->proj_out.b, a->img, E, out_dim, 0, err)))
+        if ((st = be->linear(cpdit_buf_at(be, f->stage, (ptrdiff_t)b * a->img * out_dim),
+                             out_dim, ni, E, w->proj_out.w, w->proj_out.b, a->img, E, out_dim, 0,
+                             err)))
             return st;
     }
-    be->download(out, f->stage, (size_t)a->B * a->img * out_dim * sizeof(float));
+    be->download_act(out, f->stage, (size_t)a->B * a->img * out_dim);
     return be->sync(err); /* a device op that failed since the last status says so here */
 }
 

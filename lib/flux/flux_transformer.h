@@ -128,13 +128,16 @@ typedef struct flux_weight_stats {
 void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s);
 
 /* Bytes of weight memory this process holds now (vectors, made weights; a shared block counted
- * whole), bytes of the activation workspace (kept between forward calls, grown when a call
- * needs more), and the number of parameters of the model. */
+ * whole), bytes of the activation workspace (backend memory kept between forward calls, grown
+ * when a call needs more: activations of the backend's act_dtype, so about half on a bf16
+ * table, plus the fp32 RoPE table; the CP attention workspace is apart), and the number of
+ * parameters of the model. */
 size_t flux_transformer_weight_bytes(const flux_transformer *m);
 size_t flux_transformer_workspace_bytes(const flux_transformer *m);
 size_t flux_transformer_param_count(const flux_transformer *m);
 
-/* One rank's inputs: the tokens it holds, in the diffusers forward's names. Row-major fp32. */
+/* One rank's inputs: the tokens it holds, in the diffusers forward's names. Row-major fp32,
+ * host memory (the forward converts them to the backend's activations). */
 typedef struct flux_inputs {
     int batch;                          /* B */
     int txt_len;                        /* text tokens held here (may be 0) */
@@ -157,8 +160,8 @@ typedef struct flux_cp {
     cp_attention_ws *ws;          /* workspace kept between calls, or NULL */
 } flux_cp;
 
-/* Run the model on this rank's tokens: out (B, img_len, patch_size^2 * out_channels).
- * be: the kernel table (NULL = CPU). Collective over cp->grid->cp when a grid is given (every
+/* Run the model on this rank's tokens: out (B, img_len, patch_size^2 * out_channels), host
+ * fp32 (converted from the backend's activations). be: the kernel table (NULL = CPU). Collective over cp->grid->cp when a grid is given (every
  * rank of the CP group must call it with the same batch). Errors: CPDIT_ERR_INPUT for inputs
  * that do not fit the model or the layout (naming the input), CPDIT_ERR_RUNTIME for memory
  * and communication failures. */

@@ -540,8 +540,11 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
                 goto forward_failed;
             cpdit_comm_request rq[2] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
             const int peer = 1 - cfg_rank;
-            if ((st = cpdit_comm_irecv(run->cfg_comm, theirs, nv, peer, CFG_TAG, &rq[0], err)) ||
-                (st = cpdit_comm_isend(run->cfg_comm, mine, nv, peer, CFG_TAG, &rq[1], err)) ||
+            /* host fp32 velocities (the forward's output), not activations */
+            if ((st = cpdit_comm_irecv(run->cfg_comm, CPDIT_COMM_FLOAT, theirs, nv, peer,
+                                       CFG_TAG, &rq[0], err)) ||
+                (st = cpdit_comm_isend(run->cfg_comm, CPDIT_COMM_FLOAT, mine, nv, peer, CFG_TAG,
+                                       &rq[1], err)) ||
                 (st = cpdit_comm_wait(run->cfg_comm, &rq[0], err)) ||
                 (st = cpdit_comm_wait(run->cfg_comm, &rq[1], err)))
                 goto forward_failed;

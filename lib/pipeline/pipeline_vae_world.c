@@ -97,9 +97,12 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
         const double t0 = pipeline_now_seconds();
         if (vae_decode_group(p->vae, w, zb, 1, olh, olw, me == 0 ? img : NULL, &cerr))
             world_abort(&cerr, me, "the decode");
-        if (o != 0 && me == 0 && cpdit_comm_send(w->cp, img, npix, o, VAE_WORLD_TAG, &cerr))
+        /* the decoded image: host fp32 */
+        if (o != 0 && me == 0 &&
+            cpdit_comm_send(w->cp, CPDIT_COMM_FLOAT, img, npix, o, VAE_WORLD_TAG, &cerr))
             world_abort(&cerr, me, "sending the image to its owner");
-        if (o != 0 && me == o && cpdit_comm_recv(w->cp, img, npix, 0, VAE_WORLD_TAG, &cerr))
+        if (o != 0 && me == o &&
+            cpdit_comm_recv(w->cp, CPDIT_COMM_FLOAT, img, npix, 0, VAE_WORLD_TAG, &cerr))
             world_abort(&cerr, me, "receiving the image");
         if (me == o) {
             p->decode_seconds += pipeline_now_seconds() - t0;

@@ -240,22 +240,21 @@ int clip_text_pool_index(const clip_text_config *cfg, const int32_t *ids, int S)
 /* ------------------------------------------------------------------ forward */
 
 typedef struct clip_work {
-    float *x;       /* (B*S, D) residual stream */
-    float *h;       /* (B*S, D) normed input of a sub-block */
-    float *qkv;     /* (B*S, 3D): q | k | v per token */
-    float *attn;    /* (B*S, D) attention output, heads concatenated */
-    float *mlp;     /* (B*S, I) */
-    float *scratch; /* a streamed matrix (host) */
-    float *host;    /* (B*S, D) host staging: embeddings in, hidden states out */
-    int32_t *pos;   /* (S) position ids (host) */
+    cpdit_buf *x;    /* (B*S, D) residual stream */
+    cpdit_buf *h;    /* (B*S, D) normed input of a sub-block */
+    cpdit_buf *qkv;  /* (B*S, 3D): q | k | v per token */
+    cpdit_buf *attn; /* (B*S, D) attention output, heads concatenated */
+    cpdit_buf *mlp;  /* (B*S, I) */
+    float *host;     /* (B*S, D) host fp32 staging: embeddings in, hidden states out */
+    int32_t *pos;    /* (S) position ids (host) */
 } clip_work;
 
-/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear (W of the layer in use). */
-static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, float *y, int ldy,
-                               const float *x, int ldx, int M, int K, int N, int accumulate,
-                               float *scratch, cpdit_error *err)
+/* y (M, N) (+)= x (M, K) W^T + b for a clip_linear (W of the layer in use); activations with
+ * row strides ldy, ldx in elements. */
+static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, cpdit_buf *y,
+                               int ldy, const cpdit_buf *x, int ldx, int M, int K, int N,
+                               int accumulate, cpdit_error *err)
 {
-    (void)scratch;
     const cpdit_weight *w = text_param_weight(&m->tw, &l->w, err);
     if (!w)
         return CPDIT_ERR_RUNTIME;
@@ -265,31 +264,34 @@ static cpdit_status run_linear(const clip_text_model *m, const clip_linear *l, f
 static cpdit_status layer_forward(const clip_text_model *m, const clip_layer *L, clip_work *w,
                                   int B, int S, cpdit_error *err)
 {
+    const cpdit_backend *be = m->be;
     const clip_text_config *c = &m->cfg;
     const int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads;
     const int Dh = D / H, M = B * S;
     const float scale = 1.0f / sqrtf((float)Dh);
     cpdit_status st;
 
-    m->be->layer_norm(w->h, w->x, L->ln1_w.f32, L->ln1_b.f32, (size_t)M, D, c->layer_norm_eps);
+    be->layer_norm(w->h, w->x, L->ln1_w.f32, L->ln1_b.f32, (size_t)M, D, c->layer_norm_eps);
+    /* q, k, v: column blocks 0, D, 2D of the fused (B*S, 3D) buffer */
     const clip_linear *qkv[3] = {&L->q, &L->k, &L->v};
     for (int j = 0; j < 3; j++)
-        if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * D, 3 * D, w->h, D, M, D, D, 0,
-                             w->scratch, err)))
+        if ((st = run_linear(m, qkv[j], cpdit_buf_at(be, w->qkv, (ptrdiff_t)j * D), 3 * D, w->h,
+                             D, M, D, D, 0, err)))
             return st;
     const cpdit_attention_args aa = {.B = B, .Sq = S, .Skv = S, .H = H, .D = Dh,
                                      .ld_q = 3 * D, .ld_kv = 3 * D, .ld_out = D,
                                      .scale = scale, .causal = 1};
-    if ((st = m->attn->forward(w->attn, NULL, w->qkv, w->qkv + D, w->qkv + 2 * D, &aa, err)))
+    if ((st = m->attn->forward(w->attn, NULL, w->qkv, cpdit_buf_at(be, w->qkv, D),
+                               cpdit_buf_at(be, w->qkv, 2 * (ptrdiff_t)D), &aa, err)))
         return st;
-    if ((st = run_linear(m, &L->o, w->x, D, w->attn, D, M, D, D, 1, w->scratch, err)))
+    if ((st = run_linear(m, &L->o, w->x, D, w->attn, D, M, D, D, 1, err)))
         return st;
 
-    m->be->layer_norm(w->h, w->x, L->ln2_w.f32, L->ln2_b.f32, (size_t)M, D, c->layer_norm_eps);
-    if ((st = run_linear(m, &L->fc1, w->mlp, I, w->h, D, M, D, I, 0, w->scratch, err)))
+    be->layer_norm(w->h, w->x, L->ln2_w.f32, L->ln2_b.f32, (size_t)M, D, c->layer_norm_eps);
+    if ((st = run_linear(m, &L->fc1, w->mlp, I, w->h, D, M, D, I, 0, err)))
         return st;
-    text_act_apply(m->be, c->hidden_act, w->mlp, w->mlp, (size_t)M * I);
-    return run_linear(m, &L->fc2, w->x, D, w->mlp, I, M, I, D, 1, w->scratch, err);
+    text_act_apply(be, c->hidden_act, w->mlp, w->mlp, (size_t)M * I);
+    return run_linear(m, &L->fc2, w->x, D, w->mlp, I, M, I, D, 1, err);
 }
 
 static void work_free(const cpdit_backend *be, clip_work *w)
@@ -299,7 +301,6 @@ static void work_free(const cpdit_backend *be, clip_work *w)
     be->free(w->qkv);
     be->free(w->attn);
     be->free(w->mlp);
-    free(w->scratch);
     free(w->host);
     free(w->pos);
 }
@@ -324,33 +325,33 @@ cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *id
     const size_t M = (size_t)B * (size_t)S;
     const cpdit_backend *be = m->be;
     clip_work w = {0};
-    w.x = be->alloc(M * D * sizeof(float));
-    w.h = be->alloc(M * D * sizeof(float));
-    w.qkv = be->alloc(M * 3 * D * sizeof(float));
-    w.attn = be->alloc(M * D * sizeof(float));
-    w.mlp = be->alloc(M * I * sizeof(float));
+    w.x = cpdit_act_alloc(be, M * D);
+    w.h = cpdit_act_alloc(be, M * D);
+    w.qkv = cpdit_act_alloc(be, M * 3 * D);
+    w.attn = cpdit_act_alloc(be, M * D);
+    w.mlp = cpdit_act_alloc(be, M * I);
     w.host = malloc(M * D * sizeof(float));
     w.pos = malloc((size_t)S * sizeof(int32_t));
-    if (m->tw.scratch_floats)
-        w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
-    if (!w.x || !w.h || !w.qkv || !w.attn || !w.mlp || !w.host || !w.pos ||
-        (m->tw.scratch_floats && !w.scratch)) {
+    if (!w.x || !w.h || !w.qkv || !w.attn || !w.mlp || !w.host || !w.pos) {
         work_free(be, &w);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
     }
 
-    /* embeddings: token rows + position rows 0..S-1 (gathered and converted on the host) */
+    /* embeddings: token rows + position rows 0..S-1 (gathered and converted to fp32 on the
+     * host, then stored as activations) */
     for (int s = 0; s < S; s++)
         w.pos[s] = s;
     cpdit_status st = text_param_gather_rows(&m->tok_emb, ids, M, w.host, err);
     if (!st)
-        be->upload(w.x, w.host, M * D * sizeof(float));
+        be->upload_act(w.x, w.host, M * D);
     if (!st)
         st = text_param_gather_rows(&m->pos_emb, w.pos, (size_t)S, w.host, err);
     if (!st)
-        be->upload(w.h, w.host, (size_t)S * D * sizeof(float));
-    for (int b = 0; b < B && !st; b++)
-        be->add(w.x + (size_t)b * S * D, w.x + (size_t)b * S * D, w.h, (size_t)S * D);
+        be->upload_act(w.h, w.host, (size_t)S * D);
+    for (int b = 0; b < B && !st; b++) {
+        cpdit_buf *xb = cpdit_buf_at(be, w.x, (ptrdiff_t)((size_t)b * S * D));
+        be->add(xb, xb, w.h, (size_t)S * D);
+    }
 
     /* streaming: layer i + 1 is made while layer i computes (text_weights.h) */
     text_weights_begin(&m->tw);
@@ -363,7 +364,7 @@ cpdit_status clip_text_model_forward(const clip_text_model *m, const int32_t *id
 
     if (!st) {
         be->layer_norm(w.h, w.x, m->final_w.f32, m->final_b.f32, M, (int)D, c->layer_norm_eps);
-        be->download(w.host, w.h, M * D * sizeof(float));
+        be->download_act(w.host, w.h, M * D);
         st = be->sync(err); /* a device op that failed since the last status says so here */
         if (last_hidden)
             memcpy(last_hidden, w.host, M * D * sizeof(float));

@@ -1,5 +1,7 @@
 /* clip_text_model.h — transformers' CLIPTextModel (the text tower of CLIP; FLUX.1's
- * text_encoder/, CLIP ViT-L/14) in fp32 on the CPU.
+ * text_encoder/, CLIP ViT-L/14) through the backend table: activations in the table's
+ * act_dtype (fp32 on "cpu", bf16 on "cpu-bf16" and "cuda"), parameters (embeddings, norms,
+ * biases) fp32, inputs and outputs host fp32.
  *
  * Forward, as modeling_clip.py defines it (no attention mask: FluxPipeline passes none):
  *   x = token_embedding[ids] + position_embedding[0..S)

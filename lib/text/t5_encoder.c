@@ -239,23 +239,22 @@ void t5_encoder_weight_stats(const t5_encoder *m, text_weight_stats *out)
 /* ------------------------------------------------------------------ forward */
 
 typedef struct t5_work {
-    float *x;       /* (B*S, D) residual stream */
-    float *h;       /* (B*S, D) normed input of a sub-block */
-    float *qkv;     /* (B*S, 3 inner): q | k | v per token */
-    float *attn;    /* (B*S, inner) */
-    float *ff0;     /* (B*S, F) */
-    float *ff1;     /* (B*S, F), gated only */
-    float *bias;    /* (H, S, S) relative position bias */
-    float *scratch; /* a streamed matrix (host) */
-    float *host;    /* host staging: embeddings, the bias table, the output */
+    cpdit_buf *x;    /* (B*S, D) residual stream */
+    cpdit_buf *h;    /* (B*S, D) normed input of a sub-block */
+    cpdit_buf *qkv;  /* (B*S, 3 inner): q | k | v per token */
+    cpdit_buf *attn; /* (B*S, inner) */
+    cpdit_buf *ff0;  /* (B*S, F) */
+    cpdit_buf *ff1;  /* (B*S, F), gated only */
+    float *bias;     /* (H, S, S) relative position bias: fp32 in the backend's memory */
+    float *host;     /* host fp32 staging: embeddings, the bias table */
 } t5_work;
 
-/* y (M, N) (+)= x (M, K) W^T (W of the layer in use). */
-static cpdit_status run_linear(const t5_encoder *m, const text_param *w, float *y, int ldy,
-                               const float *x, int ldx, int M, int K, int N, int accumulate,
-                               float *scratch, cpdit_error *err)
+/* y (M, N) (+)= x (M, K) W^T (W of the layer in use); activations with row strides ldy, ldx
+ * in elements. */
+static cpdit_status run_linear(const t5_encoder *m, const text_param *w, cpdit_buf *y, int ldy,
+                               const cpdit_buf *x, int ldx, int M, int K, int N, int accumulate,
+                               cpdit_error *err)
 {
-    (void)scratch;
     const cpdit_weight *wt = text_param_weight(&m->tw, w, err);
     if (!wt)
         return CPDIT_ERR_RUNTIME;
@@ -265,37 +264,39 @@ static cpdit_status run_linear(const t5_encoder *m, const text_param *w, float *
 static cpdit_status block_forward(const t5_encoder *m, const t5_block *b, t5_work *w, int B,
                                   int S, cpdit_error *err)
 {
+    const cpdit_backend *be = m->be;
     const t5_encoder_config *c = &m->cfg;
     const int D = c->d_model, H = c->num_heads, Dh = c->d_kv, inner = H * Dh, F = c->d_ff;
     const int M = B * S;
     const float eps = c->layer_norm_epsilon;
     cpdit_status st;
 
-    m->be->rms_norm(w->h, w->x, b->ln_attn.f32, (size_t)M, D, eps);
+    be->rms_norm(w->h, w->x, b->ln_attn.f32, (size_t)M, D, eps);
+    /* q, k, v: column blocks 0, inner, 2 inner of the fused (B*S, 3 inner) buffer */
     const text_param *qkv[3] = {&b->q, &b->k, &b->v};
     for (int j = 0; j < 3; j++)
-        if ((st = run_linear(m, qkv[j], w->qkv + (size_t)j * inner, 3 * inner, w->h, D, M, D,
-                             inner, 0, w->scratch, err)))
+        if ((st = run_linear(m, qkv[j], cpdit_buf_at(be, w->qkv, (ptrdiff_t)j * inner),
+                             3 * inner, w->h, D, M, D, inner, 0, err)))
             return st;
     const cpdit_attention_args aa = {.B = B, .Sq = S, .Skv = S, .H = H, .D = Dh,
                                      .ld_q = 3 * inner, .ld_kv = 3 * inner, .ld_out = inner,
                                      .scale = T5_NO_SCALE, .bias = w->bias};
-    if ((st = m->attn->forward(w->attn, NULL, w->qkv, w->qkv + inner, w->qkv + 2 * inner, &aa,
-                               err)))
+    if ((st = m->attn->forward(w->attn, NULL, w->qkv, cpdit_buf_at(be, w->qkv, inner),
+                               cpdit_buf_at(be, w->qkv, 2 * (ptrdiff_t)inner), &aa, err)))
         return st;
-    if ((st = run_linear(m, &b->o, w->x, D, w->attn, inner, M, inner, D, 1, w->scratch, err)))
+    if ((st = run_linear(m, &b->o, w->x, D, w->attn, inner, M, inner, D, 1, err)))
         return st;
 
-    m->be->rms_norm(w->h, w->x, b->ln_ff.f32, (size_t)M, D, eps);
-    if ((st = run_linear(m, &b->wi0, w->ff0, F, w->h, D, M, D, F, 0, w->scratch, err)))
+    be->rms_norm(w->h, w->x, b->ln_ff.f32, (size_t)M, D, eps);
+    if ((st = run_linear(m, &b->wi0, w->ff0, F, w->h, D, M, D, F, 0, err)))
         return st;
-    text_act_apply(m->be, c->dense_act, w->ff0, w->ff0, (size_t)M * F);
+    text_act_apply(be, c->dense_act, w->ff0, w->ff0, (size_t)M * F);
     if (c->is_gated_act) {
-        if ((st = run_linear(m, &b->wi1, w->ff1, F, w->h, D, M, D, F, 0, w->scratch, err)))
+        if ((st = run_linear(m, &b->wi1, w->ff1, F, w->h, D, M, D, F, 0, err)))
             return st;
-        m->be->mul(w->ff0, w->ff0, w->ff1, (size_t)M * F);
+        be->mul(w->ff0, w->ff0, w->ff1, (size_t)M * F);
     }
-    return run_linear(m, &b->wo, w->x, D, w->ff0, F, M, F, D, 1, w->scratch, err);
+    return run_linear(m, &b->wo, w->x, D, w->ff0, F, M, F, D, 1, err);
 }
 
 static void work_free(const cpdit_backend *be, t5_work *w)
@@ -307,7 +308,6 @@ static void work_free(const cpdit_backend *be, t5_work *w)
     be->free(w->ff0);
     be->free(w->ff1);
     be->free(w->bias);
-    free(w->scratch);
     free(w->host);
 }
 
@@ -332,27 +332,26 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
     const cpdit_backend *be = m->be;
     const size_t host_floats = M * D > H * S * S ? M * D : H * S * S;
     t5_work w = {0};
-    w.x = be->alloc(M * D * sizeof(float));
-    w.h = be->alloc(M * D * sizeof(float));
-    w.qkv = be->alloc(M * 3 * inner * sizeof(float));
-    w.attn = be->alloc(M * inner * sizeof(float));
-    w.ff0 = be->alloc(M * F * sizeof(float));
+    w.x = cpdit_act_alloc(be, M * D);
+    w.h = cpdit_act_alloc(be, M * D);
+    w.qkv = cpdit_act_alloc(be, M * 3 * inner);
+    w.attn = cpdit_act_alloc(be, M * inner);
+    w.ff0 = cpdit_act_alloc(be, M * F);
     if (c->is_gated_act)
-        w.ff1 = be->alloc(M * F * sizeof(float));
+        w.ff1 = cpdit_act_alloc(be, M * F);
     w.bias = be->alloc(H * S * S * sizeof(float));
     w.host = malloc(host_floats * sizeof(float));
-    if (m->tw.scratch_floats)
-        w.scratch = malloc(m->tw.scratch_floats * sizeof(float));
     if (!w.x || !w.h || !w.qkv || !w.attn || !w.ff0 || (c->is_gated_act && !w.ff1) ||
-        !w.bias || !w.host || (m->tw.scratch_floats && !w.scratch)) {
+        !w.bias || !w.host) {
         work_free(be, &w);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, where, "out of memory");
     }
 
-    /* embedding rows and the position bias table are made on the host, then uploaded */
+    /* embedding rows (stored as activations) and the position bias table (fp32 parameters)
+     * are made on the host, then uploaded */
     cpdit_status st = text_param_gather_rows(&m->embed, ids, M, w.host, err);
     if (!st)
-        be->upload(w.x, w.host, M * D * sizeof(float));
+        be->upload_act(w.x, w.host, M * D);
     if (!st && c->num_layers > 0) {
         t5_position_bias(w.host, m->rel_bias.f32, c->relative_attention_num_buckets,
                          c->relative_attention_max_distance, (int)H, S, S);
@@ -368,7 +367,7 @@ cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, 
     text_weights_end(&m->tw);
     if (!st) {
         be->rms_norm(w.h, w.x, m->final_ln.f32, M, (int)D, c->layer_norm_epsilon);
-        be->download(last_hidden, w.h, M * D * sizeof(float));
+        be->download_act(last_hidden, w.h, M * D);
         st = be->sync(err); /* a device op that failed since the last status says so here */
     }
     work_free(be, &w);

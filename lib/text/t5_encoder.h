@@ -1,5 +1,7 @@
-/* t5_encoder.h — transformers' T5EncoderModel (FLUX.1's text_encoder_2/, T5 v1.1 XXL) in fp32
- * on the CPU.
+/* t5_encoder.h — transformers' T5EncoderModel (FLUX.1's text_encoder_2/, T5 v1.1 XXL) through
+ * the backend table: activations in the table's act_dtype (fp32 on "cpu", bf16 on "cpu-bf16"
+ * and "cuda"), parameters (embedding, norms, the relative-position bias) fp32, inputs and
+ * outputs host fp32.
  *
  * Forward, as modeling_t5.py defines it, without an attention mask (FluxPipeline passes none,
  * so the <pad> tokens after </s> are attended to like any other):

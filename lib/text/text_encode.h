@@ -6,8 +6,9 @@
  *   tokens (B, L, t5_d_model)   = T5EncoderModel(ids)[0], ids = the T5 tokens padded with <pad>
  *                                 (0) to L = max_sequence_length (truncated with </s> kept),
  *                                 no attention mask (_get_t5_prompt_embeds).
- * Everything is fp32 (FluxPipeline then casts to the encoders' dtype, bf16 for FLUX.1; cpdit
- * keeps fp32). A folder is a diffusers pipeline root with tokenizer/, tokenizer_2/,
+ * Outputs are host fp32 (FluxPipeline then casts to the encoders' dtype, bf16 for FLUX.1);
+ * inside, the encoders keep activations in their backend's act_dtype (bf16 on "cpu-bf16" and
+ * "cuda"). A folder is a diffusers pipeline root with tokenizer/, tokenizer_2/,
  * text_encoder/ and text_encoder_2/ (model_index.json optional; see model_folder.h).
  * A loaded text_encoders is read-only: encodes may run concurrently.
  */

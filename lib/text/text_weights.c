@@ -55,7 +55,8 @@ const char *text_act_name(text_act act)
     return "invalid";
 }
 
-void text_act_apply(const cpdit_backend *be, text_act act, float *y, const float *x, size_t n)
+void text_act_apply(const cpdit_backend *be, text_act act, cpdit_buf *y, const cpdit_buf *x,
+                    size_t n)
 {
     static const cpdit_act kinds[] = {
         [TEXT_ACT_RELU] = CPDIT_ACT_RELU,

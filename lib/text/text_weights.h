@@ -72,8 +72,9 @@ typedef enum text_act {
 text_act text_act_from_name(const char *name);
 const char *text_act_name(text_act act);
 
-/* y = act(x), n elements, in place allowed. */
-void text_act_apply(const cpdit_backend *be, text_act act, float *y, const float *x, size_t n);
+/* y = act(x), n activations of be (cpdit_buf), in place allowed. */
+void text_act_apply(const cpdit_backend *be, text_act act, cpdit_buf *y, const cpdit_buf *x,
+                    size_t n);
 
 /* The backend of the options (NULL options or backend: cpdit_backend_default()) and its
  * attention kernel (opt->attention_kernel, NULL: the backend's default). Errors (INPUT): a

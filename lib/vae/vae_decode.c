@@ -19,8 +19,11 @@
  * and the RGB rows are gathered on CP rank 0 at the end. One rank (no grid) runs the same
  * code with no communication.
  *
- * All ops go through the backend table (kernels/backend.h); activations come from a small
- * pool of backend buffers that stages take from and give back to.
+ * All ops go through the backend table (kernels/backend.h); activations (cpdit_buf, elements
+ * of the table's act_dtype: fp32 on "cpu", bf16 on "cpu-bf16" and "cuda"; every count and
+ * offset below is in elements) come from a small pool of backend buffers that stages take from
+ * and give back to. Halo rows and the gathered RGB rows travel as activations
+ * (cpdit_comm_act_type); GroupNorm moments stay double, the attention LSE fp32.
  */
 #include <math.h>
 #include <stdint.h>
@@ -42,9 +45,9 @@
 #define CONV_INTERIOR_CHUNKS 4
 
 typedef struct pool_slot {
-    float *base; /* the allocation: halo row, rows, halo row */
-    float *p;    /* row 0 */
-    size_t cap;  /* floats of base */
+    cpdit_buf *base; /* the allocation: halo row, rows, halo row */
+    cpdit_buf *p;    /* row 0 */
+    size_t cap;      /* elements of base */
     int in_use;
 } pool_slot;
 
@@ -53,6 +56,9 @@ typedef struct decode_ctx {
     const cpdit_backend *be;
     const cp_grid *grid;   /* NULL: one rank */
     cpdit_comm *comm;      /* grid->cp or NULL */
+    cpdit_comm_dtype act_type; /* the comm type of be's activations */
+    void *zeros;           /* a device table's zero halo row: zeros_bytes of host zeros */
+    size_t zeros_bytes;
     int rank, size;        /* in the group */
     int up, down;          /* neighbouring ranks holding rows, or -1 */
     const int *lat_rows;   /* [size] latent rows of each rank */
@@ -63,10 +69,10 @@ typedef struct decode_ctx {
 
 /* ------------------------------------------------------------------ activation pool */
 
-/* An activation of rows x W x C floats with a halo row above and below; returns row 0. The
+/* An activation of rows x W x C elements with a halo row above and below; returns row 0. The
  * smallest free pooled buffer that fits, else a new one (free pooled buffers too small for it
  * are released first: stages grow as the image does). */
-static float *take(decode_ctx *ctx, int rows, int W, int C)
+static cpdit_buf *take(decode_ctx *ctx, int rows, int W, int C)
 {
     const size_t row = (size_t)W * C, n = ((size_t)rows + 2) * row;
     pool_slot *best = NULL;
@@ -86,21 +92,21 @@ static float *take(decode_ctx *ctx, int rows, int W, int C)
         for (int i = 0; i < POOL_SLOTS && !best; i++)
             if (!ctx->slots[i].base)
                 best = &ctx->slots[i];
-        float *b = best ? ctx->be->alloc(n * sizeof *b) : NULL;
+        cpdit_buf *b = best ? cpdit_act_alloc(ctx->be, n) : NULL;
         if (!b) {
             cpdit_error_set(ctx->err, CPDIT_ERR_RUNTIME, "vae",
-                            "out of memory for an activation of %zu floats", n);
+                            "out of memory for an activation of %zu elements", n);
             return NULL;
         }
         best->base = b;
         best->cap = n;
     }
     best->in_use = 1;
-    best->p = best->base + row;
+    best->p = cpdit_buf_at(ctx->be, best->base, (ptrdiff_t)row);
     return best->p;
 }
 
-static void give(decode_ctx *ctx, const float *p)
+static void give(decode_ctx *ctx, const cpdit_buf *p)
 {
     for (int i = 0; p && i < POOL_SLOTS; i++)
         if (ctx->slots[i].in_use && ctx->slots[i].p == p)
@@ -113,14 +119,37 @@ static void pool_release(decode_ctx *ctx)
         ctx->be->free(ctx->slots[i].base);
         ctx->slots[i].base = NULL;
     }
+    free(ctx->zeros);
+    ctx->zeros = NULL;
+    ctx->zeros_bytes = 0;
+}
+
+/* Zero one halo row of n elements at p (an image edge). Host tables: memset; a device table:
+ * an upload of host zeros (all-zero bytes are 0.0 in fp32 and bf16 alike). */
+static cpdit_status zero_row(decode_ctx *ctx, cpdit_buf *p, size_t n)
+{
+    const size_t bytes = cpdit_act_bytes(ctx->be, n);
+    if (ctx->be->host_memory) {
+        memset(p, 0, bytes);
+        return CPDIT_OK;
+    }
+    if (ctx->zeros_bytes < bytes) {
+        free(ctx->zeros);
+        ctx->zeros_bytes = 0;
+        if (!(ctx->zeros = calloc(1, bytes)))
+            return cpdit_error_set(ctx->err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
+        ctx->zeros_bytes = bytes;
+    }
+    ctx->be->upload(p, ctx->zeros, bytes);
+    return CPDIT_OK;
 }
 
 /* ------------------------------------------------------------------ the three split ops */
 
 /* Convolution of x (rows, W, cin) into y (rows, W, cout). 3x3: halo exchange overlapped with
  * the interior rows. */
-static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, float *y, float *x, int rows,
-                         int W)
+static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, cpdit_buf *y, cpdit_buf *x,
+                         int rows, int W)
 {
     const cpdit_backend *be = ctx->be;
     const float *b = cv->b;
@@ -129,21 +158,27 @@ static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, float *y, float 
         return CPDIT_OK;
     if (cv->k == 1)
         return be->conv2d(y, x, cv->packed, b, W, cv->cin, cv->cout, 1, 0, rows, NULL, err);
-    const size_t row = (size_t)W * cv->cin;
-    float *above = x - row, *below = x + (size_t)rows * row;
+    const size_t row = (size_t)W * cv->cin; /* elements of one row */
+    const cpdit_comm_dtype t = ctx->act_type;
+    cpdit_buf *above = cpdit_buf_at(be, x, -(ptrdiff_t)row);
+    cpdit_buf *below = cpdit_buf_at(be, x, (ptrdiff_t)((size_t)rows * row));
     cpdit_comm_request rq[4] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT,
                                 CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
     cpdit_status st = CPDIT_OK;
     if (ctx->up < 0)
-        memset(above, 0, row * sizeof *above);
-    else if ((st = cpdit_comm_irecv(ctx->comm, above, row, ctx->up, HALO_TAG_DOWN, &rq[0], err)) ||
-             (st = cpdit_comm_isend(ctx->comm, x, row, ctx->up, HALO_TAG_UP, &rq[1], err)))
+        st = zero_row(ctx, above, row);
+    else if (!(st = cpdit_comm_irecv(ctx->comm, t, above, row, ctx->up, HALO_TAG_DOWN, &rq[0],
+                                     err)))
+        st = cpdit_comm_isend(ctx->comm, t, x, row, ctx->up, HALO_TAG_UP, &rq[1], err);
+    if (st)
         return st;
     if (ctx->down < 0)
-        memset(below, 0, row * sizeof *below);
-    else if ((st = cpdit_comm_irecv(ctx->comm, below, row, ctx->down, HALO_TAG_UP, &rq[2], err)) ||
-             (st = cpdit_comm_isend(ctx->comm, x + (size_t)(rows - 1) * row, row, ctx->down,
-                                    HALO_TAG_DOWN, &rq[3], err)))
+        st = zero_row(ctx, below, row);
+    else if ((st = cpdit_comm_irecv(ctx->comm, t, below, row, ctx->down, HALO_TAG_UP, &rq[2],
+                                    err)) ||
+             (st = cpdit_comm_isend(ctx->comm, t,
+                                    cpdit_buf_at(be, x, (ptrdiff_t)((size_t)(rows - 1) * row)),
+                                    row, ctx->down, HALO_TAG_DOWN, &rq[3], err)))
         return st;
     /* interior rows 1 .. rows-2 need no halo */
     const int n_in = rows - 2, step = n_in > CONV_INTERIOR_CHUNKS ? n_in / CONV_INTERIOR_CHUNKS : 1;
@@ -169,8 +204,9 @@ static cpdit_status conv(decode_ctx *ctx, const vae_conv_p *cv, float *y, float 
 }
 
 /* GroupNorm (+ activation) of x (rows, W, C) into y (may be x); total_pixels over the group. */
-static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, float *y, const float *x,
-                             int rows, int W, int C, size_t total_pixels, cpdit_activation act)
+static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, cpdit_buf *y,
+                             const cpdit_buf *x, int rows, int W, int C, size_t total_pixels,
+                             cpdit_activation act)
 {
     const int G = ctx->d->config.norm_num_groups;
     const size_t pixels = (size_t)rows * W;
@@ -203,23 +239,23 @@ static cpdit_status norm_act(decode_ctx *ctx, const vae_norm_p *n, float *y, con
 
 /* Mid-block attention in place on x (rows, w, C) at the latent size: x += proj(attn(norm x)).
  * Tokens are this rank's pixels; one head of C channels. */
-static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, int rows, int w,
-                              int h)
+static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, cpdit_buf *x, int rows,
+                              int w, int h)
 {
     const cpdit_backend *be = ctx->be;
     cpdit_error *err = ctx->err;
     const int C = a->c, S = rows * w;
-    float *n = take(ctx, rows, w, C);
-    float *q = n ? take(ctx, rows, w, C) : NULL;
-    float *k = q ? take(ctx, rows, w, C) : NULL;
-    float *v = k ? take(ctx, rows, w, C) : NULL;
-    float *o = v ? take(ctx, rows, w, C) : NULL;
+    cpdit_buf *n = take(ctx, rows, w, C);
+    cpdit_buf *q = n ? take(ctx, rows, w, C) : NULL;
+    cpdit_buf *k = q ? take(ctx, rows, w, C) : NULL;
+    cpdit_buf *v = k ? take(ctx, rows, w, C) : NULL;
+    cpdit_buf *o = v ? take(ctx, rows, w, C) : NULL;
     cpdit_status st = o ? CPDIT_OK : CPDIT_ERR_RUNTIME;
     if (st == CPDIT_OK)
         st = norm_act(ctx, &a->norm, n, x, rows, w, C, (size_t)h * w, CPDIT_ACT_NONE);
     const cpdit_weight *wt[3] = {a->wq, a->wk, a->wv};
     const float *bo[3] = {a->q_b, a->k_b, a->v_b};
-    float *dst[3] = {q, k, v};
+    cpdit_buf *dst[3] = {q, k, v};
     for (int m = 0; m < 3 && st == CPDIT_OK && S > 0; m++)
         st = be->linear(dst[m], C, n, C, wt[m], bo[m], S, C, C, 0, err);
     const float scale = (float)(1.0 / sqrt((double)C));
@@ -241,7 +277,7 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
         cp_seq_layout_free(&layout);
         free(len);
     } else if (st == CPDIT_OK) {
-        float *lse = be->alloc((size_t)S * sizeof *lse);
+        float *lse = be->alloc((size_t)S * sizeof *lse); /* (S) fp32 */
         const cp_attention_config whole = {CP_ATTN_AUTO, CP_RING_P2P, 0, be, NULL};
         st = lse ? cp_attention_whole(&whole, o, lse, q, k, v, 1, S, 1, C, scale, err)
                  : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory");
@@ -262,15 +298,15 @@ static cpdit_status attention(decode_ctx *ctx, const vae_attn_p *a, float *x, in
 
 /* ResnetBlock2D: x (rows, W, cin) is consumed; *out (rows, W, cout) is x itself or new.
  * H: the image's total rows (GroupNorm counts). */
-static cpdit_status resnet(decode_ctx *ctx, const vae_resnet_p *r, float *x, int rows, int W,
-                           int H, float **out)
+static cpdit_status resnet(decode_ctx *ctx, const vae_resnet_p *r, cpdit_buf *x, int rows,
+                           int W, int H, cpdit_buf **out)
 {
     const vae_decoder *d = ctx->d;
     const size_t total = (size_t)H * W;
     const int cmax = r->cin > r->cout ? r->cin : r->cout;
     *out = NULL;
-    float *t = take(ctx, rows, W, cmax);
-    float *h = t ? take(ctx, rows, W, r->cout) : NULL;
+    cpdit_buf *t = take(ctx, rows, W, cmax);
+    cpdit_buf *h = t ? take(ctx, rows, W, r->cout) : NULL;
     cpdit_status st = h ? CPDIT_OK : CPDIT_ERR_RUNTIME;
     if (st == CPDIT_OK)
         st = norm_act(ctx, &r->norm1, t, x, rows, W, r->cin, total, d->act);
@@ -288,7 +324,7 @@ static cpdit_status resnet(decode_ctx *ctx, const vae_resnet_p *r, float *x, int
         give(ctx, x);
         return st;
     }
-    float *base = r->has_shortcut ? h : x; /* output_scale_factor is 1 */
+    cpdit_buf *base = r->has_shortcut ? h : x; /* output_scale_factor is 1 */
     ctx->be->add(base, base, t, (size_t)rows * W * r->cout);
     give(ctx, t);
     give(ctx, r->has_shortcut ? x : h);
@@ -297,18 +333,18 @@ static cpdit_status resnet(decode_ctx *ctx, const vae_resnet_p *r, float *x, int
 }
 
 /* Nearest 2x + conv 3x3: x (rows, W, C) consumed, *out (2 rows, 2W, C) new. */
-static cpdit_status upsample(decode_ctx *ctx, const vae_conv_p *cv, float *x, int rows, int W,
-                             float **out)
+static cpdit_status upsample(decode_ctx *ctx, const vae_conv_p *cv, cpdit_buf *x, int rows,
+                             int W, cpdit_buf **out)
 {
     *out = NULL;
-    float *u = take(ctx, 2 * rows, 2 * W, cv->cin);
+    cpdit_buf *u = take(ctx, 2 * rows, 2 * W, cv->cin);
     if (!u) {
         give(ctx, x);
         return CPDIT_ERR_RUNTIME;
     }
     ctx->be->upsample2x(u, x, rows, W, cv->cin);
     give(ctx, x);
-    float *y = take(ctx, 2 * rows, 2 * W, cv->cout);
+    cpdit_buf *y = take(ctx, 2 * rows, 2 * W, cv->cout);
     cpdit_status st = y ? conv(ctx, cv, y, u, 2 * rows, 2 * W) : CPDIT_ERR_RUNTIME;
     give(ctx, u);
     if (st != CPDIT_OK) {
@@ -355,7 +391,8 @@ static cpdit_status check_sizes(const vae_decoder *d, int B, int h, int w, cpdit
 
 /* Decode item z_b (Cl, h, w) on this rank's band; the RGB rows land in img (H, W, out_ch) on
  * rank 0 (NULL elsewhere). */
-static cpdit_status decode_one(decode_ctx *ctx, const float *zt, int h, int w, float *img)
+static cpdit_status decode_one(decode_ctx *ctx, const cpdit_buf *zt, int h, int w,
+                               cpdit_buf *img)
 {
     const vae_decoder *d = ctx->d;
     const autoencoder_kl_config *c = &d->config;
@@ -364,18 +401,19 @@ static cpdit_status decode_one(decode_ctx *ctx, const float *zt, int h, int w, f
     int start, rows;
     cp_shard_balanced(h, ctx->size, ctx->rank, &start, &rows);
     cpdit_status st = CPDIT_OK;
-    float *z = take(ctx, rows, w, Cl);
+    cpdit_buf *z = take(ctx, rows, w, Cl);
     if (!z)
         return CPDIT_ERR_RUNTIME;
     if (rows)
-        be->copy_rows(z, Cl, zt + (size_t)start * w * Cl, Cl, (size_t)rows * w, Cl);
+        be->copy_rows(z, Cl, cpdit_buf_at(be, zt, (ptrdiff_t)((size_t)start * w * Cl)), Cl,
+                      (size_t)rows * w, Cl);
     if (d->has_post_quant) {
-        float *pq = take(ctx, rows, w, Cl);
+        cpdit_buf *pq = take(ctx, rows, w, Cl);
         st = pq ? conv(ctx, &d->post_quant, pq, z, rows, w) : CPDIT_ERR_RUNTIME;
         give(ctx, z);
         z = pq;
     }
-    float *x = st == CPDIT_OK ? take(ctx, rows, w, top) : NULL;
+    cpdit_buf *x = st == CPDIT_OK ? take(ctx, rows, w, top) : NULL;
     if (st == CPDIT_OK && !x)
         st = CPDIT_ERR_RUNTIME;
     if (st == CPDIT_OK)
@@ -400,7 +438,7 @@ static cpdit_status decode_one(decode_ctx *ctx, const float *zt, int h, int w, f
         }
     }
     const int c0 = c->block_out_channels[0], oc = c->out_channels;
-    float *y = st == CPDIT_OK ? take(ctx, rows, W, oc) : NULL;
+    cpdit_buf *y = st == CPDIT_OK ? take(ctx, rows, W, oc) : NULL;
     if (st == CPDIT_OK && !y)
         st = CPDIT_ERR_RUNTIME;
     if (st == CPDIT_OK)
@@ -417,11 +455,13 @@ static cpdit_status decode_one(decode_ctx *ctx, const float *zt, int h, int w, f
             int s0, n0;
             cp_shard_balanced(h, ctx->size, r, &s0, &n0);
             if (n0)
-                st = cpdit_comm_recv(ctx->comm, img + (size_t)s0 * f * row,
+                st = cpdit_comm_recv(ctx->comm, ctx->act_type,
+                                     cpdit_buf_at(be, img, (ptrdiff_t)((size_t)s0 * f * row)),
                                      (size_t)n0 * f * row, r, GATHER_TAG, ctx->err);
         }
     } else if (st == CPDIT_OK && rows) {
-        st = cpdit_comm_send(ctx->comm, y, (size_t)rows * row, 0, GATHER_TAG, ctx->err);
+        st = cpdit_comm_send(ctx->comm, ctx->act_type, y, (size_t)rows * row, 0, GATHER_TAG,
+                             ctx->err);
     }
     give(ctx, y);
     return st;
@@ -447,6 +487,7 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
     ctx.err = err;
     ctx.grid = g;
     ctx.comm = g && g->cp_size > 1 ? g->cp : NULL;
+    ctx.act_type = cpdit_comm_act_type(be->act_dtype);
     ctx.rank = g ? g->cp_rank : 0;
     ctx.size = g ? g->cp_size : 1;
     if (!ctx.comm)
@@ -463,21 +504,21 @@ cpdit_status vae_decode_group(const vae_decoder *dc, const cp_grid *g, const flo
     ctx.down = ctx.rank + 1 < ctx.size && lat_rows[ctx.rank + 1] > 0 ? ctx.rank + 1 : -1;
     const size_t ws_bytes = workspace_bytes(d, be, W);
     const size_t lat = (size_t)Cl * h * w, pix = (size_t)H * W * oc;
-    float *zin = be->alloc(lat * sizeof *zin), *zt = be->alloc(lat * sizeof *zt);
-    float *img = ctx.rank == 0 ? be->alloc(pix * sizeof *img) : NULL;
-    float *chw = ctx.rank == 0 ? be->alloc(pix * sizeof *chw) : NULL;
+    cpdit_buf *zin = cpdit_act_alloc(be, lat), *zt = cpdit_act_alloc(be, lat);
+    cpdit_buf *img = ctx.rank == 0 ? cpdit_act_alloc(be, pix) : NULL;
+    cpdit_buf *chw = ctx.rank == 0 ? cpdit_act_alloc(be, pix) : NULL;
     ctx.ws = ws_bytes ? be->alloc(ws_bytes) : NULL;
     if (!zin || !zt || (ctx.rank == 0 && (!img || !chw)) || (ws_bytes && !ctx.ws))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the decode");
     if (st == CPDIT_OK)
         st = vae_decoder_prepare(d, be, err); /* the weights, made on first use */
     for (int b = 0; b < B && st == CPDIT_OK; b++) {
-        be->upload(zin, z + (size_t)b * lat, lat * sizeof *zin);
+        be->upload_act(zin, z + (size_t)b * lat, lat);
         be->transpose(zt, zin, (size_t)Cl, (size_t)h * w); /* (h·w, Cl): NHWC */
         st = decode_one(&ctx, zt, h, w, img);
         if (st == CPDIT_OK && ctx.rank == 0 && out) {
             be->transpose(chw, img, (size_t)H * W, (size_t)oc);
-            be->download(out + (size_t)b * pix, chw, pix * sizeof *chw);
+            be->download_act(out + (size_t)b * pix, chw, pix);
         }
     }
     if (st == CPDIT_OK)

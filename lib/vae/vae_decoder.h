@@ -1,4 +1,4 @@
-/* vae_decoder.h — the decoder half of diffusers' AutoencoderKL (FLUX's VAE), fp32, through the
+/* vae_decoder.h — the decoder half of diffusers' AutoencoderKL (FLUX's VAE) through the
  * backend table, one rank or split by rows over a CP group (vae_decode.c).
  *
  *   vae.decode(z):  [post_quant_conv 1x1 when use_post_quant_conv]  then Decoder:
@@ -23,7 +23,8 @@
  * deprecated names query / key / value / proj_attn, weights (C, C) or (C, C, 1, 1)),
  * decoder.up_blocks.0.resnets.0.conv_shortcut.weight, decoder.up_blocks.0.upsamplers.0.conv.*,
  * decoder.conv_norm_out.*, decoder.conv_out.*. Other tensors (encoder.*, quant_conv.*) are
- * ignored. Any float dtype on disk; activations in fp32.
+ * ignored. Any float dtype on disk; activations (NHWC images) in the backend's act_dtype (fp32
+ * on "cpu", bf16 on "cpu-bf16" and "cuda"); latents in and pixels out are host fp32.
  *
  * Weights go through the models' one loader (lib/weights/weight_loader.h): the checkpoint stays
  * mapped in its stored dtype and the backend makes each weight from it at the first decode

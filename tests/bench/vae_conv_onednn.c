@@ -214,8 +214,9 @@ static double method_run(method_state *ms)
     } else {
         cpdit_error err;
         cpdit_error_clear(&err);
-        if (ms->be->conv2d(ms->y, ms->x_halo, ms->wp, ms->b, ms->W, ms->Cin, ms->Cout, KSIZE,
-                           0, ms->H, ms->ws, &err) != CPDIT_OK) {
+        /* the "cpu" table: host fp32 arrays are its activations */
+        if (ms->be->conv2d(cpdit_host_buf(ms->y), cpdit_host_buf(ms->x_halo), ms->wp, ms->b,
+                           ms->W, ms->Cin, ms->Cout, KSIZE, 0, ms->H, ms->ws, &err) != CPDIT_OK) {
             fprintf(stderr, "vae_conv_onednn: conv2d: %s\n", err.what);
             exit(1);
         }
