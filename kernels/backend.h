@@ -227,7 +227,8 @@ typedef struct cpdit_backend {
     void (*gated_residual)(cpdit_buf *h, int ldh, const cpdit_buf *x, int ldx,
                            const cpdit_buf *gate, size_t rows, int dim);
 
-    /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r]. */
+    /* Copy a (rows, dim) block between row-strided buffers: dst[r] = src[r], bits unchanged
+     * (no conversion: lib/cp moves its fp32 LSE rows through it as 4 / act_size elements). */
     void (*copy_rows)(cpdit_buf *dst, int ldd, const cpdit_buf *src, int lds, size_t rows,
                       int dim);
 
