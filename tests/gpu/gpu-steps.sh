@@ -125,10 +125,10 @@ forward)
         # fp32 activations (cuda-fp32): the kernels alone, fp32 weights at 1e-4
         if [ -n "$G32" ]; then
             tf $m $m.f32w --backend $G32 --weight-format fp32 &&
-                cmp_out "$m $G32 fp32 weights ($G-flash) vs cpu fp32" "$WORK/$m.f32w" \
+                cmp_out "$m $G32 fp32 weights ($G32-flash) vs cpu fp32" "$WORK/$m.f32w" \
                     "$WORK/$m.cpu32" 1e-4 "$G32/fp32-weights"
-            tf $m $m.f32wr --backend $G32 --weight-format fp32 --attention-backend $G-reference &&
-                cmp_out "$m $G32 fp32 weights ($G-reference) vs cpu fp32" "$WORK/$m.f32wr" \
+            tf $m $m.f32wr --backend $G32 --weight-format fp32 --attention-backend $G32-reference &&
+                cmp_out "$m $G32 fp32 weights ($G32-reference) vs cpu fp32" "$WORK/$m.f32wr" \
                     "$WORK/$m.cpu32" 1e-4 "$G32/fp32-weights"
             tf $m $m.f32b --backend $G32 &&
                 cmp_out "$m $G32 bf16 weights vs cpu fp32" "$WORK/$m.f32b" "$WORK/$m.cpu32" 1e-2 \
