@@ -32,9 +32,11 @@
 #   N ranks vs 1 rank on the GPU, cuda-fp32 fp32 weights: 1e-4 (only summation order
 #   differs); cuda (bf16): 1e-2.
 #   Pipeline PNGs: cuda-fp32 fp32 weights vs CPU fp32 within 2/255 per channel; cuda (bf16
-#   activations and weights) vs CPU bf16 weights within 24/255 (bf16 roundings of different
-#   kernels drift over the sampler's steps: a sanity bound that catches wrong images, not a
-#   precision claim); 2 ranks vs 1 on the GPU within 1/255.
+#   activations and weights) vs CPU bf16 weights (fp32 activations) within 64/255 (bf16
+#   storage in the text encoders, every sampler step and the VAE drifts: cpu-bf16, the same
+#   storage on the host, shows a largest pixel difference of 40/255 on builtin:shapes; with
+#   bf16 weights only, the GPU was held to 24. A sanity bound that catches wrong images, not
+#   a precision claim); 2 ranks vs 1 on the GPU within 1/255.
 set -u
 step=${1:-}
 CPDIT=${CPDIT:?CPDIT: the cpdit binary}
@@ -282,7 +284,7 @@ pipeline)
         run_img gpu32 1 --backend $F32B --weight-format fp32 &&
         pcmp "pipeline $F32B fp32 vs cpu fp32 (max per-channel difference)" gpu32 cpu32 $P32TOL
     run_img cpu16 1 --backend cpu && run_img gpu16 1 --backend $G &&
-        pcmp "pipeline $G bf16 vs cpu bf16 weights" gpu16 cpu16 24
+        pcmp "pipeline $G bf16 vs cpu bf16 weights" gpu16 cpu16 64
     [ -d "$WORK/gpu32" ] && run_img gpu32r2 2 --backend $F32B --weight-format fp32 --ring 2 &&
         pcmp "pipeline on 2 GPU ranks (ring 2, host-staged) vs 1" gpu32r2 gpu32 1
     ;;
