@@ -57,7 +57,8 @@
 #   pipeline-gpu     `cpdit run` on builtin:shapes (text encoders, transformer, VAE) on the
 #                    GPU vs the CPU, and on 2 GPU ranks vs 1
 #   op-conformance-fp32  test_backend_ops --backend cuda-fp32 (last: the budget drops it first)
-# Planned time on an H200 (16 cores): build 3-4 min, checks 4-5 min; each check has at most
+# Planned time on an H200 (16 cores): build 3-4 min, checks 4.5-5.5 min (the forward, cuDNN and
+# bench checks run both CUDA tables: about 40 s more than one table); each check has at most
 # 300 s and all of it (build included) DEVICE_CHECKS_BUDGET s (default 560: the device tool
 # stops a command at 600 s, and the summary must still print). A check the budget leaves no
 # time for is NOT-RUN, which fails the script like a FAIL.
