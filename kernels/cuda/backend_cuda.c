@@ -1,9 +1,10 @@
 /* backend_cuda.c — the CUDA kernel tables (kernels/backend.h) over the CUDA kernels of
- * kernels/cuda/: caching allocator, cuBLASLt linear, flash / reference attention with LSE, the
- * small ops, the VAE's cuDNN convolutions. Two tables share every line: "cuda" (bf16
- * activations) and "cuda-fp32" (fp32 activations); each op is written once over the element
- * type. See backend_cuda.h for the policy (device per local rank, one compute stream, bf16
- * weights, latched errors).
+ * kernels/cuda/: state and device binding, caching allocator, weights, cuBLASLt linear, the
+ * small ops, the VAE's cuDNN convolutions, and the tables themselves (the attention kernels
+ * are in backend_cuda_attention.c). Two tables share every line: "cuda" (bf16 activations) and
+ * "cuda-fp32" (fp32 activations); each op is written once over the element type
+ * (backend_cuda_table.h). See backend_cuda.h for the policy (device per local rank, one
+ * compute stream, bf16 weights, latched errors).
  */
 #include "config.h"
 
@@ -21,16 +22,13 @@
 #include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/backend_cuda.h"
-#include "kernels/cuda/backend_cuda_table.h"
 #include "kernels/cuda/backend_cuda_kernels.h"
+#include "kernels/cuda/backend_cuda_table.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
-#include "kernels/cuda/sdpa_cudnn.h"
-#include "kernels/cuda/sdpa_layout.h"
 #include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/io/dtype.h"
-
 
 /* ------------------------------------------------------------------ state */
 
