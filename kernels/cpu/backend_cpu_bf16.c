@@ -534,7 +534,7 @@ static void bf16_describe(char *buf, size_t size)
 {
     char cpu[200];
     cpdit_backend_cpu()->describe(cpu, sizeof cpu);
-    snprintf(buf, size, "bf16 activation storage over the cpu kernels; %s", cpu);
+    snprintf(buf, size, "bf16 storage, cpu kernels: %s", cpu);
 }
 
 static cpdit_status bf16_sync(cpdit_error *err)
@@ -547,8 +547,8 @@ static cpdit_status bf16_sync(cpdit_error *err)
 
 static const cpdit_backend cpu_bf16_backend = {
     .name = "cpu-bf16",
-    .summary = "host memory, bf16 activations (half the memory): the cpu kernels on widened "
-               "copies, outputs rounded once; the host check of bf16 storage",
+    .summary = "host memory, bf16 activations (half the memory), cpu kernels in fp32: the host "
+               "check of bf16 storage",
     .act_dtype = CPDIT_DTYPE_BF16,
     .act_size = sizeof(uint16_t),
     .host_memory = 1,
