@@ -18,9 +18,8 @@
  *     decode) on the "cpu-bf16" table vs the "cpu" fp32 one: within BF16_ACT_TOL relative and
  *     not bitwise equal (bf16 storage really ran).
  * With --parallel-bf16 small|flux H W under mpirun (tests/vae_parallel_bf16.sh): the row split
- * over the ranks on "cpu-bf16" vs one rank on "cpu-bf16" (within PARALLEL_BF16_TOL: the ring
- * attention merges bf16 partial outputs) and vs one rank on "cpu" fp32 (BF16_ACT_TOL, not
- * bitwise equal).
+ * over the ranks on "cpu-bf16" vs one rank on "cpu-bf16" and vs one rank on "cpu" fp32 (both
+ * within BF16_ACT_TOL, BF16_FLUX_TOL for FLUX.1's config; not bitwise equal to fp32).
  * With --reference DIR (DIR/cases.txt, DIR/<case>/{model/, inputs.safetensors,
  * expected.safetensors}): vae_decode on each case; relative error
  * max |out - ref| / max |ref| <= 1e-4 (reference computed in float64).
@@ -51,10 +50,15 @@
 #define VAE_REL_TOL 1e-4
 /* bf16 activations ("cpu-bf16") vs fp32 ("cpu"): max |diff| / max |fp32|, measured on the
  * small decoders below (see test_bf16_activations). */
-#define BF16_ACT_TOL 3e-2
-/* the row split on "cpu-bf16" vs one rank on "cpu-bf16": the same bf16 values everywhere
- * except the ring attention's partial outputs, stored in bf16 before their merge */
-#define PARALLEL_BF16_TOL 2e-2
+#define BF16_ACT_TOL 2e-2
+/* The row split on "cpu-bf16" vs one rank on "cpu-bf16" or "cpu": the split computes the same
+ * ops on the same bf16 values except the ring attention (partial outputs stored in bf16
+ * before their merge) and the order of the GroupNorm moments' double sums; one bf16 rounding
+ * that turns out differently then travels through the rest of the decoder, so the split
+ * differs from one bf16 rank about as much as bf16 differs from fp32. The small decoder uses
+ * BF16_ACT_TOL; FLUX.1's config (about 30 convolutions and GroupNorms deep) BF16_FLUX_TOL.
+ * A wrong halo row or band offset gives errors of order 1. */
+#define BF16_FLUX_TOL 4e-2
 
 static unsigned long long lcg_state = 12345;
 
@@ -762,12 +766,12 @@ static int parallel_bf16(int argc, char **argv, const char *kind, int h, int w)
         CHECK(vae_decode(d32, z, 1, h, w, ref, &err) == CPDIT_OK);
         const double rp = rel_diff(par, one, no), rf = rel_diff(par, ref, no);
         fprintf(stderr, "%s latent (1, %d, %d, %d) bf16 on %d ranks: vs 1 rank bf16 relative "
-                "%.3g, vs 1 rank fp32 relative %.3g\n", kind, c->latent_channels, h, w, size,
-                rp, rf);
+                "%.3g, vs 1 rank fp32 relative %.3g (tolerance %g)\n", kind, c->latent_channels,
+                h, w, size, rp, rf, flux ? BF16_FLUX_TOL : BF16_ACT_TOL);
         CHECK(max_abs(ref, no) > 1e-3);
-        CHECK_MSG(rp <= PARALLEL_BF16_TOL, "split vs one rank (bf16): %.3g > %g", rp,
-                  PARALLEL_BF16_TOL);
-        CHECK_MSG(rf <= BF16_ACT_TOL, "split bf16 vs fp32: %.3g > %g", rf, BF16_ACT_TOL);
+        const double tol = flux ? BF16_FLUX_TOL : BF16_ACT_TOL;
+        CHECK_MSG(rp <= tol, "split vs one rank (bf16): %.3g > %g", rp, tol);
+        CHECK_MSG(rf <= tol, "split bf16 vs fp32: %.3g > %g", rf, tol);
         CHECK_MSG(memcmp(par, ref, no * sizeof *par) != 0, "split bf16 == fp32 bitwise");
     }
     cp_grid_destroy(g);
