@@ -1,6 +1,7 @@
 /* cuda_bench.c — GPU rates that set the floors of the device checks: the cuBLASLt bf16 linear at
  * FLUX.1-dev shapes and the flash attention kernel at FLUX.1-dev's joint sequence
- * (4096 image + 512 text tokens, 24 heads x 128). Prints one table row per case:
+ * (4096 image + 512 text tokens, 24 heads x 128), then the same through both CUDA tables
+ * ("cuda": bf16 activations, "cuda-fp32"). Prints one table row per case:
  *   case, shape, ms (min of iterations after warm-up), TFLOP/s.
  * Not a test (prints, never fails on speed); exits 77 without a GPU.
  */
@@ -16,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/attention_flash_cuda.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
 
@@ -123,18 +125,19 @@ static double wall_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A (M, K) x (N, K)^T linear through the table: bf16 weight, x and bias of bench values in
- * device memory. */
+/* A (M, K) x (N, K)^T linear through table be: bf16 weight, x (activations) and bias (fp32) of
+ * bench values in device memory. */
 typedef struct table_linear {
     const cpdit_backend *be;
     cpdit_weight *w;
-    float *x, *y, *b;
+    cpdit_buf *x, *y;
+    float *b;
 } table_linear;
 
-static table_linear table_linear_make(int M, int K, int N, const char *what)
+static table_linear table_linear_make(const cpdit_backend *be, int M, int K, int N,
+                                      const char *what)
 {
-    table_linear t = {cpdit_backend_cuda(), NULL, NULL, NULL, NULL};
-    const cpdit_backend *be = t.be;
+    table_linear t = {be, NULL, NULL, NULL, NULL};
     uint16_t *wh = malloc((size_t)N * K * sizeof *wh);
     const size_t nz = (size_t)M * K > (size_t)N ? (size_t)M * K : (size_t)N;
     float *zeros = malloc(nz * sizeof *zeros); /* bench values, not zeros (see bench_value) */
@@ -142,7 +145,7 @@ static table_linear table_linear_make(int M, int K, int N, const char *what)
         wh[i] = bf16_bits(bench_value(i) * 0.05f);
     for (size_t i = 0; zeros && i < nz; i++)
         zeros[i] = bench_value(i + 7);
-    t.x = be->alloc((size_t)M * K * 4), t.y = be->alloc((size_t)M * N * 4);
+    t.x = cpdit_act_alloc(be, (size_t)M * K), t.y = cpdit_act_alloc(be, (size_t)M * N);
     t.b = be->alloc((size_t)N * 4);
     cpdit_weight_desc d;
     memset(&d, 0, sizeof d);
@@ -157,7 +160,7 @@ static table_linear table_linear_make(int M, int K, int N, const char *what)
         fprintf(stderr, "cuda_bench: %s setup: %s\n", what, err.what);
         exit(1);
     }
-    be->upload(t.x, zeros, (size_t)M * K * 4);
+    be->upload_act(t.x, zeros, (size_t)M * K);
     be->upload(t.b, zeros, (size_t)N * 4);
     free(wh), free(zeros);
     return t;
@@ -169,14 +172,14 @@ static void table_linear_free(table_linear *t)
     t->be->free(t->x), t->be->free(t->y), t->be->free(t->b);
 }
 
-/* The kernel table's linear (fp32 x cast to bf16, bf16 weight, fp32 y, bias fused): what the
- * models get, next to the raw bf16 GEMM above. */
-static void bench_table_linear(int M, int K, int N)
+/* A table's linear (cuda: bf16 x and y straight into cuBLASLt; cuda-fp32: fp32 x cast to bf16,
+ * fp32 y; bf16 weight, fp32 bias fused): what the models get, next to the raw bf16 GEMM above. */
+static void bench_table_linear(const cpdit_backend *be, int M, int K, int N)
 {
-    table_linear tl = table_linear_make(M, K, N, "table linear");
-    const cpdit_backend *be = tl.be;
+    table_linear tl = table_linear_make(be, M, K, N, "table linear");
     cpdit_weight *w = tl.w;
-    float *x = tl.x, *y = tl.y, *b = tl.b;
+    cpdit_buf *x = tl.x, *y = tl.y;
+    float *b = tl.b;
     cpdit_error err;
     cpdit_error_clear(&err);
     double best = 1e30;
@@ -195,33 +198,47 @@ static void bench_table_linear(int M, int K, int N)
         if (it >= WARMUP && t < best)
             best = t;
     }
-    printf("%-22s %-24s %10.3f %10.1f\n", "linear table f32-io", "", best * 1e3,
+    printf("%-22s %-24s %10.3f %10.1f\n", be->name, "linear", best * 1e3,
            2.0 * M * K * N / best / 1e12);
-    printf("  (M %d, K %d, N %d; x cast to bf16, y fp32)\n", M, K, N);
+    printf("  (M %d, K %d, N %d; activations %s)\n", M, K, N,
+           be->act_dtype == CPDIT_DTYPE_BF16 ? "bf16 in and out" : "fp32, x cast to bf16");
     table_linear_free(&tl);
 }
 
-/* One attention kernel of the table at FLUX.1-dev's joint attention (fp32 activations in and
- * out, as the models call it; cudnn includes its bf16 casts). */
-static void bench_table_attention(const char *kname, int B, int Sq, int Skv, int H, int D)
+/* The name of attention kernel base ("cuda-flash", "cuda-reference", "cudnn", "auto") in table
+ * be: cuda-fp32's kernels are named "cuda-fp32-flash", ... (names are unique over backends). */
+static const char *kernel_name(const cpdit_backend *be, const char *base, char *buf, size_t size)
 {
-    const cpdit_backend *be = cpdit_backend_cuda();
+    if (be->act_dtype == CPDIT_DTYPE_BF16 || strcmp(base, "auto") == 0)
+        return base;
+    snprintf(buf, size, "cuda-fp32-%s", strncmp(base, "cuda-", 5) == 0 ? base + 5 : base);
+    return buf;
+}
+
+/* One attention kernel of table be at FLUX.1-dev's joint attention (the table's activations in
+ * and out, as the models call it; on cuda-fp32 cudnn includes its bf16 casts). */
+static void bench_table_attention(const cpdit_backend *be, const char *kname, int B, int Sq,
+                                  int Skv, int H, int D)
+{
     const cpdit_attention_kernel *k = NULL;
     cpdit_error err;
     cpdit_error_clear(&err);
+    char kbuf[64];
+    kname = kernel_name(be, kname, kbuf, sizeof kbuf);
     if (cpdit_attention_kernel_find(be, kname, &k, &err)) {
         fprintf(stderr, "cuda_bench: %s\n", err.what);
         exit(1);
     }
     const size_t nq = (size_t)B * Sq * H * D, nk = (size_t)B * Skv * H * D;
-    float *q = be->alloc(nq * 4), *kk = be->alloc(nk * 4), *v = be->alloc(nk * 4),
-          *o = be->alloc(nq * 4), *l = be->alloc((size_t)B * Sq * H * 4);
+    cpdit_buf *q = cpdit_act_alloc(be, nq), *kk = cpdit_act_alloc(be, nk),
+              *v = cpdit_act_alloc(be, nk), *o = cpdit_act_alloc(be, nq);
+    float *l = be->alloc((size_t)B * Sq * H * 4);
     float *h = malloc((nq > nk ? nq : nk) * 4);
     for (size_t i = 0; i < (nq > nk ? nq : nk); i++)
         h[i] = bench_value(i);
-    be->upload(q, h, nq * 4);
-    be->upload(kk, h, nk * 4);
-    be->upload(v, h, nk * 4);
+    be->upload_act(q, h, nq);
+    be->upload_act(kk, h, nk);
+    be->upload_act(v, h, nk);
     const cpdit_attention_args a = {.B = B, .Sq = Sq, .Skv = Skv, .H = H, .D = D,
                                     .scale = 1.0f / sqrtf((float)D)};
     double best = 1e30;
@@ -237,19 +254,22 @@ static void bench_table_attention(const char *kname, int B, int Sq, int Skv, int
             best = t;
     }
     const double flop = 4.0 * B * H * (double)Sq * Skv * D;
-    printf("%-22s Sq %-5d Skv %-5d H %d D %d %8.3f %10.1f\n", kname, Sq, Skv, H, D, best * 1e3,
+    char label[80]; /* kernel names are unique; auto's says which table */
+    snprintf(label, sizeof label, "%.30s%s%.30s", strcmp(kname, "auto") ? "" : be->name,
+             strcmp(kname, "auto") ? "" : " ", kname);
+    printf("%-22s Sq %-5d Skv %-5d H %d D %d %8.3f %10.1f\n", label, Sq, Skv, H, D, best * 1e3,
            flop / best / 1e12);
     be->free(q), be->free(kk), be->free(v), be->free(o), be->free(l);
     free(h);
 }
 
 /* linear + gelu-tanh through the table: fused (linear_act, cuBLASLt GELU_BIAS) vs the two ops. */
-static void bench_table_linear_act(int M, int K, int N)
+static void bench_table_linear_act(const cpdit_backend *be, int M, int K, int N)
 {
-    table_linear tl = table_linear_make(M, K, N, "linear_act");
-    const cpdit_backend *be = tl.be;
+    table_linear tl = table_linear_make(be, M, K, N, "linear_act");
     cpdit_weight *w = tl.w;
-    float *x = tl.x, *y = tl.y, *b = tl.b;
+    cpdit_buf *x = tl.x, *y = tl.y;
+    float *b = tl.b;
     cpdit_error err;
     cpdit_error_clear(&err);
     double best[2] = {1e30, 1e30};
@@ -272,9 +292,9 @@ static void bench_table_linear_act(int M, int K, int N)
             if (it >= WARMUP && t < best[fused])
                 best[fused] = t;
         }
-    printf("%-22s %-24s %10.3f %10.1f\n", "linear+gelu table", "", best[0] * 1e3,
+    printf("%-22s %-24s %10.3f %10.1f\n", be->name, "linear+gelu", best[0] * 1e3,
            2.0 * M * K * N / best[0] / 1e12);
-    printf("%-22s %-24s %10.3f %10.1f\n", "linear_act table", "", best[1] * 1e3,
+    printf("%-22s %-24s %10.3f %10.1f\n", be->name, "linear_act (fused)", best[1] * 1e3,
            2.0 * M * K * N / best[1] / 1e12);
     printf("  (M %d, K %d, N %d; fused/unfused time ratio %.3f)\n", M, K, N, best[1] / best[0]);
     table_linear_free(&tl);
@@ -301,16 +321,21 @@ int main(void)
     bench_linear(g, 4608, 12288, 3072);     /* MLP down */
     bench_linear(g, 4608, 3072, 3 * 3072 + 12288); /* single block fused in */
     cpdit_gemm_lt_destroy(g);
-    bench_table_linear(4608, 3072, 3072);
-    bench_table_linear(4608, 3072, 12288);
     bench_attention(CPDIT_CUDA_BF16, 4608, 24, 128);
     bench_attention(CPDIT_CUDA_F32, 4608, 24, 128);
-    bench_table_linear_act(4608, 3072, 12288); /* FLUX MLP up + gelu-tanh */
-    printf("# table attention kernels (fp32 in/out), FLUX.1-dev joint attention and a ring block\n");
-    bench_table_attention("cuda-flash", 1, 4608, 4608, 24, 128);
-    bench_table_attention("cudnn", 1, 4608, 4608, 24, 128);
-    bench_table_attention("auto", 1, 4608, 4608, 24, 128);
-    bench_table_attention("cuda-flash", 1, 1152, 1152, 24, 128);
-    bench_table_attention("cudnn", 1, 1152, 1152, 24, 128);
+    const cpdit_backend *tables[] = {cpdit_backend_cuda(), cpdit_backend_cuda_fp32()};
+    for (int ti = 0; ti < 2; ti++) {
+        const cpdit_backend *be = tables[ti];
+        printf("# table %s: linear, linear + gelu-tanh, attention kernels (FLUX.1-dev joint "
+               "attention and a ring block)\n", be->name);
+        bench_table_linear(be, 4608, 3072, 3072);
+        bench_table_linear(be, 4608, 3072, 12288);
+        bench_table_linear_act(be, 4608, 3072, 12288); /* FLUX MLP up + gelu-tanh */
+        bench_table_attention(be, "cuda-flash", 1, 4608, 4608, 24, 128);
+        bench_table_attention(be, "cudnn", 1, 4608, 4608, 24, 128);
+        bench_table_attention(be, "auto", 1, 4608, 4608, 24, 128);
+        bench_table_attention(be, "cuda-flash", 1, 1152, 1152, 24, 128);
+        bench_table_attention(be, "cudnn", 1, 1152, 1152, 24, 128);
+    }
     return 0;
 }

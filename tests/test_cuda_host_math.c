@@ -7,6 +7,11 @@
  *   - kernels/cuda/gemm_layout.h: a column-major GEMM run on the host with the layouts and ops
  *     given to cuBLASLt computes the row-major nn.Linear y = x W^T exactly (strided x and y), with
  *     the bias along D's rows (N values);
+ *   - bf16 activations (the "cuda" table): which operands go to cuDNN's graph as they are
+ *     (contiguous, 16-byte aligned bf16) and which are copied (fused qkv column blocks); the
+ *     cuBLASLt leading dimensions stay in elements (not bytes) and the alignment of bf16
+ *     column blocks is that of their byte offset; the VAE convolution's row band (halo rows,
+ *     element offsets, and the bytes they make for 2- and 4-byte elements);
  *   - lib/cp/device_ids.h: ranks sharing a device are found from their UUIDs (NCCL or staged).
  */
 #include "config.h"
@@ -17,6 +22,7 @@
 
 #include "kernels/cuda/gemm_layout.h"
 #include "kernels/cuda/sdpa_layout.h"
+#include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/cp/device_ids.h"
 #include "tests/test_util.h"
 
@@ -129,6 +135,61 @@ static void check_alignment(void)
     CHECK(cpdit_lt_pointer_alignment(buf + 512) == 256);
 }
 
+/* bf16 activations and cuDNN's operands: FLUX's fused qkv (tokens, 3 H D) column blocks are
+ * copied, a contiguous aligned block is passed as it is, fp32 never is (cuda-fp32 rounds). */
+static void check_sdpa_operands(void)
+{
+    const int64_t HD = 24 * 128;
+    static _Alignas(256) unsigned char buf[64];
+    const uintptr_t base = (uintptr_t)buf;
+    CHECK(cpdit_sdpa_operand_direct(2, base, HD, HD));
+    CHECK(!cpdit_sdpa_operand_direct(2, base, 3 * HD, HD));          /* q of fused qkv */
+    CHECK(!cpdit_sdpa_operand_direct(2, base + 2 * HD, 3 * HD, HD)); /* k of fused qkv */
+    CHECK(!cpdit_sdpa_operand_direct(4, base, HD, HD));              /* fp32: rounded copy */
+    CHECK(!cpdit_sdpa_operand_direct(2, base + 2, HD, HD));          /* odd element offset */
+    CHECK(cpdit_sdpa_operand_direct(2, base + 16, HD, HD));          /* 8 elements in: aligned */
+    /* a block of B Sq rows after another tensor of B S H D bf16 elements stays aligned when
+     * H D is a multiple of 8 (cuDNN's head dims are) */
+    CHECK(cpdit_sdpa_operand_direct(2, base + (uintptr_t)(2 * 77 * 3 * 64) * 2, 3 * 64, 3 * 64));
+}
+
+/* The cuBLASLt layout is in elements whatever the element size: FLUX's single block writes its
+ * MLP (N 12288) into columns 3072.. of y (M, 3072 + 12288) bf16; ld stays 15360 (not 30720
+ * bytes), and the column block's alignment is its byte offset's (6144 bytes: 256-aligned). */
+static void check_bf16_gemm_strides(void)
+{
+    const int ldy = 3072 + 12288;
+    const cpdit_lt_linear_layout l = cpdit_lt_linear_layout_for(4608, 3072, 12288, 3072, ldy);
+    CHECK(l.c.ld == ldy && l.b.ld == 3072 && l.a.ld == 3072);
+    static _Alignas(256) unsigned char y[64 * 1024];
+    CHECK(cpdit_lt_pointer_alignment(y + (size_t)3072 * 2) == 256); /* bf16 column 3072 */
+    CHECK(cpdit_lt_pointer_alignment(y + (size_t)3072 * 4) == 256); /* fp32 column 3072 */
+    CHECK(cpdit_lt_pointer_alignment(y + (size_t)1 * 2) == 2);      /* bf16 column 1 */
+    CHECK(cpdit_lt_pointer_alignment(y + (size_t)24 * 2) == 16);    /* bf16 column 24 */
+}
+
+/* The VAE convolution's band: offsets in elements from row 0 (the 3x3 halo row above is
+ * negative), element counts, and bytes for bf16 (2) and fp32 (4) activations. */
+static void check_conv_band(void)
+{
+    const int W = 13, Cin = 24, Cout = 20;
+    cpdit_conv_band b = cpdit_conv_band_for(3, 0, 4, W, Cin, Cout);
+    CHECK(b.in_row0 == -1 && b.rows_in == 6 && b.rows_out == 4);
+    CHECK(b.in_offset == -(long long)W * Cin && b.out_offset == 0);
+    CHECK(b.in_elems == (size_t)6 * W * Cin && b.out_elems == (size_t)4 * W * Cout);
+    b = cpdit_conv_band_for(3, 4, 9, W, Cin, Cout);
+    CHECK(b.in_row0 == 3 && b.rows_in == 7 && b.in_offset == 3LL * W * Cin);
+    CHECK(b.out_offset == 4LL * W * Cout && b.out_elems == (size_t)5 * W * Cout);
+    /* the last input element read is row r1 (the halo below), the last written row r1 - 1 */
+    CHECK(b.in_offset + (long long)b.in_elems == 10LL * W * Cin);
+    CHECK(b.out_offset + (long long)b.out_elems == 9LL * W * Cout);
+    b = cpdit_conv_band_for(1, 2, 5, W, Cin, Cout);
+    CHECK(b.in_row0 == 2 && b.rows_in == 3 && b.in_offset == 2LL * W * Cin);
+    /* bytes: a 1024 x 1024 x 128 band of 8 rows fits a size_t and an int64 for both types */
+    b = cpdit_conv_band_for(3, 1000, 1008, 1024, 128, 128);
+    CHECK(b.in_offset * 2 == 999LL * 1024 * 128 * 2 && b.in_elems * 4 == (size_t)10 * 1024 * 128 * 4);
+}
+
 static void put_id(unsigned char *tab, int i, int valid, unsigned char tag)
 {
     unsigned char *e = tab + (size_t)i * CPDIT_DEVICE_ID_BYTES;
@@ -171,7 +232,11 @@ int main(void)
     check_gemm_layout(4, 6, 9, 11, 20); /* column blocks of fused buffers */
     check_gemm_layout(1, 33, 17, 40, 17);
     check_alignment();
+    check_sdpa_operands();
+    check_bf16_gemm_strides();
+    check_conv_band();
     check_device_ids();
-    printf("host math of the GPU code: sdpa layout, gemm layout, device ids checked\n");
+    printf("host math of the GPU code: sdpa layout and operands, gemm layout and bf16 strides, "
+           "conv band, device ids checked\n");
     TEST_MAIN_END();
 }

@@ -59,19 +59,42 @@ static cpdit_buf *at(const cpdit_buf *p, ptrdiff_t n)
     return (cpdit_buf *)(void *)((uint16_t *)(uintptr_t)p + n);
 }
 
-/* f (n) fp32 = the n bf16 values at src (exact). */
+/* bf16 bits of v rounded to nearest even: cpdit_f32_to_bf16 written without a branch (the
+ * NaN case as a select), so that the loops below vectorise; the same bits for all 2^32
+ * inputs. */
+static inline uint16_t bf16_bits(uint32_t v)
+{
+    const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (v >> 16) | 0x0040u;
+    return (uint16_t)((v & ~CPDIT_F32_SIGN) > CPDIT_F32_INF ? quiet_nan : rounded);
+}
+
+/* f (n) fp32 = the n bf16 values at src (exact): the bits shifted up. Blocks of CPU_LANES
+ * with a fixed-size inner loop, then a tail (backend_cpu.h). */
+CPU_KERNEL_CLONES
 static void widen(float *f, const cpdit_buf *src, size_t n)
 {
     const uint16_t *s = bits_of(src);
-    for (size_t i = 0; i < n; i++)
-        f[i] = cpdit_bf16_to_f32(s[i]);
+    uint32_t *u = (uint32_t *)(void *)f;
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            u[i + l] = (uint32_t)s[i + l] << 16;
+    for (; i < n; i++)
+        u[i] = (uint32_t)s[i] << 16;
 }
 /* n bf16 values at dst = f (n) rounded to nearest even. */
+CPU_KERNEL_CLONES
 static void narrow(cpdit_buf *dst, const float *f, size_t n)
 {
     uint16_t *d = bits_of_mut(dst);
-    for (size_t i = 0; i < n; i++)
-        d[i] = cpdit_f32_to_bf16(f[i]);
+    const uint32_t *u = (const uint32_t *)(const void *)f;
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            d[i + l] = bf16_bits(u[i + l]);
+    for (; i < n; i++)
+        d[i] = bf16_bits(u[i]);
 }
 /* f (rows, dim) contiguous = src (rows, dim) with row stride lds elements. */
 static void widen_rows(float *f, const cpdit_buf *src, size_t lds, size_t rows, int dim)

@@ -23,7 +23,7 @@ constexpr int kMaxD = 256;
 __device__ inline float load(const float *p) { return *p; }
 __device__ inline float load(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 __device__ inline void store(float *p, float x) { *p = x; }
-__device__ inline void store(__nv_bfloat16 *p, float x) { *p = __float2bfloat16(x); }
+__device__ inline void store(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
 
 __device__ inline float warp_max(float x)
 {
@@ -164,7 +164,8 @@ cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, flo
 // part (lse -inf) contributes nothing and is never read, so the other part passes bit for bit
 // (a partial result left uninitialised or NaN behind an empty lse cannot leak in), and the
 // weights of two finite parts are computed in double relative to the larger lse.
-__global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *out_part,
+template <typename T>
+__global__ void lse_merge_kernel(T *out_acc, float *lse_acc, const T *out_part,
                                  const float *lse_part, long rows_heads, int D)
 {
     long rh = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -172,8 +173,8 @@ __global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *ou
     if (rh >= rows_heads)
         return;
     const float a = lse_acc[rh], b = lse_part[rh];
-    float *oa = out_acc + rh * D;
-    const float *ob = out_part + rh * D;
+    T *oa = out_acc + rh * D;
+    const T *ob = out_part + rh * D;
     if (b == -INFINITY)
         return; // nothing to add
     float lse = b;
@@ -184,8 +185,8 @@ __global__ void lse_merge_kernel(float *out_acc, float *lse_acc, const float *ou
         const double mx = a > b ? a : b, mn = a > b ? b : a;
         const double l = mx + log1p(exp(mn - mx));
         const float wa = (float)exp((double)a - l), wb = (float)exp((double)b - l);
-        for (int d = lane; d < D; d += 32)
-            oa[d] = oa[d] * wa + ob[d] * wb;
+        for (int d = lane; d < D; d += 32) // fp32 math, one rounding to T
+            store(oa + d, load(oa + d) * wa + load(ob + d) * wb);
         lse = (float)l;
     }
     __syncwarp(); // every lane has read lse_acc[rh] before it is overwritten
@@ -226,15 +227,22 @@ extern "C" int cpdit_cuda_attention_flash(cpdit_cuda_dtype dtype, const void *q,
     return cpdit_cuda_attention_flash_ex(dtype, q, k, v, out, lse, &a, stream);
 }
 
-extern "C" int cpdit_cuda_lse_merge(float *out_acc, float *lse_acc, const float *out_part,
-                                    const float *lse_part, long rows, int H, int D, void *stream)
+extern "C" int cpdit_cuda_lse_merge(cpdit_cuda_dtype dtype, void *out_acc, float *lse_acc,
+                                    const void *out_part, const float *lse_part, long rows, int H,
+                                    int D, void *stream)
 {
     long n = rows * (long)H;
     if (n <= 0)
         return 0;
     const int warps = 8;
     unsigned blocks = (unsigned)((n + warps - 1) / warps);
-    lse_merge_kernel<<<blocks, warps * 32, 0, (cudaStream_t)stream>>>(out_acc, lse_acc, out_part,
-                                                                       lse_part, n, D);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (dtype == CPDIT_CUDA_BF16)
+        lse_merge_kernel<<<blocks, warps * 32, 0, s>>>((__nv_bfloat16 *)out_acc, lse_acc,
+                                                       (const __nv_bfloat16 *)out_part, lse_part,
+                                                       n, D);
+    else
+        lse_merge_kernel<<<blocks, warps * 32, 0, s>>>((float *)out_acc, lse_acc,
+                                                       (const float *)out_part, lse_part, n, D);
     return (int)cudaGetLastError();
 }

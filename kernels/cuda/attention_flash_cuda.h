@@ -12,11 +12,21 @@
 #ifndef CPDIT_ATTENTION_FLASH_CUDA_H
 #define CPDIT_ATTENTION_FLASH_CUDA_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* Element types of device data: activations (the "cuda" table: bf16, "cuda-fp32": fp32) and
+ * weights. */
 typedef enum cpdit_cuda_dtype { CPDIT_CUDA_F32 = 0, CPDIT_CUDA_BF16 } cpdit_cuda_dtype;
+
+/* Bytes of one element of t (4 or 2). */
+static inline size_t cpdit_cuda_dtype_size(cpdit_cuda_dtype t)
+{
+    return t == CPDIT_CUDA_BF16 ? 2 : 4;
+}
 
 /* Queue the attention on stream (a cudaStream_t; NULL = default). Returns 0, or a cudaError_t
  * value (an unsupported D gives cudaErrorInvalidValue). lse may be NULL. */
@@ -45,9 +55,11 @@ int cpdit_cuda_attention_flash_ex(cpdit_cuda_dtype dtype, const void *q, const v
 /* Merge a partial result into an accumulated one, in place (ring attention):
  * for each (row, head): lse = log(e^lse_acc + e^lse_part),
  * out_acc = out_acc e^(lse_acc - lse) + out_part e^(lse_part - lse).
- * out_* (rows, H, D) fp32; lse_* (rows, H). Returns 0 or a cudaError_t value. */
-int cpdit_cuda_lse_merge(float *out_acc, float *lse_acc, const float *out_part,
-                         const float *lse_part, long rows, int H, int D, void *stream);
+ * out_* (rows, H, D) of dtype (computed in fp32, stored once); lse_* (rows, H) fp32.
+ * Returns 0 or a cudaError_t value. */
+int cpdit_cuda_lse_merge(cpdit_cuda_dtype dtype, void *out_acc, float *lse_acc,
+                         const void *out_part, const float *lse_part, long rows, int H, int D,
+                         void *stream);
 
 #ifdef __cplusplus
 }

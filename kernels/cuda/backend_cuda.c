@@ -1,7 +1,9 @@
-/* backend_cuda.c — the CUDA kernel table (kernels/backend.h) over the CUDA kernels of
+/* backend_cuda.c — the CUDA kernel tables (kernels/backend.h) over the CUDA kernels of
  * kernels/cuda/: caching allocator, cuBLASLt linear, flash / reference attention with LSE, the
- * small ops, the VAE's cuDNN convolutions. See backend_cuda.h for the policy (device per local
- * rank, one compute stream, bf16 weights, fp32 activations, latched errors).
+ * small ops, the VAE's cuDNN convolutions. Two tables share every line: "cuda" (bf16
+ * activations) and "cuda-fp32" (fp32 activations); each op is written once over the element
+ * type. See backend_cuda.h for the policy (device per local rank, one compute stream, bf16
+ * weights, latched errors).
  */
 #include "config.h"
 
@@ -24,6 +26,7 @@
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/sdpa_cudnn.h"
+#include "kernels/cuda/sdpa_layout.h"
 #include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/io/dtype.h"
 
@@ -300,6 +303,75 @@ static void cuda_download(void *host_dst, const void *src, size_t bytes)
     cuda_copy(host_dst, src, bytes, "download");
 }
 
+/* The element n elements after p in activations of type t. */
+static void *elem_at(cpdit_cuda_dtype t, const void *p, size_t n)
+{
+    return (char *)(uintptr_t)p + n * cpdit_cuda_dtype_size(t);
+}
+
+/* Longest row of one convert call (its column count is an int). */
+#define CUDA_CONVERT_ROW_MAX ((size_t)1 << 30)
+
+/* dst = src, n contiguous elements converted between types (fp32 <-> bf16), queued. */
+static int convert_flat(cpdit_cuda_dtype dst_t, void *dst, cpdit_cuda_dtype src_t,
+                        const void *src, size_t n)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i += CUDA_CONVERT_ROW_MAX) {
+        const size_t m = n - i < CUDA_CONVERT_ROW_MAX ? n - i : CUDA_CONVERT_ROW_MAX;
+        rc = cpdit_cuda_convert_rows(dst_t, elem_at(dst_t, dst, i), (long)m, src_t,
+                                     elem_at(src_t, src, i), (long)m, 1, (int)m, S.stream);
+    }
+    return rc;
+}
+
+/* Host fp32 -> activations of type t: fp32 is a plain copy; bf16 goes through an fp32 staging
+ * block of the caching allocator and one rounding kernel on the device. Complete on return. */
+static void upload_act_t(cpdit_cuda_dtype t, cpdit_buf *dst, const float *host, size_t n)
+{
+    if (!n || !ready())
+        return;
+    if (t == CPDIT_CUDA_F32) {
+        cuda_copy(dst, host, n * sizeof(float), "upload_act");
+        return;
+    }
+    float *stage = cpdit_cuda_alloc(n * sizeof(float));
+    int rc = stage ? 0 : (int)cudaErrorMemoryAllocation;
+    if (!rc)
+        rc = (int)cudaMemcpyAsync(stage, host, n * sizeof(float), cudaMemcpyHostToDevice,
+                                  S.stream);
+    if (!rc)
+        rc = convert_flat(t, dst, CPDIT_CUDA_F32, stage, n);
+    if (!rc) /* the host array may be reused at once */
+        rc = (int)cudaStreamSynchronize(S.stream);
+    cpdit_cuda_free(stage);
+    latch("upload_act", rc);
+}
+
+/* Activations of type t -> host fp32 (widened on the device into fp32 staging). */
+static void download_act_t(cpdit_cuda_dtype t, float *host, const cpdit_buf *src, size_t n)
+{
+    if (!n || !ready())
+        return;
+    if (t == CPDIT_CUDA_F32) {
+        cuda_copy(host, src, n * sizeof(float), "download_act");
+        return;
+    }
+    float *stage = cpdit_cuda_alloc(n * sizeof(float));
+    int rc = stage ? 0 : (int)cudaErrorMemoryAllocation;
+    if (!rc)
+        rc = convert_flat(CPDIT_CUDA_F32, stage, t, src, n);
+    if (!rc)
+        rc = (int)cudaMemcpyAsync(host, stage, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                  S.stream);
+    if (!rc)
+        rc = (int)cudaStreamSynchronize(S.stream);
+    cpdit_cuda_free(stage);
+    if (rc && !stage) /* nothing copied: do not leave the caller's array undefined */
+        memset(host, 0, n * sizeof(float));
+    latch("download_act", rc);
+}
+
 /* ------------------------------------------------------------------ weights */
 
 struct cpdit_weight {
@@ -394,13 +466,49 @@ static void cuda_weight_free(cpdit_weight *w)
     free(w);
 }
 
+/* ------------------------------------------------------------------ two tables, one code
+ * Every op is written once as name_t(cpdit_cuda_dtype t, ...) over activations of type t; the
+ * table entries (which carry no table pointer) are thin wrappers: cuda_name for the "cuda"
+ * table (bf16) and cuda32_name for "cuda-fp32". TABLE_OP(ret, name, (params), (args)) defines
+ * both (TABLE_VOID for the void ops). */
+#define TABLE_ARGS_(...) __VA_ARGS__
+#define TABLE_OP(ret, name, params, args)                                                         \
+    static ret cuda_##name params                                                                 \
+    {                                                                                              \
+        return name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                       \
+    }                                                                                              \
+    static ret cuda32_##name params                                                               \
+    {                                                                                              \
+        return name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                        \
+    }
+#define TABLE_VOID(name, params, args)                                                            \
+    static void cuda_##name params                                                                \
+    {                                                                                              \
+        name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                              \
+    }                                                                                              \
+    static void cuda32_##name params                                                              \
+    {                                                                                              \
+        name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                               \
+    }
+
+TABLE_VOID(upload_act, (cpdit_buf * dst, const float *host_src, size_t n), (dst, host_src, n))
+TABLE_VOID(download_act, (float *host_dst, const cpdit_buf *src, size_t n), (host_dst, src, n))
+
 /* ------------------------------------------------------------------ linear */
 
-/* The table's linear with a cuBLASLt epilogue (CPDIT_GEMM_PLAIN: bias only). With an
- * activation epilogue cuBLASLt may have no algorithm: then *refused = 1 and nothing is queued. */
-static cpdit_status linear_impl(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
-                                const float *b, int M, int K, int N, int accumulate,
-                                cpdit_gemm_epilogue epi, int *refused, cpdit_error *err)
+/* y, x activations of type t. One cuBLASLt call with an epilogue (CPDIT_GEMM_PLAIN: bias only):
+ *   t bf16, bf16 weights: x bf16 as A's partner directly, y bf16 (C = D for accumulate), fp32
+ *     compute and scale, the fp32 bias fused (gemm_lt_cuda.h);
+ *   t bf16, fp32 weights (the exact reference form): x widened into fp32 staging, the fp32 GEMM
+ *     into fp32 staging (holding y first for accumulate), then rounded into y once;
+ *   t fp32 ("cuda-fp32"), bf16 weights: x rounded to a bf16 copy, fp32 output; fp32 weights:
+ *     the exact fp32 GEMM in place.
+ * With an activation epilogue cuBLASLt may have no algorithm: then *refused = 1 and nothing is
+ * queued. */
+static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void *x, int ldx,
+                                const cpdit_weight *w, const float *b, int M, int K, int N,
+                                int accumulate, cpdit_gemm_epilogue epi, int *refused,
+                                cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
@@ -416,10 +524,10 @@ static cpdit_status linear_impl(float *y, int ldy, const float *x, int ldx, cons
         return st;
     if (K == 0) { /* x W^T = 0: y = b, or unchanged / + b */
         if (!accumulate)
-            latch("linear (K = 0)", cpdit_cuda_fill_rows(y, ldy, (size_t)M, N, 0.0f, S.stream));
-        for (int r = 0; b && r < M; r++)
-            latch("linear (K = 0)", cpdit_cuda_add(y + (size_t)r * ldy, y + (size_t)r * ldy, b,
-                                                   (size_t)N, S.stream));
+            latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f, S.stream));
+        if (b)
+            latch("linear (K = 0)",
+                  cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N, S.stream));
         return latched_status(err);
     }
     /* cuBLASLt's bias pointer wants 16-byte alignment: copy an odd one */
@@ -436,103 +544,142 @@ static cpdit_status linear_impl(float *y, int ldy, const float *x, int ldx, cons
         }
         b = b_al;
     }
+    /* the GEMM's operands: x and y as they are, or staging (see above) */
+    const cpdit_cuda_dtype in_t = w->type;
+    const cpdit_cuda_dtype out_t = in_t == CPDIT_CUDA_F32 ? CPDIT_CUDA_F32 : t;
     const void *xin = x;
-    int ldxin = ldx;
-    void *xb = NULL;
-    if (w->type == CPDIT_CUDA_BF16) { /* bf16 GEMM: x rounded to bf16, contiguous */
-        xb = cpdit_cuda_alloc((size_t)M * (size_t)K * sizeof(uint16_t));
-        if (!xb) {
-            cpdit_cuda_free(b_al);
-            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
-                                   "out of device memory for the bf16 input of a linear");
-        }
-        st = rc_status(cpdit_cuda_cast_f32_bf16(xb, x, ldx, (size_t)M, K, S.stream),
-                       "linear: cast to bf16", err);
-        xin = xb;
+    int ldxin = ldx, ldyout = ldy;
+    void *yout = y, *xs = NULL, *ys = NULL;
+    int rc = 0;
+    if (in_t != t) { /* x into the weights' type, contiguous */
+        xs = cpdit_cuda_alloc((size_t)M * (size_t)K * cpdit_cuda_dtype_size(in_t));
+        rc = xs ? cpdit_cuda_convert_rows(in_t, xs, K, t, x, ldx, (size_t)M, K, S.stream)
+                : (int)cudaErrorMemoryAllocation;
+        xin = xs;
         ldxin = K;
     }
+    if (!rc && out_t != t) { /* fp32 output staging, holding y for accumulate */
+        ys = cpdit_cuda_alloc((size_t)M * (size_t)N * sizeof(float));
+        rc = !ys ? (int)cudaErrorMemoryAllocation
+                 : accumulate ? cpdit_cuda_convert_rows(out_t, ys, N, t, y, ldy, (size_t)M, N,
+                                                        S.stream)
+                              : 0;
+        yout = ys;
+        ldyout = N;
+    }
+    if (rc)
+        st = rc_status(rc, "linear: staging", err);
     if (!st) {
         char msg[256] = "";
-        int rc = cpdit_gemm_lt_linear_f32out_ex(S.gemm, w->type, y, ldy, xin, ldxin, w->data, b,
-                                                M, K, N, accumulate, epi, S.stream, msg,
-                                                sizeof msg);
+        rc = cpdit_gemm_lt_linear_typed(S.gemm, in_t, out_t, yout, ldyout, xin, ldxin, w->data, b,
+                                        M, K, N, accumulate, epi, S.stream, msg, sizeof msg);
         if (rc == (int)CUBLAS_STATUS_NOT_SUPPORTED && epi != CPDIT_GEMM_PLAIN && refused)
             *refused = 1;
         else if (rc)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
-                                 "linear (M %d, K %d, N %d, %s): %s", M, K, N,
-                                 w->type == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
+                                 "linear (M %d, K %d, N %d, %s weights, %s activations): %s", M,
+                                 K, N, in_t == CPDIT_CUDA_BF16 ? "bf16" : "fp32",
+                                 t == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
+        else if (ys) /* the fp32 result rounded into y once */
+            st = rc_status(cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N,
+                                                   S.stream),
+                           "linear: output", err);
     }
     /* the caching allocator reuses blocks in stream order: freeing after queueing is safe */
-    cpdit_cuda_free(xb);
+    cpdit_cuda_free(xs);
+    cpdit_cuda_free(ys);
     cpdit_cuda_free(b_al);
     return st;
 }
 
-static cpdit_status cuda_linear(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
-                                const float *b, int M, int K, int N, int accumulate,
-                                cpdit_error *err)
+static cpdit_status linear_t(cpdit_cuda_dtype t, cpdit_buf *y, int ldy, const cpdit_buf *x,
+                             int ldx, const cpdit_weight *w, const float *b, int M, int K, int N,
+                             int accumulate, cpdit_error *err)
 {
-    return linear_impl(y, ldy, x, ldx, w, b, M, K, N, accumulate, CPDIT_GEMM_PLAIN, NULL, err);
+    return linear_impl(t, y, ldy, x, ldx, w, b, M, K, N, accumulate, CPDIT_GEMM_PLAIN, NULL, err);
 }
+TABLE_OP(cpdit_status, linear,
+         (cpdit_buf * y, int ldy, const cpdit_buf *x, int ldx, const cpdit_weight *w,
+          const float *b, int M, int K, int N, int accumulate, cpdit_error *err),
+         (y, ldy, x, ldx, w, b, M, K, N, accumulate, err))
 
-static void cuda_act(cpdit_act kind, float *y, const float *x, size_t n);
+static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_buf *x,
+                  size_t n);
 
 /* y = act(x W^T + b). GELU-tanh with bf16 weights: one cuBLASLt call with the GELU_BIAS
- * epilogue (fp32 accumulate, the activation applied to the fp32 sum before the store). fp32
- * weights (the exact reference path), other activations, K = 0, or a shape cuBLASLt has no
- * fused algorithm for: linear, then the activation kernel over the block. */
-static cpdit_status cuda_linear_act(float *y, int ldy, const float *x, int ldx,
-                                    const cpdit_weight *w, const float *b, int M, int K, int N,
-                                    cpdit_act act, cpdit_error *err)
+ * epilogue (fp32 accumulate, the activation applied to the fp32 sum before the one store).
+ * fp32 weights (the exact reference path), other activations, K = 0, or a shape cuBLASLt has
+ * no fused algorithm for: linear, then the activation kernel over the block. */
+static cpdit_status linear_act_t(cpdit_cuda_dtype t, cpdit_buf *y, int ldy, const cpdit_buf *x,
+                                 int ldx, const cpdit_weight *w, const float *b, int M, int K,
+                                 int N, cpdit_act act, cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
     int refused = 0;
     cpdit_status st;
     if (act == CPDIT_ACT_GELU_TANH && w->type == CPDIT_CUDA_BF16 && K > 0) {
-        st = linear_impl(y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_GELU_TANH, &refused, err);
+        st = linear_impl(t, y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_GELU_TANH, &refused,
+                         err);
         if (st || !refused)
             return st;
         if (cpdit_backend_verbose())
             fprintf(stderr, "cpdit: %s: no cuBLASLt GELU epilogue for linear M %d K %d N %d: "
                             "GEMM then gelu-tanh\n", CUDA_WHERE, M, K, N);
     }
-    if ((st = linear_impl(y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_PLAIN, NULL, err)) ||
+    if ((st = linear_impl(t, y, ldy, x, ldx, w, b, M, K, N, 0, CPDIT_GEMM_PLAIN, NULL, err)) ||
         act == CPDIT_ACT_NONE || M <= 0 || N <= 0)
         return st;
     if (ldy == N) {
-        cuda_act(act, y, y, (size_t)M * (size_t)N);
+        act_t(t, act, y, y, (size_t)M * (size_t)N);
     } else {
-        for (int r = 0; r < M; r++)
-            cuda_act(act, y + (size_t)r * ldy, y + (size_t)r * ldy, (size_t)N);
+        for (int r = 0; r < M; r++) {
+            cpdit_buf *row = elem_at(t, y, (size_t)r * ldy);
+            act_t(t, act, row, row, (size_t)N);
+        }
     }
     return latched_status(err);
 }
+TABLE_OP(cpdit_status, linear_act,
+         (cpdit_buf * y, int ldy, const cpdit_buf *x, int ldx, const cpdit_weight *w,
+          const float *b, int M, int K, int N, cpdit_act act, cpdit_error *err),
+         (y, ldy, x, ldx, w, b, M, K, N, act, err))
 
 /* ------------------------------------------------------------------ small ops */
 
-static void cuda_layer_norm(float *y, const float *x, const float *gamma, const float *beta,
-                            size_t rows, int dim, float eps)
+static void layer_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, const float *gamma,
+                         const float *beta, size_t rows, int dim, float eps)
 {
     if (rows && ready())
-        latch("layer_norm", cpdit_cuda_layer_norm(y, x, gamma, beta, rows, dim, eps, S.stream));
+        latch("layer_norm",
+              cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps, S.stream));
 }
+TABLE_VOID(layer_norm,
+           (cpdit_buf * y, const cpdit_buf *x, const float *gamma, const float *beta, size_t rows,
+            int dim, float eps),
+           (y, x, gamma, beta, rows, dim, eps))
 
-static void cuda_rms_norm(float *y, const float *x, const float *weight, size_t rows, int dim,
-                          float eps)
+static void rms_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, const float *weight,
+                       size_t rows, int dim, float eps)
 {
     if (rows && ready())
-        latch("rms_norm", cpdit_cuda_rms_norm(y, x, weight, rows, dim, eps, S.stream));
+        latch("rms_norm", cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, S.stream));
 }
+TABLE_VOID(rms_norm,
+           (cpdit_buf * y, const cpdit_buf *x, const float *weight, size_t rows, int dim,
+            float eps),
+           (y, x, weight, rows, dim, eps))
 
-static void cuda_rope(float *x, const float *cos, const float *sin, int S_, int H, int D)
+static void rope_t(cpdit_cuda_dtype t, cpdit_buf *x, const float *cos, const float *sin, int S_,
+                   int H, int D)
 {
     if (S_ > 0 && H > 0 && ready())
-        latch("rope", cpdit_cuda_rope(x, cos, sin, S_, H, D, S.stream));
+        latch("rope", cpdit_cuda_rope(t, x, cos, sin, S_, H, D, S.stream));
 }
+TABLE_VOID(rope, (cpdit_buf * x, const float *cos, const float *sin, int S_, int H, int D),
+           (x, cos, sin, S_, H, D))
 
-static void cuda_act(cpdit_act kind, float *y, const float *x, size_t n)
+static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n)
 {
     if (!n || !ready())
         return;
@@ -540,8 +687,9 @@ static void cuda_act(cpdit_act kind, float *y, const float *x, size_t n)
     switch (kind) {
     case CPDIT_ACT_NONE:
         if (y != x)
-            latch("act (none)", (int)cudaMemcpyAsync(y, x, n * sizeof *y,
-                                                     cudaMemcpyDeviceToDevice, S.stream));
+            latch("act (none)",
+                  (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
+                                       cudaMemcpyDeviceToDevice, S.stream));
         return;
     case CPDIT_ACT_SILU: k = CPDIT_CUDA_ACT_SILU; break;
     case CPDIT_ACT_GELU: k = CPDIT_CUDA_ACT_GELU_ERF; break;
@@ -553,23 +701,29 @@ static void cuda_act(cpdit_act kind, float *y, const float *x, size_t n)
         latch("act: unknown kind", (int)cudaErrorInvalidValue);
         return;
     }
-    latch("act", cpdit_cuda_act(k, y, x, n, S.stream));
+    latch("act", cpdit_cuda_act(t, k, y, x, n, S.stream));
 }
+TABLE_VOID(act, (cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n), (kind, y, x, n))
 
-static void cuda_add(float *y, const float *a, const float *b, size_t n)
+static void add_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b,
+                  size_t n)
 {
     if (n && ready())
-        latch("add", cpdit_cuda_add(y, a, b, n, S.stream));
+        latch("add", cpdit_cuda_add(t, y, a, b, n, S.stream));
 }
+TABLE_VOID(add, (cpdit_buf * y, const cpdit_buf *a, const cpdit_buf *b, size_t n), (y, a, b, n))
 
-static void cuda_mul(float *y, const float *a, const float *b, size_t n)
+static void mul_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b,
+                  size_t n)
 {
     if (n && ready())
-        latch("mul", cpdit_cuda_mul(y, a, b, n, S.stream));
+        latch("mul", cpdit_cuda_mul(t, y, a, b, n, S.stream));
 }
+TABLE_VOID(mul, (cpdit_buf * y, const cpdit_buf *a, const cpdit_buf *b, size_t n), (y, a, b, n))
 
 /* ids are host memory (the table's contract): staged to the device first. */
-static void cuda_embedding(float *y, const float *table, const int32_t *ids, size_t n, int dim)
+static void embedding_t(cpdit_cuda_dtype t, cpdit_buf *y, const float *table, const int32_t *ids,
+                        size_t n, int dim)
 {
     if (!n || !ready())
         return;
@@ -579,39 +733,57 @@ static void cuda_embedding(float *y, const float *table, const int32_t *ids, siz
                                          S.stream)
                   : (int)cudaErrorMemoryAllocation;
     if (!rc)
-        rc = cpdit_cuda_embedding(y, table, dids, n, dim, S.stream);
+        rc = cpdit_cuda_embedding(t, y, table, dids, n, dim, S.stream);
     pthread_mutex_unlock(&S.lock);
     latch("embedding", rc);
 }
+TABLE_VOID(embedding, (cpdit_buf * y, const float *table, const int32_t *ids, size_t n, int dim),
+           (y, table, ids, n, dim))
 
-static void cuda_modulate(float *y, const float *x, const float *shift, const float *scale,
-                          size_t rows, int dim)
+static void modulate_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
+                       const cpdit_buf *shift, const cpdit_buf *scale, size_t rows, int dim)
 {
     if (rows && ready())
-        latch("modulate", cpdit_cuda_modulate(y, x, shift, scale, rows, dim, S.stream));
+        latch("modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, S.stream));
 }
+TABLE_VOID(modulate,
+           (cpdit_buf * y, const cpdit_buf *x, const cpdit_buf *shift, const cpdit_buf *scale,
+            size_t rows, int dim),
+           (y, x, shift, scale, rows, dim))
 
-static void cuda_gated_residual(float *h, int ldh, const float *x, int ldx, const float *gate,
-                                size_t rows, int dim)
+static void gated_residual_t(cpdit_cuda_dtype t, cpdit_buf *h, int ldh, const cpdit_buf *x,
+                             int ldx, const cpdit_buf *gate, size_t rows, int dim)
 {
     if (rows && ready())
         latch("gated_residual",
-              cpdit_cuda_gated_residual(h, ldh, x, ldx, gate, rows, dim, S.stream));
+              cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows, dim, S.stream));
 }
+TABLE_VOID(gated_residual,
+           (cpdit_buf * h, int ldh, const cpdit_buf *x, int ldx, const cpdit_buf *gate,
+            size_t rows, int dim),
+           (h, ldh, x, ldx, gate, rows, dim))
 
-static void cuda_copy_rows(float *dst, int ldd, const float *src, int lds, size_t rows, int dim)
+static void copy_rows_t(cpdit_cuda_dtype t, cpdit_buf *dst, int ldd, const cpdit_buf *src,
+                        int lds, size_t rows, int dim)
 {
     if (rows && dim > 0 && ready())
-        latch("copy_rows", cpdit_cuda_copy_rows(dst, ldd, src, lds, rows, dim, S.stream));
+        latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim, S.stream));
 }
+TABLE_VOID(copy_rows,
+           (cpdit_buf * dst, int ldd, const cpdit_buf *src, int lds, size_t rows, int dim),
+           (dst, ldd, src, lds, rows, dim))
 
-static void cuda_lse_merge(float *out_a, float *lse_a, const float *out_b, const float *lse_b,
-                           size_t rows, int D)
+static void lse_merge_t(cpdit_cuda_dtype t, cpdit_buf *out_a, float *lse_a,
+                        const cpdit_buf *out_b, const float *lse_b, size_t rows, int D)
 {
     if (rows && ready())
-        latch("lse_merge", cpdit_cuda_lse_merge(out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
+        latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
                                                 S.stream));
 }
+TABLE_VOID(lse_merge,
+           (cpdit_buf * out_a, float *lse_a, const cpdit_buf *out_b, const float *lse_b,
+            size_t rows, int D),
+           (out_a, lse_a, out_b, lse_b, rows, D))
 
 static int cuda_workers(void)
 {
@@ -637,38 +809,71 @@ static cpdit_cuda_attention to_cuda_args(const cpdit_attention_args *a)
     return c;
 }
 
-static cpdit_status reference_forward(float *out, float *lse, const float *q, const float *k,
-                                      const float *v, const cpdit_attention_args *a,
-                                      cpdit_error *err)
+/* The fp32 reference (cuBLAS SGEMMs + softmax with LSE). Activations of type t: bf16 q, k, v
+ * are widened into contiguous fp32 staging ((B Sq) rows of H D: the row stride covers the
+ * items, as item b starts at b Sq ld), the result rounded into out once. */
+static cpdit_status reference_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                      const cpdit_attention_args *a, cpdit_error *err)
 {
-    const cpdit_cuda_attention c = to_cuda_args(a);
+    cpdit_cuda_attention c = to_cuda_args(a);
     const size_t ws_bytes = cpdit_cuda_attention_reference_bytes(&c, CUDA_ATTN_SCORES_BYTES);
     void *ws = cpdit_cuda_alloc(ws_bytes);
     if (!ws)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
                                "out of device memory for attention scores (%zu MiB)",
                                ws_bytes >> 20);
-    int rc = cpdit_cuda_attention_reference(S.cublas, q, k, v, out, lse, &c, ws,
+    if (t == CPDIT_CUDA_F32) {
+        int rc = cpdit_cuda_attention_reference(S.cublas, (const float *)q, (const float *)k,
+                                                (const float *)v, (float *)out, lse, &c, ws,
+                                                CUDA_ATTN_SCORES_BYTES, S.stream);
+        cpdit_cuda_free(ws);
+        return rc_status(rc, "attention (cuda-reference)", err);
+    }
+    const int HD = a->H * a->D;
+    const long ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
+               ldo = a->ld_out ? a->ld_out : HD;
+    const size_t rq = (size_t)a->B * a->Sq, rkv = (size_t)a->B * a->Skv;
+    float *qf = cpdit_cuda_alloc(rq * HD * sizeof(float)),
+          *kf = cpdit_cuda_alloc(rkv * HD * sizeof(float)),
+          *vf = cpdit_cuda_alloc(rkv * HD * sizeof(float)),
+          *of = cpdit_cuda_alloc(rq * HD * sizeof(float));
+    int rc = qf && kf && vf && of ? 0 : (int)cudaErrorMemoryAllocation;
+    if (!rc)
+        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, qf, HD, t, q, ldq, rq, HD, S.stream);
+    if (!rc)
+        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, kf, HD, t, k, ldkv, rkv, HD, S.stream);
+    if (!rc)
+        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, vf, HD, t, v, ldkv, rkv, HD, S.stream);
+    c.ld_q = c.ld_kv = c.ld_out = 0; /* the staging is contiguous */
+    if (!rc)
+        rc = cpdit_cuda_attention_reference(S.cublas, qf, kf, vf, of, lse, &c, ws,
                                             CUDA_ATTN_SCORES_BYTES, S.stream);
+    if (!rc)
+        rc = cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_F32, of, HD, rq, HD, S.stream);
+    /* stream-ordered reuse: freeing after queueing is safe */
+    cpdit_cuda_free(qf), cpdit_cuda_free(kf), cpdit_cuda_free(vf), cpdit_cuda_free(of);
     cpdit_cuda_free(ws);
     return rc_status(rc, "attention (cuda-reference)", err);
 }
 
-static cpdit_status cuda_attention_reference(float *out, float *lse, const float *q,
-                                             const float *k, const float *v,
-                                             const cpdit_attention_args *a, cpdit_error *err)
+static cpdit_status attention_reference_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                          const cpdit_buf *q, const cpdit_buf *k,
+                                          const cpdit_buf *v, const cpdit_attention_args *a,
+                                          cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
     cpdit_status st = check_args(a, "cuda-reference", err);
     if (!st)
         st = latched_status(err);
-    return st ? st : reference_forward(out, lse, q, k, v, a, err);
+    return st ? st : reference_forward(t, out, lse, q, k, v, a, err);
 }
 
-static cpdit_status cuda_attention_flash(float *out, float *lse, const float *q, const float *k,
-                                         const float *v, const cpdit_attention_args *a,
-                                         cpdit_error *err)
+/* The flash kernel loads q, k, v of type t and stores out of type t (fp32 math, fp32 LSE). */
+static cpdit_status attention_flash_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                      const cpdit_attention_args *a, cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
@@ -678,10 +883,9 @@ static cpdit_status cuda_attention_flash(float *out, float *lse, const float *q,
     if (st)
         return st;
     if (a->D % CUDA_FLASH_D_QUANTUM || a->D > CUDA_FLASH_D_MAX) /* e.g. the VAE's D = 512 */
-        return reference_forward(out, lse, q, k, v, a, err);
+        return reference_forward(t, out, lse, q, k, v, a, err);
     const cpdit_cuda_attention c = to_cuda_args(a);
-    return rc_status(cpdit_cuda_attention_flash_ex(CPDIT_CUDA_F32, q, k, v, out, lse, &c,
-                                                   S.stream),
+    return rc_status(cpdit_cuda_attention_flash_ex(t, q, k, v, out, lse, &c, S.stream),
                      "attention (cuda-flash)", err);
 }
 
@@ -737,55 +941,82 @@ static int cudnn_route(const cpdit_attention_args *a, char *msg, size_t msg_size
     return rc == 0 ? 0 : rc == CPDIT_CUDNN_SDPA_UNSUPPORTED ? 2 : -1;
 }
 
-static cpdit_status cudnn_forward(float *out, float *lse, const float *q, const float *k,
-                                  const float *v, const cpdit_attention_args *a, cpdit_error *err)
+
+/* p (rows of cols elements of type t, row stride ld) as cuDNN's operand: p itself when it is
+ * already contiguous bf16 and aligned, else a bf16 copy in *stage (from the caching
+ * allocator; a strided copy for bf16, one rounding for fp32). NULL when out of memory or the
+ * copy could not be queued (*rc set). */
+static const void *cudnn_operand(cpdit_cuda_dtype t, const void *p, long ld, size_t rows,
+                                 int cols, void **stage, int *rc)
+{
+    *stage = NULL;
+    if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)p, ld, cols))
+        return p;
+    *stage = cpdit_cuda_alloc(rows * (size_t)cols * sizeof(uint16_t));
+    if (!*stage) {
+        *rc = (int)cudaErrorMemoryAllocation;
+        return NULL;
+    }
+    *rc = cpdit_cuda_convert_rows(CPDIT_CUDA_BF16, *stage, cols, t, p, ld, rows, cols, S.stream);
+    return *rc ? NULL : *stage;
+}
+
+/* cuDNN's graph on activations of type t: the "cuda" table's bf16 q, k, v, out go to cuDNN as
+ * they are when contiguous and aligned (a column block of a fused qkv buffer, ld > H D, is
+ * copied to a contiguous block first: a copy, no rounding); cuda-fp32's are rounded to bf16
+ * copies and out widened back. Stats (B, H, Sq) fp32 -> lse (B, Sq, H). */
+static cpdit_status cudnn_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                  const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                  const cpdit_attention_args *a, cpdit_error *err)
 {
     const int B = a->B, Sq = a->Sq, Skv = a->Skv, H = a->H, D = a->D, HD = H * D;
-    const int ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
-              ldo = a->ld_out ? a->ld_out : HD;
-    const size_t nq = (size_t)B * Sq * HD, nkv = (size_t)B * Skv * HD;
-    uint16_t *qb = cpdit_cuda_alloc(nq * 2), *kb = cpdit_cuda_alloc(nkv * 2),
-             *vb = cpdit_cuda_alloc(nkv * 2), *ob = cpdit_cuda_alloc(nq * 2);
-    float *stats = cpdit_cuda_alloc((size_t)B * H * Sq * sizeof(float));
+    const long ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
+               ldo = a->ld_out ? a->ld_out : HD;
+    const size_t rq = (size_t)B * Sq, rkv = (size_t)B * Skv;
+    void *qs = NULL, *ks = NULL, *vs = NULL, *os = NULL;
+    int rc = 0;
+    const void *qb = cudnn_operand(t, q, ldq, rq, HD, &qs, &rc);
+    const void *kb = qb ? cudnn_operand(t, k, ldkv, rkv, HD, &ks, &rc) : NULL;
+    const void *vb = kb ? cudnn_operand(t, v, ldkv, rkv, HD, &vs, &rc) : NULL;
+    /* out: written in place when it is contiguous aligned bf16 */
+    void *ob = NULL;
+    if (vb) {
+        if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)out, ldo, HD))
+            ob = out;
+        else if (!(ob = os = cpdit_cuda_alloc(rq * HD * sizeof(uint16_t))))
+            rc = (int)cudaErrorMemoryAllocation;
+    }
+    float *stats = ob ? cpdit_cuda_alloc((size_t)B * H * Sq * sizeof(float)) : NULL;
     cpdit_status st = CPDIT_OK;
-    if (!qb || !kb || !vb || !ob || !stats) {
-        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
-                             "out of device memory for cudnn attention (B %d Sq %d Skv %d H %d "
-                             "D %d)", B, Sq, Skv, H, D);
+    char msg[512] = "";
+    if (!stats) {
+        st = rc == (int)cudaErrorMemoryAllocation || !rc
+                 ? cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
+                                   "out of device memory for cudnn attention (B %d Sq %d Skv %d "
+                                   "H %d D %d)", B, Sq, Skv, H, D)
+                 : rc_status(rc, "cudnn attention: operands", err);
         goto done;
     }
-    /* (B, S, H, D) fp32 with row strides -> contiguous bf16 */
-    st = rc_status(cpdit_cuda_cast_f32_bf16(qb, q, ldq, (size_t)B * Sq, HD, S.stream),
-                   "cudnn attention: cast q", err);
-    if (!st)
-        st = rc_status(cpdit_cuda_cast_f32_bf16(kb, k, ldkv, (size_t)B * Skv, HD, S.stream),
-                       "cudnn attention: cast k", err);
-    if (!st)
-        st = rc_status(cpdit_cuda_cast_f32_bf16(vb, v, ldkv, (size_t)B * Skv, HD, S.stream),
-                       "cudnn attention: cast v", err);
-    if (!st) {
-        char msg[512] = "";
-        int rc = cpdit_cudnn_sdpa_forward(sdpa_ctx, qb, kb, vb, ob, stats, B, Sq, Skv, H, D,
-                                          a->scale, S.stream, msg, sizeof msg);
-        if (rc)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
-    }
-    if (!st)
-        st = rc_status(cpdit_cuda_cast_bf16_f32(out, ldo, ob, (size_t)B * Sq, HD, S.stream),
-                       "cudnn attention: cast out", err);
+    if (cpdit_cudnn_sdpa_forward(sdpa_ctx, qb, kb, vb, ob, stats, B, Sq, Skv, H, D, a->scale,
+                                 S.stream, msg, sizeof msg))
+        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
+    if (!st && ob != out)
+        st = rc_status(cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_BF16, ob, HD, rq, HD,
+                                               S.stream),
+                       "cudnn attention: out", err);
     if (!st && lse)
         st = rc_status(cpdit_cuda_stats_to_lse(lse, stats, B, H, Sq, S.stream),
                        "cudnn attention: stats to lse", err);
 done:
     /* stream-ordered reuse: freeing after queueing is safe */
-    cpdit_cuda_free(qb), cpdit_cuda_free(kb), cpdit_cuda_free(vb), cpdit_cuda_free(ob);
+    cpdit_cuda_free(qs), cpdit_cuda_free(ks), cpdit_cuda_free(vs), cpdit_cuda_free(os);
     cpdit_cuda_free(stats);
     return st;
 }
 
-static cpdit_status cuda_attention_cudnn(float *out, float *lse, const float *q, const float *k,
-                                         const float *v, const cpdit_attention_args *a,
-                                         cpdit_error *err)
+static cpdit_status attention_cudnn_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                      const cpdit_attention_args *a, cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
@@ -797,40 +1028,43 @@ static cpdit_status cuda_attention_cudnn(float *out, float *lse, const float *q,
     char msg[512] = "";
     switch (cudnn_route(a, msg, sizeof msg)) {
     case 0:
-        return cudnn_forward(out, lse, q, k, v, a, err);
+        return cudnn_forward(t, out, lse, q, k, v, a, err);
     case 2:
         note_refused(a, msg);
-        return cuda_attention_flash(out, lse, q, k, v, a, err);
+        return attention_flash_t(t, out, lse, q, k, v, a, err);
     case 1:
-        return cuda_attention_flash(out, lse, q, k, v, a, err);
+        return attention_flash_t(t, out, lse, q, k, v, a, err);
     default:
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
     }
 }
 
-/* ---- auto: cuda-flash or cudnn, whichever is faster, measured once per shape */
+/* ---- auto: cuda-flash or cudnn, whichever is faster, measured once per shape and table */
 
 #define AUTO_SHAPES_MAX 128
 typedef struct auto_pick {
     int B, Sq, Skv, H, D, ld_q, ld_kv, ld_out;
-    int cudnn; /* 1: cudnn won */
+    cpdit_cuda_dtype t; /* the table's activations */
+    int cudnn;          /* 1: cudnn won */
 } auto_pick;
 static auto_pick auto_picks[AUTO_SHAPES_MAX];
 static int auto_npicks;
 static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int same_shape(const auto_pick *p, const cpdit_attention_args *a)
+static int same_shape(const auto_pick *p, cpdit_cuda_dtype t, const cpdit_attention_args *a)
 {
-    return p->B == a->B && p->Sq == a->Sq && p->Skv == a->Skv && p->H == a->H && p->D == a->D &&
-           p->ld_q == a->ld_q && p->ld_kv == a->ld_kv && p->ld_out == a->ld_out;
+    return p->t == t && p->B == a->B && p->Sq == a->Sq && p->Skv == a->Skv && p->H == a->H &&
+           p->D == a->D && p->ld_q == a->ld_q && p->ld_kv == a->ld_kv && p->ld_out == a->ld_out;
 }
+
+typedef cpdit_status (*attention_fn)(cpdit_cuda_dtype, cpdit_buf *, float *, const cpdit_buf *,
+                                     const cpdit_buf *, const cpdit_buf *,
+                                     const cpdit_attention_args *, cpdit_error *);
 
 /* Milliseconds of the fastest of `reps` calls of fn after one warm-up (the warm-up builds the
  * cuDNN plan); < 0 when a call fails (err filled). */
-static float time_kernel(cpdit_status (*fn)(float *, float *, const float *, const float *,
-                                            const float *, const cpdit_attention_args *,
-                                            cpdit_error *),
-                         float *out, float *lse, const float *q, const float *k, const float *v,
+static float time_kernel(attention_fn fn, cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                         const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
                          const cpdit_attention_args *a, int reps, cpdit_error *err)
 {
     cudaEvent_t e0 = NULL, e1 = NULL;
@@ -839,11 +1073,11 @@ static float time_kernel(cpdit_status (*fn)(float *, float *, const float *, con
         cudaGetLastError();
         goto out;
     }
-    if (fn(out, lse, q, k, v, a, err))
+    if (fn(t, out, lse, q, k, v, a, err))
         goto out;
     for (int r = 0; r < reps; r++) {
         cudaEventRecord(e0, S.stream);
-        if (fn(out, lse, q, k, v, a, err)) {
+        if (fn(t, out, lse, q, k, v, a, err)) {
             best = -1.0f;
             goto out;
         }
@@ -866,9 +1100,9 @@ out:
     return best;
 }
 
-static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, const float *k,
-                                        const float *v, const cpdit_attention_args *a,
-                                        cpdit_error *err)
+static cpdit_status attention_auto_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
+                                     const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
+                                     const cpdit_attention_args *a, cpdit_error *err)
 {
     if (!ready())
         return not_ready(err);
@@ -883,20 +1117,20 @@ static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, 
     if (route != 0) {
         if (route == 2 && cpdit_backend_verbose()) /* auto: a refusal is only a choice */
             note_refused(a, msg);
-        return cuda_attention_flash(out, lse, q, k, v, a, err);
+        return attention_flash_t(t, out, lse, q, k, v, a, err);
     }
     int pick = -1;
     pthread_mutex_lock(&auto_lock);
     for (int i = 0; i < auto_npicks && pick < 0; i++)
-        if (same_shape(&auto_picks[i], a))
+        if (same_shape(&auto_picks[i], t, a))
             pick = auto_picks[i].cudnn;
     pthread_mutex_unlock(&auto_lock);
     if (pick < 0) {
         cpdit_error e1, e2;
         cpdit_error_clear(&e1);
         cpdit_error_clear(&e2);
-        const float t_flash = time_kernel(cuda_attention_flash, out, lse, q, k, v, a, 3, &e1);
-        const float t_cudnn = time_kernel(cudnn_forward, out, lse, q, k, v, a, 3, &e2);
+        const float t_flash = time_kernel(attention_flash_t, t, out, lse, q, k, v, a, 3, &e1);
+        const float t_cudnn = time_kernel(cudnn_forward, t, out, lse, q, k, v, a, 3, &e2);
         if (t_flash < 0 && t_cudnn < 0) { /* both failed: report cuda-flash's error */
             if (err)
                 *err = e1;
@@ -906,7 +1140,7 @@ static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, 
         pthread_mutex_lock(&auto_lock);
         if (auto_npicks < AUTO_SHAPES_MAX) {
             auto_pick p = {a->B,    a->Sq,    a->Skv,    a->H, a->D,
-                           a->ld_q, a->ld_kv, a->ld_out, pick};
+                           a->ld_q, a->ld_kv, a->ld_out, t,    pick};
             auto_picks[auto_npicks++] = p;
         }
         pthread_mutex_unlock(&auto_lock);
@@ -922,23 +1156,37 @@ static cpdit_status cuda_attention_auto(float *out, float *lse, const float *q, 
                     CUDA_WHERE, (double)t_flash, (double)t_cudnn);
     }
     /* the timed runs left the other kernel's result in out: run the choice once more */
-    return pick ? cudnn_forward(out, lse, q, k, v, a, err)
-                : cuda_attention_flash(out, lse, q, k, v, a, err);
+    return pick ? cudnn_forward(t, out, lse, q, k, v, a, err)
+                : attention_flash_t(t, out, lse, q, k, v, a, err);
 }
 
+#define ATTENTION_PARAMS                                                                           \
+    (cpdit_buf * out, float *lse, const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,     \
+     const cpdit_attention_args *a, cpdit_error *err)
+#define ATTENTION_ARGS (out, lse, q, k, v, a, err)
+TABLE_OP(cpdit_status, attention_flash, ATTENTION_PARAMS, ATTENTION_ARGS)
+TABLE_OP(cpdit_status, attention_reference, ATTENTION_PARAMS, ATTENTION_ARGS)
+TABLE_OP(cpdit_status, attention_cudnn, ATTENTION_PARAMS, ATTENTION_ARGS)
+TABLE_OP(cpdit_status, attention_auto, ATTENTION_PARAMS, ATTENTION_ARGS)
+
+/* The "cuda" table's kernels: bf16 in and out, fp32 math; the output rounded to bf16 once (at
+ * most 2^-8 of a value: the bound the conformance suite holds a bf16 output to), cudnn also
+ * rounds P: tolerances against fp32 attention on the same inputs. */
+#define CUDA_BF16_OUTPUT_TOL (1.0 / 256.0)
 static const cpdit_attention_kernel cuda_flash_kernel = {
     "cuda-flash",
-    "flash attention with LSE, fp32, one pass over the keys (head dims 32..256 in steps of 32; "
-    "others take cuda-reference)",
-    cuda_attention_flash, 0.0};
+    "flash attention with LSE, bf16 q/k/v/out, fp32 math, one pass over the keys (head dims "
+    "32..256 in steps of 32; others take cuda-reference)",
+    cuda_attention_flash, CUDA_BF16_OUTPUT_TOL};
 static const cpdit_attention_kernel cuda_reference_kernel = {
-    "cuda-reference", "cuBLAS SGEMM scores + softmax with LSE + SGEMM, fp32, any shape",
-    cuda_attention_reference, 0.0};
+    "cuda-reference",
+    "cuBLAS SGEMM scores + softmax with LSE + SGEMM on fp32 copies of bf16 q/k/v, any shape",
+    cuda_attention_reference, CUDA_BF16_OUTPUT_TOL};
 /* bf16 Q, K, V (8 bits of mantissa), P and O rounded to bf16: normalised errors ~4e-3 */
 static const cpdit_attention_kernel cuda_cudnn_kernel = {
     "cudnn",
-    "cuDNN fused flash attention (graph API): bf16 Q, K, V, fp32 softmax stats as the LSE; bias, "
-    "causal and shapes cuDNN refuses run on cuda-flash",
+    "cuDNN fused flash attention (graph API): bf16 Q, K, V, O, fp32 softmax stats as the LSE; "
+    "bias, causal and shapes cuDNN refuses run on cuda-flash",
     cuda_attention_cudnn, 2e-2};
 static const cpdit_attention_kernel cuda_auto_kernel = {
     "auto",
@@ -947,6 +1195,29 @@ static const cpdit_attention_kernel cuda_auto_kernel = {
     cuda_attention_auto, 2e-2};
 static const cpdit_attention_kernel *const cuda_kernels[] = {
     &cuda_flash_kernel, &cuda_reference_kernel, &cuda_cudnn_kernel, NULL};
+
+/* The "cuda-fp32" table's: the same kernels on fp32 activations (held to the suite's fp32
+ * thresholds, except cudnn which rounds to bf16 inside); names unique over all backends. */
+static const cpdit_attention_kernel cuda32_flash_kernel = {
+    "cuda-fp32-flash",
+    "flash attention with LSE, fp32, one pass over the keys (head dims 32..256 in steps of 32; "
+    "others take cuda-fp32-reference)",
+    cuda32_attention_flash, 0.0};
+static const cpdit_attention_kernel cuda32_reference_kernel = {
+    "cuda-fp32-reference", "cuBLAS SGEMM scores + softmax with LSE + SGEMM, fp32, any shape",
+    cuda32_attention_reference, 0.0};
+static const cpdit_attention_kernel cuda32_cudnn_kernel = {
+    "cuda-fp32-cudnn",
+    "cuDNN fused flash attention (graph API): bf16 copies of Q, K, V, fp32 softmax stats as the "
+    "LSE; bias, causal and shapes cuDNN refuses run on cuda-fp32-flash",
+    cuda32_attention_cudnn, 2e-2};
+static const cpdit_attention_kernel cuda32_auto_kernel = {
+    "auto",
+    "times cuda-flash and cudnn once per shape on first use and keeps the faster (--verbose "
+    "prints the choice); bias and causal take cuda-fp32-flash",
+    cuda32_attention_auto, 2e-2};
+static const cpdit_attention_kernel *const cuda32_kernels[] = {
+    &cuda32_flash_kernel, &cuda32_reference_kernel, &cuda32_cudnn_kernel, NULL};
 
 /* ------------------------------------------------------------------ VAE section */
 
@@ -1009,6 +1280,7 @@ static float *cuda_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout
     return packed;
 }
 
+
 static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
 {
     (void)W;
@@ -1017,9 +1289,10 @@ static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
     return 0; /* cuDNN's workspace comes from the caching allocator */
 }
 
-static cpdit_status cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b,
-                                int W, int Cin, int Cout, int K, int r0, int r1, void *ws,
-                                cpdit_error *err)
+/* x, y activations of type t; the packed weights' type from the bf16 list. */
+static cpdit_status conv2d_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
+                             const float *w_packed, const float *b, int W, int Cin, int Cout,
+                             int K, int r0, int r1, void *ws, cpdit_error *err)
 {
     (void)ws;
     if (!ready())
@@ -1031,17 +1304,19 @@ static cpdit_status cuda_conv2d(float *y, const float *x, const float *w_packed,
     cpdit_status st = latched_status(err);
     if (st || r1 == r0 || W == 0)
         return st;
-    if (is_bf16_conv(w_packed))
-        return rc_status(cpdit_cuda_conv2d_bf16(y, x, w_packed, b, W, Cin, Cout, K, r0, r1,
-                                                S.stream),
-                         "conv2d (bf16)", err);
-    return rc_status(cpdit_cuda_conv2d(y, x, w_packed, b, W, Cin, Cout, K, r0, r1, S.stream),
-                     "conv2d", err);
+    const int bf16w = is_bf16_conv(w_packed);
+    return rc_status(cpdit_cuda_conv2d(t, y, x, w_packed, bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32,
+                                       b, W, Cin, Cout, K, r0, r1, S.stream),
+                     bf16w ? "conv2d (bf16)" : "conv2d", err);
 }
+TABLE_OP(cpdit_status, conv2d,
+         (cpdit_buf * y, const cpdit_buf *x, const float *w_packed, const float *b, int W,
+          int Cin, int Cout, int K, int r0, int r1, void *ws, cpdit_error *err),
+         (y, x, w_packed, b, W, Cin, Cout, K, r0, r1, ws, err))
 
 /* acc and mean are host doubles (G values; the caller reduces them over ranks). */
-static void cuda_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
-                               const double *mean)
+static void group_moments_t(cpdit_cuda_dtype t, double *acc, const cpdit_buf *x, size_t pixels,
+                            int C, int G, const double *mean)
 {
     if (!pixels || G <= 0 || !ready())
         return;
@@ -1054,7 +1329,7 @@ static void cuda_group_moments(double *acc, const float *x, size_t pixels, int C
     if (!rc && mean)
         rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, S.stream);
     if (!rc)
-        rc = cpdit_cuda_group_moments(dacc, x, pixels, C, G, mean ? dmean : NULL, S.stream);
+        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL, S.stream);
     if (!rc)
         rc = (int)cudaMemcpyAsync(acc, dacc, gb, cudaMemcpyDeviceToHost, S.stream);
     if (!rc)
@@ -1062,10 +1337,14 @@ static void cuda_group_moments(double *acc, const float *x, size_t pixels, int C
     pthread_mutex_unlock(&S.lock);
     latch("group_moments", rc);
 }
+TABLE_VOID(group_moments,
+           (double *acc, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean),
+           (acc, x, pixels, C, G, mean))
 
-static void cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
-                                  const double *mean, const double *rstd, const float *gamma,
-                                  const float *beta, cpdit_activation act)
+static void group_norm_apply_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
+                               size_t pixels, int C, int G, const double *mean,
+                               const double *rstd, const float *gamma, const float *beta,
+                               cpdit_activation act)
 {
     if (!pixels || G <= 0 || !ready())
         return;
@@ -1084,72 +1363,90 @@ static void cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C
     if (!rc)
         rc = (int)cudaMemcpyAsync(drstd, rstd, gb, cudaMemcpyHostToDevice, S.stream);
     if (!rc)
-        rc = cpdit_cuda_group_norm_apply(y, x, pixels, C, G, dmean, drstd, gamma, beta, (int)act,
-                                         S.stream);
+        rc = cpdit_cuda_group_norm_apply(t, y, x, pixels, C, G, dmean, drstd, gamma, beta,
+                                         (int)act, S.stream);
     /* the staging is rewritten by the next call: let this kernel read it first */
     if (!rc)
         rc = (int)cudaStreamSynchronize(S.stream);
     pthread_mutex_unlock(&S.lock);
     latch("group_norm_apply", rc);
 }
+TABLE_VOID(group_norm_apply,
+           (cpdit_buf * y, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean,
+            const double *rstd, const float *gamma, const float *beta, cpdit_activation act),
+           (y, x, pixels, C, G, mean, rstd, gamma, beta, act))
 
-static void cuda_upsample2x(float *y, const float *x, int rows, int W, int C)
+static void upsample2x_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, int rows, int W,
+                         int C)
 {
     if (rows > 0 && W > 0 && ready())
-        latch("upsample2x", cpdit_cuda_upsample2x(y, x, rows, W, C, S.stream));
+        latch("upsample2x", cpdit_cuda_upsample2x(t, y, x, rows, W, C, S.stream));
 }
+TABLE_VOID(upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int C),
+           (y, x, rows, W, C))
 
-static void cuda_transpose(float *y, const float *x, size_t rows, size_t cols)
+static void transpose_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, size_t rows,
+                        size_t cols)
 {
     if (rows && cols && ready())
-        latch("transpose", cpdit_cuda_transpose(y, x, rows, cols, S.stream));
+        latch("transpose", cpdit_cuda_transpose(t, y, x, rows, cols, S.stream));
 }
+TABLE_VOID(transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t cols),
+           (y, x, rows, cols))
 
-/* ------------------------------------------------------------------ the table */
+/* ------------------------------------------------------------------ the tables */
+
+/* The entries both tables share (device memory, weights, the VAE's packing). */
+#define CUDA_TABLE_COMMON                                                                          \
+    .host_memory = 0, .available = cuda_available, .describe = cuda_describe,                     \
+    .sync = cuda_sync, .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload,             \
+    .download = cuda_download, .weight_bytes = cuda_weight_bytes,                                 \
+    .weight_create = cuda_weight_create, .weight_free = cuda_weight_free,                         \
+    .workers = cuda_workers, .conv2d_pack = cuda_conv2d_pack,                                     \
+    .conv2d_pack_stored = cuda_conv2d_pack_stored,                                                \
+    .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes
+
+/* The entries over activations, from the wrappers of prefix P (cuda_ or cuda32_). */
+#define CUDA_TABLE_OPS(P)                                                                          \
+    .upload_act = P##upload_act, .download_act = P##download_act, .linear = P##linear,           \
+    .layer_norm = P##layer_norm, .rms_norm = P##rms_norm, .rope = P##rope, .act = P##act,         \
+    .add = P##add, .mul = P##mul, .embedding = P##embedding, .modulate = P##modulate,             \
+    .gated_residual = P##gated_residual, .copy_rows = P##copy_rows, .lse_merge = P##lse_merge,    \
+    .conv2d = P##conv2d, .group_moments = P##group_moments,                                       \
+    .group_norm_apply = P##group_norm_apply, .upsample2x = P##upsample2x,                         \
+    .transpose = P##transpose, .linear_act = P##linear_act
 
 static const cpdit_backend cuda_backend = {
     .name = "cuda",
-    .summary = "device memory, fp32 activations; bf16 weights with cuBLASLt (fp32 accumulate), "
-               "flash attention with LSE or cuDNN fused attention, cuDNN convolutions (bf16 or "
-               "fp32)",
-    .host_memory = 0,
-    .available = cuda_available,
-    .describe = cuda_describe,
-    .sync = cuda_sync,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .upload = cuda_upload,
-    .download = cuda_download,
-    .weight_bytes = cuda_weight_bytes,
-    .weight_create = cuda_weight_create,
-    .weight_free = cuda_weight_free,
-    .linear = cuda_linear,
-    .layer_norm = cuda_layer_norm,
-    .rms_norm = cuda_rms_norm,
-    .rope = cuda_rope,
-    .act = cuda_act,
-    .add = cuda_add,
-    .mul = cuda_mul,
-    .embedding = cuda_embedding,
-    .modulate = cuda_modulate,
-    .gated_residual = cuda_gated_residual,
-    .copy_rows = cuda_copy_rows,
-    .lse_merge = cuda_lse_merge,
+    .summary = "device memory, bf16 activations (fp32 math, one rounding per op); bf16 weights "
+               "with cuBLASLt (fp32 accumulate), flash attention with LSE or cuDNN fused "
+               "attention, cuDNN convolutions (bf16 or fp32)",
+    .act_dtype = CPDIT_DTYPE_BF16,
+    .act_size = 2,
+    CUDA_TABLE_COMMON,
+    CUDA_TABLE_OPS(cuda_),
     .attention_kernels = cuda_kernels,
-    .workers = cuda_workers,
-    .conv2d_pack = cuda_conv2d_pack,
-    .conv2d_pack_stored = cuda_conv2d_pack_stored,
-    .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes,
-    .conv2d = cuda_conv2d,
-    .group_moments = cuda_group_moments,
-    .group_norm_apply = cuda_group_norm_apply,
-    .upsample2x = cuda_upsample2x,
-    .transpose = cuda_transpose,
-    .linear_act = cuda_linear_act,
     .attention_auto = &cuda_auto_kernel,
+};
+
+static const cpdit_backend cuda_fp32_backend = {
+    .name = "cuda-fp32",
+    .summary = "the cuda table with fp32 activations (the same kernels instantiated for fp32): "
+               "twice the activation memory; tells bf16 storage error from kernel error",
+    .act_dtype = CPDIT_DTYPE_F32,
+    .act_size = 4,
+    CUDA_TABLE_COMMON,
+    CUDA_TABLE_OPS(cuda32_),
+    .attention_kernels = cuda32_kernels,
+    .attention_auto = &cuda32_auto_kernel,
 };
 
 const cpdit_backend *cpdit_backend_cuda(void)
 {
     return &cuda_backend;
+}
+
+const cpdit_backend *cpdit_backend_cuda_fp32(void)
+{
+    return &cuda_fp32_backend;
 }

@@ -7,7 +7,12 @@
 
 #include <cmath>
 
+#include "kernels/cuda/elem_cuda.cuh"
+
 namespace {
+
+using cpdit_elem::load;
+using cpdit_elem::store;
 
 constexpr int kThreads = 256;
 constexpr unsigned kMaxBlocks = 65535u * 8u;
@@ -18,23 +23,38 @@ inline unsigned blocks_for(size_t n)
     return (unsigned)(b > kMaxBlocks ? kMaxBlocks : (b ? b : 1));
 }
 
-__global__ void cast_kernel(__nv_bfloat16 *dst, const float *src, long ld_src, size_t rows,
-                            int cols)
+// dst (rows, cols), row stride ld_dst = src (rows, cols), row stride ld_src, through fp32.
+template <typename TD, typename TS>
+__global__ void convert_kernel(TD *dst, long ld_dst, const TS *src, long ld_src, size_t rows,
+                               int cols)
 {
     const size_t n = rows * (size_t)cols;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x) {
         const size_t r = t / (size_t)cols, c = t % (size_t)cols;
-        dst[t] = __float2bfloat16_rn(src[r * (size_t)ld_src + c]);
+        store(dst + r * (size_t)ld_dst + c, load(src + r * (size_t)ld_src + c));
     }
 }
 
-__global__ void fill_kernel(float *y, long ld, size_t rows, int cols, float value)
+template <typename T>
+__global__ void fill_kernel(T *y, long ld, size_t rows, int cols, float value)
 {
     const size_t n = rows * (size_t)cols;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x)
-        y[(t / (size_t)cols) * (size_t)ld + t % (size_t)cols] = value;
+        store(y + (t / (size_t)cols) * (size_t)ld + t % (size_t)cols, value);
+}
+
+// y[r * ld + c] += b[c], b fp32.
+template <typename T>
+__global__ void add_bias_kernel(T *y, long ld, const float *b, size_t rows, int cols)
+{
+    const size_t n = rows * (size_t)cols;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        T *p = y + (t / (size_t)cols) * (size_t)ld + t % (size_t)cols;
+        store(p, load(p) + b[t % (size_t)cols]);
+    }
 }
 
 __device__ float block_reduce(float v, float *red, bool is_max)
@@ -105,23 +125,47 @@ int chunk_rows(const cpdit_cuda_attention *a, size_t max_bytes)
 
 } // namespace
 
-extern "C" int cpdit_cuda_cast_f32_bf16(void *dst, const float *src, int ld_src, size_t rows,
-                                        int cols, void *stream)
+extern "C" int cpdit_cuda_convert_rows(cpdit_cuda_dtype dst_type, void *dst, long ld_dst,
+                                       cpdit_cuda_dtype src_type, const void *src, long ld_src,
+                                       size_t rows, int cols, void *stream)
 {
     if (!rows || cols <= 0)
         return 0;
-    cast_kernel<<<blocks_for(rows * (size_t)cols), kThreads, 0, (cudaStream_t)stream>>>(
-        (__nv_bfloat16 *)dst, src, ld_src, rows, cols);
+    const unsigned nb = blocks_for(rows * (size_t)cols);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (dst_type == src_type) { // a strided copy
+        const size_t es = cpdit_cuda_dtype_size(dst_type);
+        return (int)cudaMemcpy2DAsync(dst, (size_t)ld_dst * es, src, (size_t)ld_src * es,
+                                      (size_t)cols * es, rows, cudaMemcpyDeviceToDevice, s);
+    }
+    if (dst_type == CPDIT_CUDA_BF16)
+        convert_kernel<<<nb, kThreads, 0, s>>>((__nv_bfloat16 *)dst, ld_dst, (const float *)src,
+                                               ld_src, rows, cols);
+    else
+        convert_kernel<<<nb, kThreads, 0, s>>>((float *)dst, ld_dst, (const __nv_bfloat16 *)src,
+                                               ld_src, rows, cols);
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_fill_rows(float *y, int ld, size_t rows, int cols, float value,
-                                    void *stream)
+extern "C" int cpdit_cuda_fill_rows(cpdit_cuda_dtype t, void *y, int ld, size_t rows, int cols,
+                                    float value, void *stream)
 {
     if (!rows || cols <= 0)
         return 0;
-    fill_kernel<<<blocks_for(rows * (size_t)cols), kThreads, 0, (cudaStream_t)stream>>>(
-        y, ld, rows, cols, value);
+    CPDIT_CUDA_DISPATCH(t, fill_kernel<T><<<blocks_for(rows * (size_t)cols), kThreads, 0,
+                                            (cudaStream_t)stream>>>((T *)y, ld, rows, cols,
+                                                                    value));
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cpdit_cuda_add_bias_rows(cpdit_cuda_dtype t, void *y, int ld, const float *b,
+                                        size_t rows, int cols, void *stream)
+{
+    if (!rows || cols <= 0 || !b)
+        return 0;
+    CPDIT_CUDA_DISPATCH(t, add_bias_kernel<T><<<blocks_for(rows * (size_t)cols), kThreads, 0,
+                                                (cudaStream_t)stream>>>((T *)y, ld, b, rows,
+                                                                        cols));
     return (int)cudaGetLastError();
 }
 
@@ -148,12 +192,13 @@ extern "C" int cpdit_cuda_attention_reference(void *cublas, const float *q, cons
     cudaStream_t s = (cudaStream_t)stream;
     if (a.Sk == 0) { // an empty block: out = 0, lse = -inf
         for (int b = 0; b < a.B; b++) {
-            int rc = cpdit_cuda_fill_rows(out + (size_t)b * a.Sq * ld_out, (int)ld_out,
-                                          (size_t)a.Sq, HD, 0.0f, stream);
+            int rc = cpdit_cuda_fill_rows(CPDIT_CUDA_F32, out + (size_t)b * a.Sq * ld_out,
+                                          (int)ld_out, (size_t)a.Sq, HD, 0.0f, stream);
             if (rc)
                 return rc;
         }
-        return lse ? cpdit_cuda_fill_rows(lse, a.H, (size_t)a.B * a.Sq, a.H, -INFINITY, stream)
+        return lse ? cpdit_cuda_fill_rows(CPDIT_CUDA_F32, lse, a.H, (size_t)a.B * a.Sq, a.H,
+                                          -INFINITY, stream)
                    : 0;
     }
     cublasHandle_t h = (cublasHandle_t)cublas;

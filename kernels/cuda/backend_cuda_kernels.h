@@ -1,6 +1,7 @@
 /* backend_cuda_kernels.h — device helpers of the CUDA kernel table (C linkage, --with-cuda):
- * the fp32 -> bf16 cast that feeds the bf16 GEMM, a strided fill, and the reference attention
- * (any head dim, bias, causal) through cuBLAS SGEMMs and a softmax-with-LSE kernel.
+ * strided conversion between fp32 and bf16 (activations in and out of fp32 staging), a
+ * strided fill and bias add, and the reference attention (fp32, any head dim, bias, causal)
+ * through cuBLAS SGEMMs and a softmax-with-LSE kernel.
  * Every function queues its work on `stream` (a cudaStream_t) and returns 0 or a nonzero
  * error: a cudaError_t value, or 2000 + a cublasStatus_t value for cuBLAS errors.
  */
@@ -18,13 +19,20 @@ extern "C" {
 /* Offset of cuBLAS statuses in the returned codes. */
 #define CPDIT_CUDA_CUBLAS_ERROR_BASE 2000
 
-/* dst (rows, cols) bf16 contiguous = src (rows, cols) fp32 with row stride ld_src, rounded to
- * nearest even. */
-int cpdit_cuda_cast_f32_bf16(void *dst, const float *src, int ld_src, size_t rows, int cols,
-                             void *stream);
+/* dst (rows, cols) of dst_type, row stride ld_dst elements = src (rows, cols) of src_type, row
+ * stride ld_src elements: widened exactly, or rounded to nearest even into bf16; the same type
+ * is a strided copy. */
+int cpdit_cuda_convert_rows(cpdit_cuda_dtype dst_type, void *dst, long ld_dst,
+                            cpdit_cuda_dtype src_type, const void *src, long ld_src, size_t rows,
+                            int cols, void *stream);
 
-/* y[r * ld + c] = value for r < rows, c < cols. */
-int cpdit_cuda_fill_rows(float *y, int ld, size_t rows, int cols, float value, void *stream);
+/* y[r * ld + c] = value for r < rows, c < cols; y of element type t. */
+int cpdit_cuda_fill_rows(cpdit_cuda_dtype t, void *y, int ld, size_t rows, int cols, float value,
+                         void *stream);
+
+/* y[r * ld + c] += b[c] (b fp32 (cols), fp32 math, one rounding) for r < rows; y of type t. */
+int cpdit_cuda_add_bias_rows(cpdit_cuda_dtype t, void *y, int ld, const float *b, size_t rows,
+                             int cols, void *stream);
 
 /* Reference attention with the semantics of kernels/backend.h's cpdit_attention_args (fp32,
  * any D, row strides, bias (H, Sq, Sk) fp32 device, causal, Sk = 0): per item, queries in

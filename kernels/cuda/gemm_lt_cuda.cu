@@ -6,10 +6,16 @@
 // depends on (shape, strides, types, epilogue, bias, whether C is read, pointer alignments).
 // Supported type combinations (cuBLASLt, CUBLAS_COMPUTE_32F with CUDA_R_32F scale): A/B bf16
 // with C/D bf16 or fp32, and all fp32 (no TF32: the compute type is 32F, not 32F_FAST_TF32).
-// The bias vector's type defaults to D's type; it is set explicitly to that type.
+// The bias vector's type is set explicitly (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): fp32 with an
+// fp32 D; with a bf16 D, cublasLt.h documents the bias as D's type (bf16) and names only IMMA
+// and fp8 kernels as taking an fp32 bias, so an fp32 bias is asked for first (the table's
+// biases are fp32 parameters) and, when cuBLASLt refuses that key (cached as refused), the
+// bias is rounded to a bf16 copy per call (N values, one small kernel) and the bf16-bias plan
+// runs.
 #include "kernels/cuda/gemm_lt_cuda.h"
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -18,21 +24,30 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/gemm_layout.h"
 
 namespace {
 
 struct plan_key {
     int M, K, N, in_type, out_type, ldx, ldy, has_bias, accumulate, align_w, align_x, align_y,
-        epilogue;
+        epilogue, bias_type;
     bool operator==(const plan_key &o) const
     {
         return M == o.M && K == o.K && N == o.N && in_type == o.in_type &&
                out_type == o.out_type && ldx == o.ldx && ldy == o.ldy &&
                has_bias == o.has_bias && accumulate == o.accumulate && align_w == o.align_w &&
-               align_x == o.align_x && align_y == o.align_y && epilogue == o.epilogue;
+               align_x == o.align_x && align_y == o.align_y && epilogue == o.epilogue &&
+               bias_type == o.bias_type;
     }
 };
+
+// b16[i] = b[i] rounded to bf16, n values.
+__global__ void bias_to_bf16_kernel(__nv_bfloat16 *b16, const float *b, int n)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        b16[i] = __float2bfloat16_rn(b[i]);
+}
 
 struct cached_plan {
     plan_key key;
@@ -105,9 +120,10 @@ static cublasStatus_t make_plan(cpdit_gemm_lt *g, const plan_key &k, cached_plan
         epi = k.has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
         "set EPILOGUE");
-    if (k.has_bias) { // the bias in D's type (cuBLASLt's default for non-fp8 outputs)
-        TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &tout,
-                                           sizeof tout),
+    if (k.has_bias) { // the bias type of the key (see the top of the file)
+        const cudaDataType_t tbias = cuda_type(k.bias_type);
+        TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &tbias,
+                                           sizeof tbias),
             "set BIAS_DATA_TYPE");
     }
     TRY(cublasLtMatrixLayoutCreate(&p.a, tin, l.a.rows, l.a.cols, l.a.ld), "layout W");
@@ -174,6 +190,9 @@ static int run_locked(cpdit_gemm_lt *g, const plan_key &key, void *y, const void
         cached_plan p{};
         const char *what = "";
         cublasStatus_t st = make_plan(g, key, &p, &what);
+        // an fp32 bias with a bf16 D that cuBLASLt rejects in any way is a refusal of the key
+        if (st != CUBLAS_STATUS_SUCCESS && key.has_bias && key.bias_type != key.out_type)
+            st = CUBLAS_STATUS_NOT_SUPPORTED;
         if (st != CUBLAS_STATUS_SUCCESS) {
             set_msg(msg, msg_size, what, st);
             if (st == CUBLAS_STATUS_NOT_SUPPORTED) { // remember the refusal, not other failures
@@ -201,6 +220,12 @@ static int run_locked(cpdit_gemm_lt *g, const plan_key &key, void *y, const void
                                        g->workspace_bytes, (cudaStream_t)stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
         set_msg(msg, msg_size, "cublasLtMatmul", st);
+        if (key.has_bias && key.bias_type != key.out_type) { // as a refused plan from now on
+            destroy_plan(*plan);
+            plan->op = nullptr, plan->a = plan->b = plan->c = nullptr;
+            plan->refused = (int)CUBLAS_STATUS_NOT_SUPPORTED;
+            return plan->refused;
+        }
         return (int)st;
     }
     return 0;
@@ -271,7 +296,8 @@ extern "C" int cpdit_gemm_lt_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype dtype, vo
                        cpdit_lt_pointer_alignment(w),
                        cpdit_lt_pointer_alignment(x),
                        cpdit_lt_pointer_alignment(y),
-                       (int)epilogue};
+                       (int)epilogue,
+                       (int)dtype};
     return run(g, key, y, x, w, b, stream, msg, msg_size);
 }
 
@@ -290,6 +316,17 @@ extern "C" int cpdit_gemm_lt_linear_f32out_ex(cpdit_gemm_lt *g, cpdit_cuda_dtype
                                               int accumulate, cpdit_gemm_epilogue epilogue,
                                               void *stream, char *msg, size_t msg_size)
 {
+    return cpdit_gemm_lt_linear_typed(g, wtype, CPDIT_CUDA_F32, y, ldy, x, ldx, w, b, M, K, N,
+                                      accumulate, epilogue, stream, msg, msg_size);
+}
+
+extern "C" int cpdit_gemm_lt_linear_typed(cpdit_gemm_lt *g, cpdit_cuda_dtype in_type,
+                                          cpdit_cuda_dtype out_type, void *y, int ldy,
+                                          const void *x, int ldx, const void *w, const float *b,
+                                          int M, int K, int N, int accumulate,
+                                          cpdit_gemm_epilogue epilogue, void *stream, char *msg,
+                                          size_t msg_size)
+{
     if (M == 0 || N == 0)
         return 0;
     if (epilogue != CPDIT_GEMM_PLAIN && accumulate) { // act(y + ...) is not y + act(...)
@@ -297,18 +334,42 @@ extern "C" int cpdit_gemm_lt_linear_f32out_ex(cpdit_gemm_lt *g, cpdit_cuda_dtype
             snprintf(msg, msg_size, "cuBLASLt: an activation epilogue with accumulate");
         return (int)CUBLAS_STATUS_INVALID_VALUE;
     }
-    const plan_key key{M,
-                       K,
-                       N,
-                       (int)wtype,
-                       (int)CPDIT_CUDA_F32,
-                       ldx,
-                       ldy,
-                       b != nullptr,
-                       accumulate ? 1 : 0,
-                       cpdit_lt_pointer_alignment(w),
-                       cpdit_lt_pointer_alignment(x),
-                       cpdit_lt_pointer_alignment(y),
-                       (int)epilogue};
-    return run(g, key, y, x, w, b, stream, msg, msg_size);
+    if (in_type == CPDIT_CUDA_F32 && out_type != CPDIT_CUDA_F32) {
+        if (msg && msg_size)
+            snprintf(msg, msg_size, "cuBLASLt: fp32 inputs with a bf16 output are not used");
+        return (int)CUBLAS_STATUS_INVALID_VALUE;
+    }
+    plan_key key{M,
+                 K,
+                 N,
+                 (int)in_type,
+                 (int)out_type,
+                 ldx,
+                 ldy,
+                 b != nullptr,
+                 accumulate ? 1 : 0,
+                 cpdit_lt_pointer_alignment(w),
+                 cpdit_lt_pointer_alignment(x),
+                 cpdit_lt_pointer_alignment(y),
+                 (int)epilogue,
+                 (int)CPDIT_CUDA_F32}; // the bias as given (fp32) first
+    int rc = run(g, key, y, x, w, b, stream, msg, msg_size);
+    if (rc != (int)CUBLAS_STATUS_NOT_SUPPORTED || !b || out_type == CPDIT_CUDA_F32)
+        return rc;
+    // bf16 D refused the fp32 bias: a bf16 copy of it, stream-ordered (alloc_cuda.h)
+    key.bias_type = (int)CPDIT_CUDA_BF16;
+    __nv_bfloat16 *b16 = (__nv_bfloat16 *)cpdit_cuda_alloc((size_t)N * sizeof *b16);
+    if (!b16) {
+        if (msg && msg_size)
+            snprintf(msg, msg_size, "cuBLASLt: out of device memory for a bf16 bias");
+        return (int)CUBLAS_STATUS_ALLOC_FAILED;
+    }
+    const int threads = 256, blocks = (N + threads - 1) / threads;
+    bias_to_bf16_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(b16, b, N);
+    if (cudaGetLastError() != cudaSuccess)
+        rc = (int)CUBLAS_STATUS_EXECUTION_FAILED;
+    else
+        rc = run(g, key, y, x, w, b16, stream, msg, msg_size);
+    cpdit_cuda_free(b16);
+    return rc;
 }

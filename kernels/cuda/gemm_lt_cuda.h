@@ -2,9 +2,9 @@
  *
  *   y (M, N) = x (M, K) · W^T (+ b) (then GELU-tanh when asked), all row-major on the device,
  *   W (N, K) as nn.Linear stores it, b (N).
- * x, W and y share one element type (fp32 or bf16); accumulation is fp32, and with bf16 the
- * bias is bf16 too (cuBLASLt's rule for the bias epilogue). fp32 inputs use the
- * CUBLAS_COMPUTE_32F path (exact fp32, no TF32), so they serve as the reference.
+ * x and W share one element type (fp32 or bf16), y is fp32 or bf16 (bf16 only with bf16
+ * inputs); accumulation is fp32 (CUBLAS_COMPUTE_32F, fp32 scale), the output is rounded once.
+ * fp32 inputs use the exact fp32 path (no TF32), so they serve as the reference.
  *
  * A context owns the cuBLASLt handle, a workspace and a cache of the heuristic's choice per
  * key (shape, row strides, input/output types, epilogue, bias, accumulate, pointer
@@ -59,6 +59,18 @@ int cpdit_gemm_lt_linear_f32out_ex(cpdit_gemm_lt *g, cpdit_cuda_dtype wtype, flo
                                    const void *x, int ldx, const void *w, const float *b, int M,
                                    int K, int N, int accumulate, cpdit_gemm_epilogue epilogue,
                                    void *stream, char *msg, size_t msg_size);
+
+/* The general form: y (M, N) of out_type, row stride ldy elements  =  [y +] epilogue(x (M, K) of
+ * in_type, row stride ldx · W^T + b), W (N, K) of in_type, b (N) fp32 or NULL. in_type bf16
+ * with out_type bf16 is the "cuda" table's linear (x bf16 activations directly, D = C = y bf16
+ * for accumulate = 1); bf16 -> fp32 and fp32 -> fp32 as cpdit_gemm_lt_linear_f32out_ex. With a
+ * bf16 y the fp32 bias is given to cuBLASLt as fp32 when it takes it, else as a bf16 copy
+ * made on the stream (see gemm_lt_cuda.cu). Returns as cpdit_gemm_lt_linear_f32out_ex. */
+int cpdit_gemm_lt_linear_typed(cpdit_gemm_lt *g, cpdit_cuda_dtype in_type,
+                               cpdit_cuda_dtype out_type, void *y, int ldy, const void *x,
+                               int ldx, const void *w, const float *b, int M, int K, int N,
+                               int accumulate, cpdit_gemm_epilogue epilogue, void *stream,
+                               char *msg, size_t msg_size);
 
 /* Number of distinct shapes whose algorithm is cached (for tests). */
 int cpdit_gemm_lt_cached_shapes(const cpdit_gemm_lt *g);

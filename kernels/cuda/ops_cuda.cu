@@ -1,14 +1,22 @@
 // ops_cuda.cu — the small ops of the kernel table on CUDA (see ops_cuda.h for semantics).
 //
 // Row ops (norms) use one block of kRowThreads per row with a two-pass mean/variance in fp32
-// (block reductions through shared memory); elementwise ops use a grid-stride loop.
+// (block reductions through shared memory); elementwise ops use a grid-stride loop. Every
+// kernel is a template on the activation element type T (float or bf16, elem_cuda.cuh): it
+// loads T, computes in fp32 and stores T once; parameters (gamma, beta, RoPE tables, the
+// embedding table) are fp32.
 #include "kernels/cuda/ops_cuda.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 
+#include "kernels/cuda/elem_cuda.cuh"
+
 namespace {
+
+using cpdit_elem::load;
+using cpdit_elem::store;
 
 constexpr int kRowThreads = 256;
 constexpr int kThreads = 256;
@@ -34,57 +42,63 @@ __device__ float block_sum(float v, float *red)
     return t;
 }
 
-__global__ void layer_norm_kernel(float *y, const float *x, const float *gamma, const float *beta,
-                                  int dim, float eps)
+// x, y (rows, dim): one block per row.
+template <typename T>
+__global__ void layer_norm_kernel(T *y, const T *x, const float *gamma, const float *beta, int dim,
+                                  float eps)
 {
     __shared__ float red[kRowThreads / 32];
-    const float *xr = x + (size_t)blockIdx.x * dim;
-    float *yr = y + (size_t)blockIdx.x * dim;
+    const T *xr = x + (size_t)blockIdx.x * dim;
+    T *yr = y + (size_t)blockIdx.x * dim;
     float s = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        s += xr[i];
+        s += load(xr + i);
     float mean = block_sum(s, red) / (float)dim;
     float q = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float d = xr[i] - mean;
+        float d = load(xr + i) - mean;
         q += d * d;
     }
     float inv = rsqrtf(block_sum(q, red) / (float)dim + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-        float v = (xr[i] - mean) * inv;
+        float v = (load(xr + i) - mean) * inv;
         if (gamma)
             v *= gamma[i];
         if (beta)
             v += beta[i];
-        yr[i] = v;
+        store(yr + i, v);
     }
 }
 
-__global__ void rms_norm_kernel(float *y, const float *x, const float *w, int dim, float eps)
+template <typename T>
+__global__ void rms_norm_kernel(T *y, const T *x, const float *w, int dim, float eps)
 {
     __shared__ float red[kRowThreads / 32];
-    const float *xr = x + (size_t)blockIdx.x * dim;
-    float *yr = y + (size_t)blockIdx.x * dim;
+    const T *xr = x + (size_t)blockIdx.x * dim;
+    T *yr = y + (size_t)blockIdx.x * dim;
     float q = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        q += xr[i] * xr[i];
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = load(xr + i);
+        q += v * v;
+    }
     float inv = rsqrtf(block_sum(q, red) / (float)dim + eps);
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        yr[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+        store(yr + i, load(xr + i) * inv * (w ? w[i] : 1.0f));
 }
 
-// One thread per (s, h, pair).
-__global__ void rope_kernel(float *x, const float *cos, const float *sin, int S, int H, int D)
+// One thread per (s, h, pair); x (S, H, D), cos, sin (S, D) fp32.
+template <typename T>
+__global__ void rope_kernel(T *x, const float *cos, const float *sin, int S, int H, int D)
 {
     size_t half = (size_t)D / 2, n = (size_t)S * H * half;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x) {
         size_t i = t % half, sh = t / half, s = sh / H;
-        float *p = x + sh * D + 2 * i;
+        T *p = x + sh * D + 2 * i;
         const float *c = cos + s * D + 2 * i, *sn = sin + s * D + 2 * i;
-        float a = p[0], b = p[1];
-        p[0] = a * c[0] - b * sn[0];
-        p[1] = b * c[1] + a * sn[1];
+        float a = load(p), b = load(p + 1);
+        store(p, a * c[0] - b * sn[0]);
+        store(p + 1, b * c[1] + a * sn[1]);
     }
 }
 
@@ -106,147 +120,173 @@ __device__ inline float act_one(int kind, float v)
     }
 }
 
-__global__ void act_kernel(int kind, float *y, const float *x, size_t n)
+template <typename T>
+__global__ void act_kernel(int kind, T *y, const T *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        y[i] = act_one(kind, x[i]);
+        store(y + i, act_one(kind, load(x + i)));
 }
 
-__global__ void binary_kernel(int mul, float *y, const float *a, const float *b, size_t n)
+template <typename T>
+__global__ void binary_kernel(int mul, T *y, const T *a, const T *b, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        y[i] = mul ? a[i] * b[i] : a[i] + b[i];
+         i += (size_t)gridDim.x * blockDim.x) {
+        const float u = load(a + i), v = load(b + i);
+        store(y + i, mul ? u * v : u + v);
+    }
 }
 
-__global__ void embedding_kernel(float *y, const float *table, const int32_t *ids, size_t n,
-                                 int dim)
+// y (n, dim) = rows ids of the fp32 table (vocab, dim).
+template <typename T>
+__global__ void embedding_kernel(T *y, const float *table, const int32_t *ids, size_t n, int dim)
 {
     size_t total = n * (size_t)dim;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
          t += (size_t)gridDim.x * blockDim.x) {
         size_t r = t / dim, c = t % dim;
-        y[t] = table[(size_t)ids[r] * dim + c];
+        store(y + t, table[(size_t)ids[r] * dim + c]);
     }
 }
 
-__global__ void modulate_kernel(float *y, const float *x, const float *shift, const float *scale,
-                                size_t rows, int dim)
+template <typename T>
+__global__ void modulate_kernel(T *y, const T *x, const T *shift, const T *scale, size_t rows,
+                                int dim)
 {
     size_t total = rows * (size_t)dim;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
          t += (size_t)gridDim.x * blockDim.x) {
         int c = (int)(t % dim);
-        y[t] = x[t] * (1.0f + scale[c]) + shift[c];
+        store(y + t, load(x + t) * (1.0f + load(scale + c)) + load(shift + c));
     }
 }
 
-__global__ void gated_residual_kernel(float *h, int ldh, const float *x, int ldx,
-                                      const float *gate, size_t rows, int dim)
+template <typename T>
+__global__ void gated_residual_kernel(T *h, int ldh, const T *x, int ldx, const T *gate,
+                                      size_t rows, int dim)
 {
     size_t total = rows * (size_t)dim;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < total;
          t += (size_t)gridDim.x * blockDim.x) {
         size_t r = t / dim;
         int c = (int)(t % dim);
-        h[r * ldh + c] += gate[c] * x[r * ldx + c];
+        T *hp = h + r * ldh + c;
+        store(hp, load(hp) + load(gate + c) * load(x + r * ldx + c));
     }
 }
 
 } // namespace
 
-extern "C" int cpdit_cuda_layer_norm(float *y, const float *x, const float *gamma,
-                                     const float *beta, size_t rows, int dim, float eps,
-                                     void *stream)
+extern "C" int cpdit_cuda_layer_norm(cpdit_cuda_dtype t, void *y, const void *x,
+                                     const float *gamma, const float *beta, size_t rows, int dim,
+                                     float eps, void *stream)
 {
     if (rows == 0 || dim == 0)
         return 0;
-    layer_norm_kernel<<<(unsigned)rows, kRowThreads, 0, (cudaStream_t)stream>>>(y, x, gamma, beta,
-                                                                              dim, eps);
+    CPDIT_CUDA_DISPATCH(t, layer_norm_kernel<T><<<(unsigned)rows, kRowThreads, 0,
+                                                  (cudaStream_t)stream>>>(
+                               (T *)y, (const T *)x, gamma, beta, dim, eps));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_rms_norm(float *y, const float *x, const float *weight, size_t rows,
-                                   int dim, float eps, void *stream)
+extern "C" int cpdit_cuda_rms_norm(cpdit_cuda_dtype t, void *y, const void *x,
+                                   const float *weight, size_t rows, int dim, float eps,
+                                   void *stream)
 {
     if (rows == 0 || dim == 0)
         return 0;
-    rms_norm_kernel<<<(unsigned)rows, kRowThreads, 0, (cudaStream_t)stream>>>(y, x, weight, dim,
-                                                                            eps);
+    CPDIT_CUDA_DISPATCH(t, rms_norm_kernel<T><<<(unsigned)rows, kRowThreads, 0,
+                                                (cudaStream_t)stream>>>((T *)y, (const T *)x,
+                                                                        weight, dim, eps));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_rope(float *x, const float *cos, const float *sin, int S, int H, int D,
-                               void *stream)
+extern "C" int cpdit_cuda_rope(cpdit_cuda_dtype t, void *x, const float *cos, const float *sin,
+                               int S, int H, int D, void *stream)
 {
     size_t n = (size_t)S * H * (D / 2);
     if (n == 0)
         return 0;
-    rope_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(x, cos, sin, S, H, D);
+    CPDIT_CUDA_DISPATCH(t, rope_kernel<T><<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
+                               (T *)x, cos, sin, S, H, D));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_act(int kind, float *y, const float *x, size_t n, void *stream)
+extern "C" int cpdit_cuda_act(cpdit_cuda_dtype t, int kind, void *y, const void *x, size_t n,
+                              void *stream)
 {
     if (n == 0)
         return 0;
-    act_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(kind, y, x, n);
+    CPDIT_CUDA_DISPATCH(t, act_kernel<T><<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
+                               kind, (T *)y, (const T *)x, n));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_add(float *y, const float *a, const float *b, size_t n, void *stream)
+static int binary(cpdit_cuda_dtype t, int mul, void *y, const void *a, const void *b, size_t n,
+                  void *stream)
 {
     if (n == 0)
         return 0;
-    binary_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(0, y, a, b, n);
+    CPDIT_CUDA_DISPATCH(t, binary_kernel<T><<<blocks_for(n), kThreads, 0,
+                                              (cudaStream_t)stream>>>(mul, (T *)y, (const T *)a,
+                                                                      (const T *)b, n));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_mul(float *y, const float *a, const float *b, size_t n, void *stream)
+extern "C" int cpdit_cuda_add(cpdit_cuda_dtype t, void *y, const void *a, const void *b, size_t n,
+                              void *stream)
 {
-    if (n == 0)
-        return 0;
-    binary_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(1, y, a, b, n);
-    return (int)cudaGetLastError();
+    return binary(t, 0, y, a, b, n, stream);
 }
 
-extern "C" int cpdit_cuda_embedding(float *y, const float *table, const int32_t *ids, size_t n,
-                                    int dim, void *stream)
+extern "C" int cpdit_cuda_mul(cpdit_cuda_dtype t, void *y, const void *a, const void *b, size_t n,
+                              void *stream)
+{
+    return binary(t, 1, y, a, b, n, stream);
+}
+
+extern "C" int cpdit_cuda_embedding(cpdit_cuda_dtype t, void *y, const float *table,
+                                    const int32_t *ids, size_t n, int dim, void *stream)
 {
     if (n == 0 || dim == 0)
         return 0;
-    embedding_kernel<<<blocks_for(n * dim), kThreads, 0, (cudaStream_t)stream>>>(y, table, ids, n,
-                                                                                 dim);
+    CPDIT_CUDA_DISPATCH(t, embedding_kernel<T><<<blocks_for(n * dim), kThreads, 0,
+                                                 (cudaStream_t)stream>>>((T *)y, table, ids, n,
+                                                                         dim));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_modulate(float *y, const float *x, const float *shift,
-                                   const float *scale, size_t rows, int dim, void *stream)
+extern "C" int cpdit_cuda_modulate(cpdit_cuda_dtype t, void *y, const void *x, const void *shift,
+                                   const void *scale, size_t rows, int dim, void *stream)
 {
     if (rows == 0 || dim == 0)
         return 0;
-    modulate_kernel<<<blocks_for(rows * dim), kThreads, 0, (cudaStream_t)stream>>>(
-        y, x, shift, scale, rows, dim);
+    CPDIT_CUDA_DISPATCH(t, modulate_kernel<T><<<blocks_for(rows * dim), kThreads, 0,
+                                                (cudaStream_t)stream>>>(
+                               (T *)y, (const T *)x, (const T *)shift, (const T *)scale, rows,
+                               dim));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_gated_residual(float *h, int ldh, const float *x, int ldx,
-                                         const float *gate, size_t rows, int dim, void *stream)
+extern "C" int cpdit_cuda_gated_residual(cpdit_cuda_dtype t, void *h, int ldh, const void *x,
+                                         int ldx, const void *gate, size_t rows, int dim,
+                                         void *stream)
 {
     if (rows == 0 || dim == 0)
         return 0;
-    gated_residual_kernel<<<blocks_for(rows * dim), kThreads, 0, (cudaStream_t)stream>>>(
-        h, ldh, x, ldx, gate, rows, dim);
+    CPDIT_CUDA_DISPATCH(t, gated_residual_kernel<T><<<blocks_for(rows * dim), kThreads, 0,
+                                                      (cudaStream_t)stream>>>(
+                               (T *)h, ldh, (const T *)x, ldx, (const T *)gate, rows, dim));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_copy_rows(float *dst, int ldd, const float *src, int lds, size_t rows,
-                                    int dim, void *stream)
+extern "C" int cpdit_cuda_copy_rows(cpdit_cuda_dtype t, void *dst, int ldd, const void *src,
+                                    int lds, size_t rows, int dim, void *stream)
 {
     if (rows == 0 || dim == 0)
         return 0;
-    return (int)cudaMemcpy2DAsync(dst, (size_t)ldd * sizeof(float), src,
-                                  (size_t)lds * sizeof(float), (size_t)dim * sizeof(float), rows,
-                                  cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    const size_t es = cpdit_cuda_dtype_size(t);
+    return (int)cudaMemcpy2DAsync(dst, (size_t)ldd * es, src, (size_t)lds * es, (size_t)dim * es,
+                                  rows, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
 }

@@ -72,6 +72,19 @@ static inline const char *cpdit_sdpa_version_refused(size_t version)
     return NULL;
 }
 
+/* Alignment in bytes of the graph's tensors (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT). */
+#define CPDIT_SDPA_ALIGN 16
+
+/* Whether a table's activation operand (rows of cols = H D elements of elem_bytes bytes, row
+ * stride ld elements, at address addr) can go to the graph as it is: bf16 (2 bytes),
+ * contiguous (ld == cols) and aligned; otherwise the CUDA table copies it into a contiguous
+ * bf16 block (a fused qkv buffer's column blocks, ld = 3 H D, always are). */
+static inline int cpdit_sdpa_operand_direct(size_t elem_bytes, uintptr_t addr, int64_t ld,
+                                            int64_t cols)
+{
+    return elem_bytes == 2 && ld == cols && addr % CPDIT_SDPA_ALIGN == 0;
+}
+
 /* The head dims cuDNN's fused attention takes: multiples of 8 up to 256. */
 static inline int cpdit_sdpa_head_dim_ok(int D)
 {

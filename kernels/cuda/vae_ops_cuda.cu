@@ -1,10 +1,12 @@
 // vae_ops_cuda.cu — the VAE's ops on CUDA (see vae_ops_cuda.h).
 //
-// Convolution: cuDNN's convolution forward on NHWC fp32 tensors. A band of output rows
-// [r0, r1) with a 3x3 kernel reads input rows r0-1 .. r1 (halo rows supplied by the caller), so
-// the input is described as a (r1-r0+2)-row image with no vertical padding and one column of
-// horizontal padding; a 1x1 kernel reads rows r0 .. r1-1. The algorithm is cuDNN's heuristic
-// choice per shape, cached; the workspace comes from the caching allocator.
+// Convolution: cuDNN's convolution forward on NHWC tensors of the weights' type (fp32, or bf16
+// with fp32 accumulation). A band of output rows [r0, r1) with a 3x3 kernel reads input rows
+// r0-1 .. r1 (halo rows supplied by the caller), so the input is described as a (r1-r0+2)-row
+// image with no vertical padding and one column of horizontal padding; a 1x1 kernel reads rows
+// r0 .. r1-1. The algorithm is cuDNN's heuristic choice per shape, cached; the workspace comes
+// from the caching allocator. The other kernels are templates on the activation element type
+// (elem_cuda.cuh): fp32 math, one rounding at the store; moments in double.
 #include "kernels/cuda/vae_ops_cuda.h"
 
 #include <cuda_bf16.h>
@@ -12,11 +14,16 @@
 #include <cudnn.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cuda/alloc_cuda.h"
+#include "kernels/cuda/elem_cuda.cuh"
 
 namespace {
+
+using cpdit_elem::load;
+using cpdit_elem::store;
 
 constexpr int kThreads = 256;
 constexpr int kCudnnError = 100000; // above cuBLAS (2000 + status) and CUDA codes
@@ -56,31 +63,38 @@ __global__ void pack_kernel(float *dst, const float *src, int Cout, int Cin, int
     }
 }
 
-__global__ void to_bf16_kernel(__nv_bfloat16 *dst, const float *src, size_t n)
+// y = x (+ bias, fp32, channel t % C), n values, converted from TS to TD once; y may be x
+// (TD == TS: the bias added in place).
+template <typename TD, typename TS>
+__global__ void convert_bias_kernel(TD *y, const TS *x, const float *b, size_t n, int C)
 {
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x)
-        dst[t] = __float2bfloat16_rn(src[t]);
+        store(y + t, load(x + t) + (b ? b[t % C] : 0.0f));
 }
 
-// y = bf16 conv output + bias (fp32), n values of C channels
-__global__ void from_bf16_bias_kernel(float *y, const __nv_bfloat16 *x, const float *b, size_t n,
-                                      int C)
+// y = x (+ b) from src_type to dst_type, n values of C channels, queued on s.
+int convert_bias(cpdit_cuda_dtype dst_type, void *y, cpdit_cuda_dtype src_type, const void *x,
+                 const float *b, size_t n, int C, cudaStream_t s)
 {
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
-         t += (size_t)gridDim.x * blockDim.x)
-        y[t] = __bfloat162float(x[t]) + (b ? b[t % C] : 0.0f);
-}
-
-__global__ void bias_kernel(float *y, const float *b, size_t n, int C)
-{
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
-         t += (size_t)gridDim.x * blockDim.x)
-        y[t] += b[t % C];
+    const unsigned nb = blocks_for(n);
+    if (dst_type == CPDIT_CUDA_BF16 && src_type == CPDIT_CUDA_BF16)
+        convert_bias_kernel<<<nb, kThreads, 0, s>>>((__nv_bfloat16 *)y,
+                                                    (const __nv_bfloat16 *)x, b, n, C);
+    else if (dst_type == CPDIT_CUDA_BF16)
+        convert_bias_kernel<<<nb, kThreads, 0, s>>>((__nv_bfloat16 *)y, (const float *)x, b, n,
+                                                    C);
+    else if (src_type == CPDIT_CUDA_BF16)
+        convert_bias_kernel<<<nb, kThreads, 0, s>>>((float *)y, (const __nv_bfloat16 *)x, b, n,
+                                                    C);
+    else
+        convert_bias_kernel<<<nb, kThreads, 0, s>>>((float *)y, (const float *)x, b, n, C);
+    return (int)cudaGetLastError();
 }
 
 // grid (G, blocks per group): each block sums a slice of the group's elements in double.
-__global__ void moments_kernel(double *acc, const float *x, size_t pixels, int C, int G,
+template <typename T>
+__global__ void moments_kernel(double *acc, const T *x, size_t pixels, int C, int G,
                                const double *mean)
 {
     __shared__ double red[kThreads];
@@ -91,7 +105,7 @@ __global__ void moments_kernel(double *acc, const float *x, size_t pixels, int C
          t += (size_t)gridDim.y * blockDim.x) {
         size_t p = t / cg;
         int c = g * cg + (int)(t % cg);
-        double v = x[p * C + c];
+        double v = load(x + p * C + c);
         s += mean ? (v - m) * (v - m) : v;
     }
     red[threadIdx.x] = s;
@@ -116,7 +130,8 @@ __device__ inline float vae_act(int act, float v)
     }
 }
 
-__global__ void norm_apply_kernel(float *y, const float *x, size_t pixels, int C, int G,
+template <typename T>
+__global__ void norm_apply_kernel(T *y, const T *x, size_t pixels, int C, int G,
                                   const double *mean, const double *rstd, const float *gamma,
                                   const float *beta, int act)
 {
@@ -125,16 +140,18 @@ __global__ void norm_apply_kernel(float *y, const float *x, size_t pixels, int C
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x) {
         int c = (int)(t % C), g = c / cg;
-        float v = (float)(((double)x[t] - mean[g]) * rstd[g]);
+        float v = (float)(((double)load(x + t) - mean[g]) * rstd[g]);
         if (gamma)
             v *= gamma[c];
         if (beta)
             v += beta[c];
-        y[t] = vae_act(act, v);
+        store(y + t, vae_act(act, v));
     }
 }
 
-__global__ void upsample_kernel(float *y, const float *x, int rows, int W, int C)
+// Element moves of any 2- or 4-byte type E (bits copied as they are).
+template <typename E>
+__global__ void upsample_kernel(E *y, const E *x, int rows, int W, int C)
 {
     size_t n = (size_t)rows * 2 * W * 2 * C;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
@@ -147,9 +164,10 @@ __global__ void upsample_kernel(float *y, const float *x, int rows, int W, int C
 // Tiles of 32 x 32: block x walks the column tiles; the row tiles are walked in a loop from
 // blockIdx.y with stride gridDim.y (gridDim.y is at most 65535: a 2048^2 image has 4M pixels,
 // 131072 row tiles).
-__global__ void transpose_kernel(float *y, const float *x, size_t rows, size_t cols)
+template <typename E>
+__global__ void transpose_kernel(E *y, const E *x, size_t rows, size_t cols)
 {
-    __shared__ float tile[32][33];
+    __shared__ E tile[32][33];
     const size_t c0 = (size_t)blockIdx.x * 32;
     for (size_t r0 = (size_t)blockIdx.y * 32; r0 < rows; r0 += (size_t)gridDim.y * 32) {
         for (int j = threadIdx.y; j < 32; j += blockDim.y) {
@@ -198,8 +216,10 @@ extern "C" void *cpdit_cuda_conv2d_pack_bf16(const float *w, int Cout, int Cin, 
         cpdit_cuda_free(f);
         return nullptr;
     }
-    to_bf16_kernel<<<blocks_for(n), kThreads>>>((__nv_bfloat16 *)dst, f, n);
-    cudaError_t e = cudaDeviceSynchronize();
+    cudaError_t e = (cudaError_t)convert_bias(CPDIT_CUDA_BF16, dst, CPDIT_CUDA_F32, f, nullptr, n,
+                                              1, nullptr);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
     cpdit_cuda_free(f);
     if (e != cudaSuccess) {
         cpdit_cuda_free(dst);
@@ -208,20 +228,16 @@ extern "C" void *cpdit_cuda_conv2d_pack_bf16(const float *w, int Cout, int Cin, 
     return dst;
 }
 
-static int conv2d_any(float *y, const float *x, const void *w_packed, const float *b, int W,
-                      int Cin, int Cout, int K, int r0, int r1, int bf16, void *stream);
+static int conv2d_any(cpdit_cuda_dtype act, void *y, const void *x, const void *w_packed,
+                      int bf16, const float *b, int W, int Cin, int Cout, int K, int r0, int r1,
+                      void *stream);
 
-extern "C" int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b,
+extern "C" int cpdit_cuda_conv2d(cpdit_cuda_dtype act, void *y, const void *x,
+                                 const void *w_packed, cpdit_cuda_dtype wtype, const float *b,
                                  int W, int Cin, int Cout, int K, int r0, int r1, void *stream)
 {
-    return conv2d_any(y, x, w_packed, b, W, Cin, Cout, K, r0, r1, 0, stream);
-}
-
-extern "C" int cpdit_cuda_conv2d_bf16(float *y, const float *x, const void *w_bf16,
-                                      const float *b, int W, int Cin, int Cout, int K, int r0,
-                                      int r1, void *stream)
-{
-    return conv2d_any(y, x, w_bf16, b, W, Cin, Cout, K, r0, r1, 1, stream);
+    return conv2d_any(act, y, x, w_packed, wtype == CPDIT_CUDA_BF16, b, W, Cin, Cout, K, r0, r1,
+                      stream);
 }
 
 // The heuristic's first usable algorithm for the descriptors (cached per shape by the caller).
@@ -262,12 +278,17 @@ static cudnnStatus_t choose_algo(cudnnHandle_t h, cudnnTensorDescriptor_t xd,
     return st;
 }
 
-// fp32: x, w, y fp32, FMA math (exact fp32). bf16: x cast to bf16, w bf16, y bf16 with fp32
-// accumulation (cuDNN's PSEUDO_BFLOAT16 configuration, tensor cores), then y -> fp32 + bias;
-// a shape with no bf16 algorithm (e.g. the VAE's conv_out, 3 output channels) runs in fp32
-// from the bf16 weights widened exactly.
-static int conv2d_any(float *y, const float *x, const void *w_packed, const float *b, int W,
-                      int Cin, int Cout, int K, int r0, int r1, int bf16, void *stream)
+// The convolution runs in the weights' type dt: fp32 (x, w, y fp32, FMA math: exact fp32) or
+// bf16 (x, w, y bf16 with fp32 accumulation: cuDNN's PSEUDO_BFLOAT16 configuration, tensor
+// cores). Activations x, y of type act: an input band of another type than dt is converted to
+// a dt staging band first; the output is written to y directly when act == dt (the bias then
+// added in place: with bf16 that rounds twice, once in cuDNN and once after the fp32 bias),
+// else to a dt staging band converted into y with the bias in one pass. A shape with no bf16
+// algorithm (e.g. the VAE's conv_out, 3 output channels) runs in fp32 from the bf16 weights
+// widened exactly.
+static int conv2d_any(cpdit_cuda_dtype act, void *y, const void *x, const void *w_packed,
+                      int bf16, const float *b, int W, int Cin, int Cout, int K, int r0, int r1,
+                      void *stream)
 {
     if (r1 <= r0 || W <= 0)
         return 0;
@@ -277,10 +298,14 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
     cudnnHandle_t h = handle_for(s);
     if (!h)
         return kCudnnError + (int)CUDNN_STATUS_NOT_INITIALIZED;
-    int rows_out = r1 - r0, rows_in = K == 3 ? rows_out + 2 : rows_out;
-    const float *xin = x + (size_t)(K == 3 ? r0 - 1 : r0) * W * Cin;
-    float *yout = y + (size_t)r0 * W * Cout;
-    const size_t n_in = (size_t)rows_in * W * Cin, n_out = (size_t)rows_out * W * Cout;
+    // the band in elements from row 0 of x and y (row -1 for a 3x3 kernel's halo), then bytes
+    const cpdit_conv_band band = cpdit_conv_band_for(K, r0, r1, W, Cin, Cout);
+    const int rows_out = band.rows_out, rows_in = band.rows_in;
+    const ptrdiff_t es = (ptrdiff_t)cpdit_cuda_dtype_size(act); // activation bytes
+    const cpdit_cuda_dtype dtc = bf16 ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32;
+    const void *xin = (const char *)x + (ptrdiff_t)band.in_offset * es;
+    void *yout = (char *)y + (ptrdiff_t)band.out_offset * es;
+    const size_t n_in = band.in_elems, n_out = band.out_elems;
     const cudnnDataType_t dt = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
     cudnnFilterDescriptor_t wd = nullptr;
@@ -328,22 +353,23 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
         float *w32 = (float *)cpdit_cuda_alloc(n_w * sizeof(float));
         if (!w32)
             return (int)cudaErrorMemoryAllocation;
-        from_bf16_bias_kernel<<<blocks_for(n_w), kThreads, 0, s>>>(
-            w32, (const __nv_bfloat16 *)w_packed, nullptr, n_w, 1);
-        int rc = (int)cudaGetLastError();
+        int rc = convert_bias(CPDIT_CUDA_F32, w32, CPDIT_CUDA_BF16, w_packed, nullptr, n_w, 1, s);
         if (!rc)
-            rc = conv2d_any(y, x, w32, b, W, Cin, Cout, K, r0, r1, 0, stream);
+            rc = conv2d_any(act, y, x, w32, 0, b, W, Cin, Cout, K, r0, r1, stream);
         cpdit_cuda_free(w32); // stream-ordered reuse: see alloc_cuda.h
         return rc;
     }
-    void *xb = nullptr, *yb = nullptr; // bf16 staging of the input band and the output
-    if (st == CUDNN_STATUS_SUCCESS && bf16) {
-        xb = cpdit_cuda_alloc(n_in * 2);
-        yb = cpdit_cuda_alloc(n_out * 2);
+    // staging in the convolution's type of the input band and the output, when act differs
+    const int staged = act != dtc;
+    const size_t esc = cpdit_cuda_dtype_size(dtc);
+    void *xb = nullptr, *yb = nullptr;
+    if (st == CUDNN_STATUS_SUCCESS && staged) {
+        xb = cpdit_cuda_alloc(n_in * esc);
+        yb = cpdit_cuda_alloc(n_out * esc);
         if (!xb || !yb)
             st = CUDNN_STATUS_ALLOC_FAILED;
-        else
-            to_bf16_kernel<<<blocks_for(n_in), kThreads, 0, s>>>((__nv_bfloat16 *)xb, xin, n_in);
+        else if (convert_bias(dtc, xb, act, xin, nullptr, n_in, 1, s))
+            st = CUDNN_STATUS_EXECUTION_FAILED;
     }
     void *ws = nullptr;
     if (st == CUDNN_STATUS_SUCCESS && plan->ws_bytes) {
@@ -352,36 +378,27 @@ static int conv2d_any(float *y, const float *x, const void *w_packed, const floa
             st = CUDNN_STATUS_ALLOC_FAILED;
     }
     const float one = 1.0f, zero = 0.0f;
-    CK(cudnnConvolutionForward(h, &one, xd, bf16 ? (const void *)xb : (const void *)xin, wd,
-                               w_packed, cd, plan->algo, ws, plan->ws_bytes, &zero, yd,
-                               bf16 ? yb : (void *)yout));
+    CK(cudnnConvolutionForward(h, &one, xd, staged ? (const void *)xb : xin, wd, w_packed, cd,
+                               plan->algo, ws, plan->ws_bytes, &zero, yd, staged ? yb : yout));
 #undef CK
     cpdit_cuda_free(ws); // stream-ordered reuse: see alloc_cuda.h
     cudnnDestroyTensorDescriptor(xd);
     cudnnDestroyTensorDescriptor(yd);
     cudnnDestroyFilterDescriptor(wd);
     cudnnDestroyConvolutionDescriptor(cd);
-    if (bf16) {
-        if (st == CUDNN_STATUS_SUCCESS)
-            from_bf16_bias_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(
-                yout, (const __nv_bfloat16 *)yb, b, n_out, Cout);
-        cpdit_cuda_free(xb);
-        cpdit_cuda_free(yb);
-        if (st != CUDNN_STATUS_SUCCESS)
-            return kCudnnError + (int)st;
-        return (int)cudaGetLastError();
-    }
-    if (st != CUDNN_STATUS_SUCCESS)
-        return kCudnnError + (int)st;
-    if (b) {
-        bias_kernel<<<blocks_for(n_out), kThreads, 0, s>>>(yout, b, n_out, Cout);
-        return (int)cudaGetLastError();
-    }
-    return 0;
+    int rc = st != CUDNN_STATUS_SUCCESS ? kCudnnError + (int)st : 0;
+    if (!rc && staged) // staging -> y (+ bias), one rounding
+        rc = convert_bias(act, yout, dtc, yb, b, n_out, Cout, s);
+    else if (!rc && b) // in place
+        rc = convert_bias(act, yout, act, yout, b, n_out, Cout, s);
+    cpdit_cuda_free(xb);
+    cpdit_cuda_free(yb);
+    return rc;
 }
 
-extern "C" int cpdit_cuda_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
-                                        const double *mean, void *stream)
+extern "C" int cpdit_cuda_group_moments(cpdit_cuda_dtype t, double *acc, const void *x,
+                                        size_t pixels, int C, int G, const double *mean,
+                                        void *stream)
 {
     if (G <= 0 || C % G)
         return (int)cudaErrorInvalidValue;
@@ -391,41 +408,54 @@ extern "C" int cpdit_cuda_group_moments(double *acc, const float *x, size_t pixe
     unsigned by = (unsigned)((per_group + kThreads * 16 - 1) / (kThreads * 16));
     if (by > 1024)
         by = 1024;
-    moments_kernel<<<dim3((unsigned)G, by ? by : 1), kThreads, 0, (cudaStream_t)stream>>>(
-        acc, x, pixels, C, G, mean);
+    CPDIT_CUDA_DISPATCH(t, moments_kernel<T><<<dim3((unsigned)G, by ? by : 1), kThreads, 0,
+                                               (cudaStream_t)stream>>>(acc, (const T *)x, pixels,
+                                                                       C, G, mean));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
-                                           const double *mean, const double *rstd,
-                                           const float *gamma, const float *beta, int act,
-                                           void *stream)
+extern "C" int cpdit_cuda_group_norm_apply(cpdit_cuda_dtype t, void *y, const void *x,
+                                           size_t pixels, int C, int G, const double *mean,
+                                           const double *rstd, const float *gamma,
+                                           const float *beta, int act, void *stream)
 {
     size_t n = pixels * (size_t)C;
     if (n == 0)
         return 0;
-    norm_apply_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
-        y, x, pixels, C, G, mean, rstd, gamma, beta, act);
+    CPDIT_CUDA_DISPATCH(t, norm_apply_kernel<T><<<blocks_for(n), kThreads, 0,
+                                                  (cudaStream_t)stream>>>(
+                               (T *)y, (const T *)x, pixels, C, G, mean, rstd, gamma, beta, act));
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_upsample2x(float *y, const float *x, int rows, int W, int C,
-                                     void *stream)
+extern "C" int cpdit_cuda_upsample2x(cpdit_cuda_dtype t, void *y, const void *x, int rows, int W,
+                                     int C, void *stream)
 {
     size_t n = (size_t)rows * 4 * W * C;
     if (n == 0)
         return 0;
-    upsample_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(y, x, rows, W, C);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == CPDIT_CUDA_BF16) // bf16 bits moved as 2-byte words
+        upsample_kernel<<<blocks_for(n), kThreads, 0, s>>>((uint16_t *)y, (const uint16_t *)x,
+                                                           rows, W, C);
+    else
+        upsample_kernel<<<blocks_for(n), kThreads, 0, s>>>((float *)y, (const float *)x, rows, W,
+                                                           C);
     return (int)cudaGetLastError();
 }
 
-extern "C" int cpdit_cuda_transpose(float *y, const float *x, size_t rows, size_t cols,
-                                    void *stream)
+extern "C" int cpdit_cuda_transpose(cpdit_cuda_dtype t, void *y, const void *x, size_t rows,
+                                    size_t cols, void *stream)
 {
     if (rows == 0 || cols == 0)
         return 0;
     const size_t row_tiles = (rows + 31) / 32, max_y = 65535;
     dim3 grid((unsigned)((cols + 31) / 32), (unsigned)(row_tiles < max_y ? row_tiles : max_y));
-    transpose_kernel<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(y, x, rows, cols);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (t == CPDIT_CUDA_BF16) // bf16 bits moved as 2-byte words
+        transpose_kernel<<<grid, dim3(32, 8), 0, s>>>((uint16_t *)y, (const uint16_t *)x, rows,
+                                                      cols);
+    else
+        transpose_kernel<<<grid, dim3(32, 8), 0, s>>>((float *)y, (const float *)x, rows, cols);
     return (int)cudaGetLastError();
 }

@@ -11,9 +11,37 @@
 
 #include <stddef.h>
 
+#include "kernels/cuda/attention_flash_cuda.h" /* cpdit_cuda_dtype */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The part of an image a convolution call touches (plain C, checked on the host by
+ * tests/test_cuda_host_math.c): output rows [r0, r1) of a (rows, W, Cout) image from a
+ * (rows, W, Cin) one with a K x K kernel (K = 1 or 3) read input rows in_row0 .. in_row0 +
+ * rows_in - 1 (a 3x3 kernel one halo row either side), i.e. in_elems elements starting
+ * in_offset elements from row 0 of x (negative: the halo row above), and write out_elems
+ * elements starting out_offset elements from row 0 of y. Bytes are these times the element
+ * size of the activations (4 fp32, 2 bf16). */
+typedef struct cpdit_conv_band {
+    int in_row0, rows_in, rows_out;
+    long long in_offset, out_offset; /* elements */
+    size_t in_elems, out_elems;
+} cpdit_conv_band;
+
+static inline cpdit_conv_band cpdit_conv_band_for(int K, int r0, int r1, int W, int Cin, int Cout)
+{
+    cpdit_conv_band b;
+    b.rows_out = r1 - r0;
+    b.in_row0 = K == 3 ? r0 - 1 : r0;
+    b.rows_in = K == 3 ? b.rows_out + 2 : b.rows_out;
+    b.in_offset = (long long)b.in_row0 * W * Cin;
+    b.out_offset = (long long)r0 * W * Cout;
+    b.in_elems = (size_t)b.rows_in * W * Cin;
+    b.out_elems = (size_t)b.rows_out * W * Cout;
+    return b;
+}
 
 /* Activation fused into group_norm_apply (numbered as the VAE section's cpdit_activation). */
 enum {
@@ -28,38 +56,40 @@ enum {
  * cuDNN takes. Returns a device block from cpdit_cuda_alloc (free with cpdit_cuda_free) or NULL. */
 float *cpdit_cuda_conv2d_pack(const float *w, int Cout, int Cin, int K);
 
-/* Output rows [r0, r1) of y (rows, W, Cout) = conv KxK (K = 1 or 3), stride 1, "same" zero
- * padding, of x (rows, W, Cin) (device, x points at row 0; for K = 3 rows r0-1 and r1 must be
- * readable: halo rows or zero rows), with packed weights and bias b (Cout) or NULL.
- * The workspace comes from the caching allocator. */
-int cpdit_cuda_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,
-                      int Cin, int Cout, int K, int r0, int r1, void *stream);
-
 /* The bf16 form: host weights -> device bf16 (Cout, K, K, Cin) (cpdit_cuda_free), or NULL. */
 void *cpdit_cuda_conv2d_pack_bf16(const float *w, int Cout, int Cin, int K);
 
-/* cpdit_cuda_conv2d with bf16 weights from cpdit_cuda_conv2d_pack_bf16: the input band rounded
- * to bf16, cuDNN's bf16 convolution (tensor cores, fp32 accumulation, bf16 output), then the
- * output to fp32 plus the bias in fp32. */
-int cpdit_cuda_conv2d_bf16(float *y, const float *x, const void *w_bf16, const float *b, int W,
-                           int Cin, int Cout, int K, int r0, int r1, void *stream);
+/* Output rows [r0, r1) of y (rows, W, Cout) = conv KxK (K = 1 or 3), stride 1, "same" zero
+ * padding, of x (rows, W, Cin) (device, x points at row 0; for K = 3 rows r0-1 and r1 must be
+ * readable: halo rows or zero rows), with packed weights of wtype (cpdit_cuda_conv2d_pack: fp32,
+ * the exact FMA convolution; cpdit_cuda_conv2d_pack_bf16: bf16, cuDNN's bf16 convolution with
+ * fp32 accumulation) and bias b (Cout) fp32 or NULL. x, y are activations of type act (fp32 or
+ * bf16); an act other than wtype goes through staging of wtype (vae_ops_cuda.cu). The
+ * workspace comes from the caching allocator. */
+int cpdit_cuda_conv2d(cpdit_cuda_dtype act, void *y, const void *x, const void *w_packed,
+                      cpdit_cuda_dtype wtype, const float *b, int W, int Cin, int Cout, int K,
+                      int r0, int r1, void *stream);
 
 /* acc[g] += sum over the group's elements of x (mean == NULL) or of (x - mean[g])^2.
- * acc, mean: device doubles (G). x (pixels, C), G groups of C/G consecutive channels. */
-int cpdit_cuda_group_moments(double *acc, const float *x, size_t pixels, int C, int G,
-                             const double *mean, void *stream);
+ * acc, mean: device doubles (G). x (pixels, C) of type t, G groups of C/G consecutive
+ * channels; sums in double. */
+int cpdit_cuda_group_moments(cpdit_cuda_dtype t, double *acc, const void *x, size_t pixels, int C,
+                             int G, const double *mean, void *stream);
 
-/* y = act((x - mean[g]) rstd[g] gamma[c] + beta[c]); mean, rstd device doubles (G); gamma,
- * beta (C) or NULL; y may alias x. */
-int cpdit_cuda_group_norm_apply(float *y, const float *x, size_t pixels, int C, int G,
-                                const double *mean, const double *rstd, const float *gamma,
-                                const float *beta, int act, void *stream);
+/* y = act((x - mean[g]) rstd[g] gamma[c] + beta[c]); x, y of type t; mean, rstd device doubles
+ * (G); gamma, beta (C) fp32 or NULL; y may alias x. */
+int cpdit_cuda_group_norm_apply(cpdit_cuda_dtype t, void *y, const void *x, size_t pixels, int C,
+                                int G, const double *mean, const double *rstd,
+                                const float *gamma, const float *beta, int act, void *stream);
 
-/* Nearest 2x: y (2 rows, 2W, C)[r][i] = x (rows, W, C)[r/2][i/2]. */
-int cpdit_cuda_upsample2x(float *y, const float *x, int rows, int W, int C, void *stream);
+/* Nearest 2x: y (2 rows, 2W, C)[r][i] = x (rows, W, C)[r/2][i/2]; elements of t moved as they
+ * are. */
+int cpdit_cuda_upsample2x(cpdit_cuda_dtype t, void *y, const void *x, int rows, int W, int C,
+                          void *stream);
 
-/* y (cols, rows) = x (rows, cols)^T. */
-int cpdit_cuda_transpose(float *y, const float *x, size_t rows, size_t cols, void *stream);
+/* y (cols, rows) = x (rows, cols)^T, elements of t. */
+int cpdit_cuda_transpose(cpdit_cuda_dtype t, void *y, const void *x, size_t rows, size_t cols,
+                         void *stream);
 
 #ifdef __cplusplus
 }

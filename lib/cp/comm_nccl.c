@@ -1,6 +1,7 @@
 /* comm_nccl.c — cpdit_comm over NCCL on a communication stream (see comm_nccl.h).
  *
- * Data movers take device pointers (floats); control collectives run over an MPI duplicate of
+ * Data movers take device pointers (elements of the given type: ncclFloat, or ncclBfloat16 for a
+ * bf16 table's activations, moved as they are); control collectives run over an MPI duplicate of
  * the communicator on host memory. Ordering against the compute stream uses events only: a
  * launch makes the comm stream wait for the compute stream, and completion makes the compute
  * stream wait for the comm stream, so nothing here blocks the host inside a sampler step.
@@ -9,6 +10,7 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,9 @@
 /* A queued point-to-point operation, launched with the next group. */
 typedef struct p2p_op {
     int send;
-    float *buf;
-    size_t count;
+    void *buf;
+    size_t count; /* elements of type */
+    ncclDataType_t type;
     int peer;
     struct nccl_request *req;
 } p2p_op;
@@ -82,14 +85,25 @@ static cpdit_status before_compute(nccl_state *s, cpdit_error *err)
                       err);
 }
 
-/* One rank's copy to itself inside a collective: a device-to-device copy on the comm stream. */
-static cpdit_status self_copy(nccl_state *s, float *dst, const float *src, size_t count,
+/* NCCL's type for a comm element type. */
+static ncclDataType_t nccl_type(cpdit_comm_dtype type)
+{
+    switch (type) {
+    case CPDIT_COMM_BF16: return ncclBfloat16;
+    case CPDIT_COMM_DOUBLE: return ncclDouble;
+    case CPDIT_COMM_INT64: return ncclInt64;
+    default: return ncclFloat;
+    }
+}
+
+/* One rank's copy to itself inside a collective: bytes bytes device to device on the comm
+ * stream. */
+static cpdit_status self_copy(nccl_state *s, void *dst, const void *src, size_t bytes,
                               cpdit_error *err)
 {
-    if (count == 0 || dst == src)
+    if (bytes == 0 || dst == src)
         return CPDIT_OK;
-    return cuda_check(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice,
-                                      s->stream),
+    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream),
                       "cudaMemcpyAsync", err);
 }
 
@@ -107,10 +121,10 @@ static cpdit_status flush_p2p(cpdit_comm *c, cpdit_error *err)
         p2p_op *op = &s->pending[i];
         if (op->count == 0)
             continue;
-        st = op->send ? nccl_check(ncclSend(op->buf, op->count, ncclFloat, op->peer, s->nccl,
+        st = op->send ? nccl_check(ncclSend(op->buf, op->count, op->type, op->peer, s->nccl,
                                             s->stream),
                                    "ncclSend", err)
-                      : nccl_check(ncclRecv(op->buf, op->count, ncclFloat, op->peer, s->nccl,
+                      : nccl_check(ncclRecv(op->buf, op->count, op->type, op->peer, s->nccl,
                                             s->stream),
                                    "ncclRecv", err);
     }
@@ -130,22 +144,26 @@ static cpdit_status flush_p2p(cpdit_comm *c, cpdit_error *err)
 }
 
 /* One grouped exchange on the comm stream, ordered after the compute stream's queued work and
- * before its later work: to every peer p != rank send send_counts[p] floats from
- * send + send_displs[p] (send_counts NULL: the same send_count floats from send, allgatherv's
- * pattern) and receive recv_counts[p] floats into recv + recv_displs[p]; the rank's own block
- * is a device copy. Counts and displacements are elements (ncclFloat), never bytes. All sends
- * and receives sit in one NCCL group, so uneven and zero counts cannot deadlock. */
-static cpdit_status grouped_exchange(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                     const size_t *send_displs, size_t send_count, float *recv,
-                                     const size_t *recv_counts, const size_t *recv_displs,
-                                     cpdit_error *err)
+ * before its later work: to every peer p != rank send send_counts[p] elements of type from
+ * send + send_displs[p] (send_counts NULL: the same send_count elements from send, allgatherv's
+ * pattern) and receive recv_counts[p] elements into recv + recv_displs[p]; the rank's own block
+ * is a device copy. Counts and displacements are elements of type (esz bytes), never bytes.
+ * All sends and receives sit in one NCCL group, so uneven and zero counts cannot deadlock. */
+static cpdit_status grouped_exchange(cpdit_comm *c, cpdit_comm_dtype type, const void *send_v,
+                                     const size_t *send_counts, const size_t *send_displs,
+                                     size_t send_count, void *recv_v, const size_t *recv_counts,
+                                     const size_t *recv_displs, cpdit_error *err)
 {
     nccl_state *s = state_of(c);
+    const ncclDataType_t nt = nccl_type(type);
+    const size_t esz = cpdit_comm_dtype_size(type);
+    const char *send = send_v;
+    char *recv = recv_v;
     if (flush_p2p(c, err) || after_compute(s, err))
         return CPDIT_ERR_RUNTIME;
-    const float *own = send_counts ? send + send_displs[c->rank] : send;
-    cpdit_status st = self_copy(s, recv + recv_displs[c->rank], own,
-                                send_counts ? send_counts[c->rank] : send_count, err);
+    const char *own = send_counts ? send + send_displs[c->rank] * esz : send;
+    cpdit_status st = self_copy(s, recv + recv_displs[c->rank] * esz, own,
+                                (send_counts ? send_counts[c->rank] : send_count) * esz, err);
     int grouped = 0;
     if (st == CPDIT_OK)
         grouped = !(st = nccl_check(ncclGroupStart(), "ncclGroupStart", err));
@@ -154,11 +172,11 @@ static cpdit_status grouped_exchange(cpdit_comm *c, const float *send, const siz
             continue;
         const size_t n = send_counts ? send_counts[p] : send_count;
         if (n)
-            st = nccl_check(ncclSend(send_counts ? send + send_displs[p] : send, n, ncclFloat, p,
+            st = nccl_check(ncclSend(send_counts ? send + send_displs[p] * esz : send, n, nt, p,
                                      s->nccl, s->stream),
                             "ncclSend", err);
         if (st == CPDIT_OK && recv_counts[p])
-            st = nccl_check(ncclRecv(recv + recv_displs[p], recv_counts[p], ncclFloat, p,
+            st = nccl_check(ncclRecv(recv + recv_displs[p] * esz, recv_counts[p], nt, p,
                                      s->nccl, s->stream),
                             "ncclRecv", err);
     }
@@ -171,20 +189,21 @@ static cpdit_status grouped_exchange(cpdit_comm *c, const float *send, const siz
     return st == CPDIT_OK ? before_compute(s, err) : st;
 }
 
-static cpdit_status nccl_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                   const size_t *send_displs, float *recv,
-                                   const size_t *recv_counts, const size_t *recv_displs,
-                                   cpdit_error *err)
+static cpdit_status nccl_alltoallv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                   const size_t *send_counts, const size_t *send_displs,
+                                   void *recv, const size_t *recv_counts,
+                                   const size_t *recv_displs, cpdit_error *err)
 {
-    return grouped_exchange(c, send, send_counts, send_displs, 0, recv, recv_counts, recv_displs,
-                            err);
+    return grouped_exchange(c, type, send, send_counts, send_displs, 0, recv, recv_counts,
+                            recv_displs, err);
 }
 
-static cpdit_status nccl_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
-                                    float *recv, const size_t *recv_counts,
+static cpdit_status nccl_allgatherv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                    size_t send_count, void *recv, const size_t *recv_counts,
                                     const size_t *recv_displs, cpdit_error *err)
 {
-    return grouped_exchange(c, send, NULL, NULL, send_count, recv, recv_counts, recv_displs, err);
+    return grouped_exchange(c, type, send, NULL, NULL, send_count, recv, recv_counts,
+                            recv_displs, err);
 }
 
 /* Whether the queued point-to-point operations form a batch to launch as one NCCL group: as
@@ -201,8 +220,8 @@ static int p2p_batch_complete(int nsend, int nrecv)
     return nsend > 0 && nsend == nrecv;
 }
 
-static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count, int peer,
-                              cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status queue_p2p(cpdit_comm *c, int send, cpdit_comm_dtype type, void *buf,
+                              size_t count, int peer, cpdit_comm_request *req, cpdit_error *err)
 {
     nccl_state *s = state_of(c);
     nccl_request *r = calloc(1, sizeof *r);
@@ -224,7 +243,7 @@ static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count,
         s->pending = p;
         s->cap = cap;
     }
-    s->pending[s->npending++] = (p2p_op){send, buf, count, peer, r};
+    s->pending[s->npending++] = (p2p_op){send, buf, count, nccl_type(type), peer, r};
     if (send)
         s->nsend++;
     else
@@ -233,18 +252,19 @@ static cpdit_status queue_p2p(cpdit_comm *c, int send, float *buf, size_t count,
     return p2p_batch_complete(s->nsend, s->nrecv) ? flush_p2p(c, err) : CPDIT_OK;
 }
 
-static cpdit_status nccl_isend(cpdit_comm *c, const float *buf, size_t count, int peer, int tag,
-                               cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status nccl_isend(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                               size_t count, int peer, int tag, cpdit_comm_request *req,
+                               cpdit_error *err)
 {
     (void)tag; /* NCCL orders messages per pair; tags only name them here */
-    return queue_p2p(c, 1, (float *)buf, count, peer, req, err);
+    return queue_p2p(c, 1, type, (void *)(uintptr_t)buf, count, peer, req, err);
 }
 
-static cpdit_status nccl_irecv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                               cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status nccl_irecv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                               int peer, int tag, cpdit_comm_request *req, cpdit_error *err)
 {
     (void)tag;
-    return queue_p2p(c, 0, buf, count, peer, req, err);
+    return queue_p2p(c, 0, type, buf, count, peer, req, err);
 }
 
 static void release(cpdit_comm_request *req)

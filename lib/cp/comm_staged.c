@@ -11,6 +11,7 @@
  * (barrier, allreduce, bcast) pass straight to MPI on host memory.
  */
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,16 +22,16 @@
 typedef struct staged_state {
     cpdit_comm *mpi;
     cudaStream_t compute;
-    float *host_send, *host_recv; /* grown on demand, kept for the next call */
-    size_t send_cap, recv_cap;    /* in floats */
+    char *host_send, *host_recv; /* grown on demand, kept for the next call */
+    size_t send_cap, recv_cap;   /* in bytes */
 } staged_state;
 
 /* A staged point-to-point request: the MPI request plus its host copy. */
 typedef struct staged_request {
     cpdit_comm_request inner;
-    float *host;
-    float *device_dst; /* receive: where the data goes on completion; NULL for a send */
-    size_t count;
+    void *host;
+    void *device_dst; /* receive: where the data goes on completion; NULL for a send */
+    size_t bytes;
 } staged_request;
 
 static staged_state *state_of(cpdit_comm *c)
@@ -46,20 +47,21 @@ static cpdit_status cuda_check(cudaError_t rc, const char *call, cpdit_error *er
                            cudaGetErrorString(rc));
 }
 
-static cpdit_status grow(float **buf, size_t *cap, size_t need, cpdit_error *err)
+/* *buf holds at least need bytes. */
+static cpdit_status grow(char **buf, size_t *cap, size_t need, cpdit_error *err)
 {
     if (need <= *cap)
         return CPDIT_OK;
-    float *p = realloc(*buf, need * sizeof(float));
+    char *p = realloc(*buf, need);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, STAGED_WHERE,
-                               "out of host memory staging %zu floats", need);
+                               "out of host memory staging %zu bytes", need);
     *buf = p;
     *cap = need;
     return CPDIT_OK;
 }
 
-/* Extent in floats of a (counts, displs) layout over n peers. */
+/* Extent in elements of a (counts, displs) layout over n peers. */
 static size_t extent(const size_t *counts, const size_t *displs, int n)
 {
     size_t e = 0;
@@ -69,94 +71,99 @@ static size_t extent(const size_t *counts, const size_t *displs, int n)
     return e;
 }
 
-/* One copy on the compute stream, complete (and ordered after the work queued before it) on
- * return. */
-static cpdit_status copy_sync(staged_state *s, void *dst, const void *src, size_t count,
+/* One copy of bytes bytes on the compute stream, complete (and ordered after the work queued
+ * before it) on return. */
+static cpdit_status copy_sync(staged_state *s, void *dst, const void *src, size_t bytes,
                               enum cudaMemcpyKind kind, cpdit_error *err)
 {
-    if (count == 0)
+    if (bytes == 0)
         return CPDIT_OK;
-    if (cuda_check(cudaMemcpyAsync(dst, src, count * sizeof(float), kind, s->compute),
+    if (cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, s->compute),
                    "cudaMemcpyAsync", err))
         return CPDIT_ERR_RUNTIME;
     return cuda_check(cudaStreamSynchronize(s->compute), "cudaStreamSynchronize", err);
 }
 
-static cpdit_status to_host(staged_state *s, float *host, const float *dev, size_t count,
+static cpdit_status to_host(staged_state *s, void *host, const void *dev, size_t bytes,
                             cpdit_error *err)
 {
-    return copy_sync(s, host, dev, count, cudaMemcpyDeviceToHost, err);
+    return copy_sync(s, host, dev, bytes, cudaMemcpyDeviceToHost, err);
 }
 
-static cpdit_status to_device(staged_state *s, float *dev, const float *host, size_t count,
+static cpdit_status to_device(staged_state *s, void *dev, const void *host, size_t bytes,
                               cpdit_error *err)
 {
-    return copy_sync(s, dev, host, count, cudaMemcpyHostToDevice, err);
+    return copy_sync(s, dev, host, bytes, cudaMemcpyHostToDevice, err);
 }
 
-static cpdit_status staged_alltoallv(cpdit_comm *c, const float *send, const size_t *send_counts,
-                                     const size_t *send_displs, float *recv,
-                                     const size_t *recv_counts, const size_t *recv_displs,
-                                     cpdit_error *err)
+/* Counts and displacements are elements of type (esz bytes each); the staging is in bytes. */
+static cpdit_status staged_alltoallv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                     const size_t *send_counts, const size_t *send_displs,
+                                     void *recv, const size_t *recv_counts,
+                                     const size_t *recv_displs, cpdit_error *err)
 {
     staged_state *s = state_of(c);
-    size_t ns = extent(send_counts, send_displs, c->size);
-    size_t nr = extent(recv_counts, recv_displs, c->size);
+    const size_t esz = cpdit_comm_dtype_size(type);
+    size_t ns = extent(send_counts, send_displs, c->size) * esz;
+    size_t nr = extent(recv_counts, recv_displs, c->size) * esz;
     if (grow(&s->host_send, &s->send_cap, ns, err) || grow(&s->host_recv, &s->recv_cap, nr, err) ||
         to_host(s, s->host_send, send, ns, err))
         return CPDIT_ERR_RUNTIME;
-    if (s->mpi->ops->alltoallv(s->mpi, s->host_send, send_counts, send_displs, s->host_recv,
-                               recv_counts, recv_displs, err))
+    if (s->mpi->ops->alltoallv(s->mpi, type, s->host_send, send_counts, send_displs,
+                               s->host_recv, recv_counts, recv_displs, err))
         return CPDIT_ERR_RUNTIME;
     /* copy back only the received segments: the rest of recv is not ours to overwrite */
     for (int p = 0; p < c->size; p++)
-        if (to_device(s, recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p],
-                      err))
+        if (to_device(s, (char *)recv + recv_displs[p] * esz, s->host_recv + recv_displs[p] * esz,
+                      recv_counts[p] * esz, err))
             return CPDIT_ERR_RUNTIME;
     return CPDIT_OK;
 }
 
-static cpdit_status staged_allgatherv(cpdit_comm *c, const float *send, size_t send_count,
-                                      float *recv, const size_t *recv_counts,
+static cpdit_status staged_allgatherv(cpdit_comm *c, cpdit_comm_dtype type, const void *send,
+                                      size_t send_count, void *recv, const size_t *recv_counts,
                                       const size_t *recv_displs, cpdit_error *err)
 {
     staged_state *s = state_of(c);
-    size_t nr = extent(recv_counts, recv_displs, c->size);
-    if (grow(&s->host_send, &s->send_cap, send_count, err) ||
+    const size_t esz = cpdit_comm_dtype_size(type);
+    size_t nr = extent(recv_counts, recv_displs, c->size) * esz;
+    if (grow(&s->host_send, &s->send_cap, send_count * esz, err) ||
         grow(&s->host_recv, &s->recv_cap, nr, err) ||
-        to_host(s, s->host_send, send, send_count, err))
+        to_host(s, s->host_send, send, send_count * esz, err))
         return CPDIT_ERR_RUNTIME;
-    if (s->mpi->ops->allgatherv(s->mpi, s->host_send, send_count, s->host_recv, recv_counts,
-                                recv_displs, err))
+    if (s->mpi->ops->allgatherv(s->mpi, type, s->host_send, send_count, s->host_recv,
+                                recv_counts, recv_displs, err))
         return CPDIT_ERR_RUNTIME;
     for (int p = 0; p < c->size; p++)
-        if (to_device(s, recv + recv_displs[p], s->host_recv + recv_displs[p], recv_counts[p],
-                      err))
+        if (to_device(s, (char *)recv + recv_displs[p] * esz, s->host_recv + recv_displs[p] * esz,
+                      recv_counts[p] * esz, err))
             return CPDIT_ERR_RUNTIME;
     return CPDIT_OK;
 }
 
-static cpdit_status post(cpdit_comm *c, int send, float *buf, size_t count, int peer, int tag,
-                         cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status post(cpdit_comm *c, int send, cpdit_comm_dtype type, void *buf,
+                         size_t count, int peer, int tag, cpdit_comm_request *req,
+                         cpdit_error *err)
 {
     staged_state *s = state_of(c);
+    const size_t bytes = count * cpdit_comm_dtype_size(type);
     staged_request *r = calloc(1, sizeof *r);
-    float *host = malloc((count ? count : 1) * sizeof(float));
+    void *host = malloc(bytes ? bytes : 1);
     if (!r || !host) {
         free(r);
         free(host);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, STAGED_WHERE, "out of host memory");
     }
     r->host = host;
-    r->count = count;
+    r->bytes = bytes;
     cpdit_status st;
     if (send) {
-        st = to_host(s, host, buf, count, err);
+        st = to_host(s, host, buf, bytes, err);
         if (st == CPDIT_OK)
-            st = s->mpi->ops->isend(s->mpi, host, count, peer, tag, &r->inner, err);
+            st = s->mpi->ops->isend(s->mpi, type, host, count, peer, tag, &r->inner, err);
     } else {
         r->device_dst = buf;
-        st = s->mpi->ops->irecv(s->mpi, host, count, peer, tag, &r->inner, err);
+        st = s->mpi->ops->irecv(s->mpi, type, host, count, peer, tag, &r->inner, err);
     }
     if (st != CPDIT_OK) {
         free(host);
@@ -167,16 +174,17 @@ static cpdit_status post(cpdit_comm *c, int send, float *buf, size_t count, int 
     return CPDIT_OK;
 }
 
-static cpdit_status staged_isend(cpdit_comm *c, const float *buf, size_t count, int peer,
-                                 int tag, cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status staged_isend(cpdit_comm *c, cpdit_comm_dtype type, const void *buf,
+                                 size_t count, int peer, int tag, cpdit_comm_request *req,
+                                 cpdit_error *err)
 {
-    return post(c, 1, (float *)buf, count, peer, tag, req, err);
+    return post(c, 1, type, (void *)(uintptr_t)buf, count, peer, tag, req, err);
 }
 
-static cpdit_status staged_irecv(cpdit_comm *c, float *buf, size_t count, int peer, int tag,
-                                 cpdit_comm_request *req, cpdit_error *err)
+static cpdit_status staged_irecv(cpdit_comm *c, cpdit_comm_dtype type, void *buf, size_t count,
+                                 int peer, int tag, cpdit_comm_request *req, cpdit_error *err)
 {
-    return post(c, 0, buf, count, peer, tag, req, err);
+    return post(c, 0, type, buf, count, peer, tag, req, err);
 }
 
 /* The MPI part finished: land a receive on the device and release the request. */
@@ -184,7 +192,7 @@ static cpdit_status finish(staged_state *s, cpdit_comm_request *req, cpdit_error
 {
     staged_request *r = req->impl;
     cpdit_status st =
-        r->device_dst ? to_device(s, r->device_dst, r->host, r->count, err) : CPDIT_OK;
+        r->device_dst ? to_device(s, r->device_dst, r->host, r->bytes, err) : CPDIT_OK;
     free(r->host);
     free(r);
     req->impl = NULL;
