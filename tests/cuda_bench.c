@@ -205,6 +205,16 @@ static void bench_table_linear(const cpdit_backend *be, int M, int K, int N)
     table_linear_free(&tl);
 }
 
+/* The name of attention kernel base ("cuda-flash", "cuda-reference", "cudnn", "auto") in table
+ * be: cuda-fp32's kernels are named "cuda-fp32-flash", ... (names are unique over backends). */
+static const char *kernel_name(const cpdit_backend *be, const char *base, char *buf, size_t size)
+{
+    if (be->act_dtype == CPDIT_DTYPE_BF16 || strcmp(base, "auto") == 0)
+        return base;
+    snprintf(buf, size, "cuda-fp32-%s", strncmp(base, "cuda-", 5) == 0 ? base + 5 : base);
+    return buf;
+}
+
 /* One attention kernel of table be at FLUX.1-dev's joint attention (the table's activations in
  * and out, as the models call it; on cuda-fp32 cudnn includes its bf16 casts). */
 static void bench_table_attention(const cpdit_backend *be, const char *kname, int B, int Sq,
@@ -213,6 +223,8 @@ static void bench_table_attention(const cpdit_backend *be, const char *kname, in
     const cpdit_attention_kernel *k = NULL;
     cpdit_error err;
     cpdit_error_clear(&err);
+    char kbuf[64];
+    kname = kernel_name(be, kname, kbuf, sizeof kbuf);
     if (cpdit_attention_kernel_find(be, kname, &k, &err)) {
         fprintf(stderr, "cuda_bench: %s\n", err.what);
         exit(1);
@@ -242,8 +254,9 @@ static void bench_table_attention(const cpdit_backend *be, const char *kname, in
             best = t;
     }
     const double flop = 4.0 * B * H * (double)Sq * Skv * D;
-    char label[64];
-    snprintf(label, sizeof label, "%s %s", be->name, kname);
+    char label[80]; /* kernel names are unique; auto's says which table */
+    snprintf(label, sizeof label, "%.30s%s%.30s", strcmp(kname, "auto") ? "" : be->name,
+             strcmp(kname, "auto") ? "" : " ", kname);
     printf("%-22s Sq %-5d Skv %-5d H %d D %d %8.3f %10.1f\n", label, Sq, Skv, H, D, best * 1e3,
            flop / best / 1e12);
     be->free(q), be->free(kk), be->free(v), be->free(o), be->free(l);

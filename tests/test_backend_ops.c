@@ -19,8 +19,8 @@
  *
  * The suite must be able to fail: a copy of each host table with deliberately mis-offset
  * entries (an operand one element off, a row stride ignored, a halo one element off) has to
- * exceed the thresholds, and in-place calls (y aliasing x) must give the bits of out-of-place
- * ones.
+ * exceed the thresholds, in-place calls (y aliasing x) must give the bits of out-of-place
+ * ones, and a convolution split into row ranges the bits of one call.
  */
 #include "config.h"
 
@@ -296,6 +296,62 @@ done:
     be->free(par);
 }
 
+/* ------------------------------------------------------------------ conv2d row ranges */
+
+#define RANGE_ROWS 7
+#define RANGE_W 9
+#define RANGE_CIN 5
+#define RANGE_COUT 6
+#define RANGE_K 3
+
+/* conv2d over rows [0, rows) in one call must give the bits of three calls over [0, 2), [2, 5)
+ * and [5, rows) (a row split keeps its halo rows: r0 > 0 reads row r0 - 1 of x). */
+static void test_conv_row_ranges(const cpdit_backend *be)
+{
+    const size_t row_in = (size_t)RANGE_W * RANGE_CIN, row_out = (size_t)RANGE_W * RANGE_COUT;
+    const size_t nx = (RANGE_ROWS + 2) * row_in, ny = RANGE_ROWS * row_out;
+    const size_t nw = (size_t)RANGE_COUT * RANGE_CIN * RANGE_K * RANGE_K;
+    float *host = malloc((nx + nw + RANGE_COUT) * sizeof(float));
+    float *one = malloc(ny * sizeof(float)), *three = malloc(ny * sizeof(float));
+    cpdit_buf *x = cpdit_act_alloc(be, nx), *y = cpdit_act_alloc(be, ny);
+    float *b = be->alloc(RANGE_COUT * sizeof(float));
+    float *packed = NULL;
+    const size_t ws_bytes = be->conv2d_workspace_bytes(RANGE_W, RANGE_CIN, RANGE_K);
+    void *ws = be->alloc(ws_bytes ? ws_bytes : 1);
+    CHECK(host && one && three && x && y && b && ws);
+    if (!host || !one || !three || !x || !y || !b || !ws)
+        goto done;
+    backend_op_fill_uniform(host, nx + nw + RANGE_COUT, 5);
+    packed = be->conv2d_pack(host + nx, RANGE_COUT, RANGE_CIN, RANGE_K);
+    CHECK(packed != NULL);
+    if (!packed)
+        goto done;
+    be->upload_act(x, host, nx);
+    be->upload(b, host + nx + nw, RANGE_COUT * sizeof(float));
+    const cpdit_buf *x0 = cpdit_buf_at(be, x, (ptrdiff_t)row_in); /* row 0: after the halo */
+    const int cuts[] = {0, 2, 5, RANGE_ROWS};
+    for (int split = 0; split < 2; split++) {
+        for (int i = 0; i < (split ? 3 : 1); i++) {
+            const int r0 = split ? cuts[i] : 0, r1 = split ? cuts[i + 1] : RANGE_ROWS;
+            CHECK(be->conv2d(y, x0, packed, b, RANGE_W, RANGE_CIN, RANGE_COUT, RANGE_K, r0, r1,
+                             ws, NULL) == CPDIT_OK);
+        }
+        CHECK(be->sync(NULL) == CPDIT_OK);
+        be->download_act(split ? three : one, y, ny);
+    }
+    CHECK_MSG(memcmp(one, three, ny * sizeof(float)) == 0,
+              "%s: conv2d over row ranges differs from one call", be->name);
+done:
+    free(host);
+    free(one);
+    free(three);
+    be->free(x);
+    be->free(y);
+    be->free(b);
+    be->free(packed);
+    be->free(ws);
+}
+
 /* usage: test_backend_ops [--backend NAME]  (default: every backend of the build; a named
  * backend that cannot run here is a skip, exit 77) */
 int main(int argc, char **argv)
@@ -355,6 +411,7 @@ int main(int argc, char **argv)
         if ((only && strcmp(only, (*b)->name)) || !cpdit_backend_available(*b, NULL, 0))
             continue;
         test_in_place(*b);
+        test_conv_row_ranges(*b);
         if ((*b)->host_memory)
             test_wrong_offsets_fail(*b);
     }

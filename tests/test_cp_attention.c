@@ -337,6 +337,34 @@ static void run_one(const cp_grid *g, const table_case *tc, const cp_attention_c
     free(rl16);
 }
 
+/* Ranks of one CP group passing different tables (rank 0 bf16, the others fp32: blocks of
+ * different sizes): every rank must get the error before any block moves. The buffers are
+ * host memory of each rank's table, zeros (all-zero bits are 0.0 in both dtypes). */
+static void test_table_mismatch(const cp_grid *g, const cpdit_backend *be16)
+{
+    if (g->cp_size < 2 || !be16)
+        return;
+    cp_seq_layout l;
+    cpdit_error e;
+    cp_seq_layout_joint(&l, g->cp_size, 0, 4 * g->cp_size, &e);
+    const cpdit_backend *be = g->cp_rank == 0 ? be16 : cpdit_backend_cpu();
+    const int H = 2, D = 16;
+    const size_t n = (size_t)l.len[g->cp_rank] * H * D;
+    cpdit_buf *buf = cpdit_act_alloc(be, 4 * n);
+    float *lse = calloc(n, sizeof(float));
+    memset(buf, 0, cpdit_act_bytes(be, 4 * n)); /* host memory: both tables are CPU ones */
+    cp_attention_config cfg = {CP_ATTN_RING, CP_RING_P2P, 1, be, NULL};
+    cpdit_status st = cp_attention(&cfg, g, NULL, cpdit_buf_at(be, buf, 3 * (ptrdiff_t)n), lse,
+                                   buf, cpdit_buf_at(be, buf, (ptrdiff_t)n),
+                                   cpdit_buf_at(be, buf, 2 * (ptrdiff_t)n), &l, 1, H, D, 0.25f,
+                                   &e);
+    CHECK(st == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(e.what, "dtypes");
+    be->free(buf);
+    free(lse);
+    cp_seq_layout_free(&l);
+}
+
 /* Ranks of one CP group pass different head counts: every rank must get the error. */
 static void test_mismatch(const cp_grid *g)
 {
@@ -444,6 +472,7 @@ int main(int argc, char **argv)
             for (int t = 0; t < ntables; t++)
                 run_extra(g, &tables[t], fc, errs[t]);
             test_mismatch(g);
+            test_table_mismatch(g, be16);
             /* the largest errors over the ranks, per variant */
             MPI_Allreduce(MPI_IN_PLACE, errs, 2 * NVARIANTS * NERR, MPI_DOUBLE, MPI_MAX,
                           MPI_COMM_WORLD);

@@ -74,6 +74,16 @@ static void check_descriptors(void)
 
 /* ------------------------------------------------------------------ attention */
 
+/* The name of attention kernel base ("cuda-flash", "cuda-reference", "cudnn", "auto") in table
+ * be: cuda-fp32's kernels are named "cuda-fp32-flash", ... (names are unique over backends). */
+static const char *kernel_name(const cpdit_backend *be, const char *base, char *buf, size_t size)
+{
+    if (be->act_dtype == CPDIT_DTYPE_BF16 || strcmp(base, "auto") == 0)
+        return base;
+    snprintf(buf, size, "cuda-fp32-%s", strncmp(base, "cuda-", 5) == 0 ? base + 5 : base);
+    return buf;
+}
+
 /* 1 when be stores activations in bf16 (the host copies are then rounded as upload_act does). */
 static int is_bf16(const cpdit_backend *be)
 {
@@ -97,6 +107,8 @@ static void run_attention(const cpdit_backend *be, const char *kname, int B, int
     const cpdit_attention_kernel *kern = NULL;
     cpdit_error err;
     cpdit_error_clear(&err);
+    char kbuf[64];
+    kname = kernel_name(be, kname, kbuf, sizeof kbuf);
     CHECK(cpdit_attention_kernel_find(be, kname, &kern, &err) == CPDIT_OK);
     if (!kern)
         return;

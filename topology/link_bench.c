@@ -60,12 +60,13 @@ static int clamp_iters(double per_iter_s, double budget_s, int max_iters)
 static cpdit_status round_trips(cpdit_comm *c, int me_first, int peer, float *buf, size_t count,
                                 int n, const link_bench_opts *o, cpdit_error *err)
 {
+    const cpdit_comm_dtype f = CPDIT_COMM_FLOAT;
     for (int i = 0; i < n; i++) {
-        cpdit_status st = me_first ? cpdit_comm_send(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err)
-                                   : cpdit_comm_recv(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err);
+        cpdit_status st = me_first ? cpdit_comm_send(c, f, buf, count, peer, LINK_TAG, err)
+                                   : cpdit_comm_recv(c, f, buf, count, peer, LINK_TAG, err);
         if (st == CPDIT_OK)
-            st = me_first ? cpdit_comm_recv(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err)
-                          : cpdit_comm_send(c, CPDIT_COMM_FLOAT, buf, count, peer, LINK_TAG, err);
+            st = me_first ? cpdit_comm_recv(c, f, buf, count, peer, LINK_TAG, err)
+                          : cpdit_comm_send(c, f, buf, count, peer, LINK_TAG, err);
         if (st != CPDIT_OK)
             return st;
     }

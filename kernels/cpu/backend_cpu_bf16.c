@@ -59,19 +59,42 @@ static cpdit_buf *at(const cpdit_buf *p, ptrdiff_t n)
     return (cpdit_buf *)(void *)((uint16_t *)(uintptr_t)p + n);
 }
 
-/* f (n) fp32 = the n bf16 values at src (exact). */
+/* bf16 bits of v rounded to nearest even: cpdit_f32_to_bf16 written without a branch (the
+ * NaN case as a select), so that the loops below vectorise; the same bits for all 2^32
+ * inputs. */
+static inline uint16_t bf16_bits(uint32_t v)
+{
+    const uint32_t rounded = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (v >> 16) | 0x0040u;
+    return (uint16_t)((v & ~CPDIT_F32_SIGN) > CPDIT_F32_INF ? quiet_nan : rounded);
+}
+
+/* f (n) fp32 = the n bf16 values at src (exact): the bits shifted up. Blocks of CPU_LANES
+ * with a fixed-size inner loop, then a tail (backend_cpu.h). */
+CPU_KERNEL_CLONES
 static void widen(float *f, const cpdit_buf *src, size_t n)
 {
     const uint16_t *s = bits_of(src);
-    for (size_t i = 0; i < n; i++)
-        f[i] = cpdit_bf16_to_f32(s[i]);
+    uint32_t *u = (uint32_t *)(void *)f;
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            u[i + l] = (uint32_t)s[i + l] << 16;
+    for (; i < n; i++)
+        u[i] = (uint32_t)s[i] << 16;
 }
 /* n bf16 values at dst = f (n) rounded to nearest even. */
+CPU_KERNEL_CLONES
 static void narrow(cpdit_buf *dst, const float *f, size_t n)
 {
     uint16_t *d = bits_of_mut(dst);
-    for (size_t i = 0; i < n; i++)
-        d[i] = cpdit_f32_to_bf16(f[i]);
+    const uint32_t *u = (const uint32_t *)(const void *)f;
+    size_t i = 0;
+    for (; i + CPU_LANES <= n; i += CPU_LANES)
+        for (int l = 0; l < CPU_LANES; l++)
+            d[i + l] = bf16_bits(u[i + l]);
+    for (; i < n; i++)
+        d[i] = bf16_bits(u[i]);
 }
 /* f (rows, dim) contiguous = src (rows, dim) with row stride lds elements. */
 static void widen_rows(float *f, const cpdit_buf *src, size_t lds, size_t rows, int dim)
@@ -511,7 +534,7 @@ static void bf16_describe(char *buf, size_t size)
 {
     char cpu[200];
     cpdit_backend_cpu()->describe(cpu, sizeof cpu);
-    snprintf(buf, size, "bf16 activation storage over the cpu kernels; %s", cpu);
+    snprintf(buf, size, "bf16 storage, cpu kernels: %s", cpu);
 }
 
 static cpdit_status bf16_sync(cpdit_error *err)
@@ -524,8 +547,8 @@ static cpdit_status bf16_sync(cpdit_error *err)
 
 static const cpdit_backend cpu_bf16_backend = {
     .name = "cpu-bf16",
-    .summary = "host memory, bf16 activations (half the memory): the cpu kernels on widened "
-               "copies, outputs rounded once; the host check of bf16 storage",
+    .summary = "host memory, bf16 activations (half the memory), cpu kernels in fp32: the host "
+               "check of bf16 storage",
     .act_dtype = CPDIT_DTYPE_BF16,
     .act_size = sizeof(uint16_t),
     .host_memory = 1,

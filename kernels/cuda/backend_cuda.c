@@ -1,9 +1,10 @@
 /* backend_cuda.c — the CUDA kernel tables (kernels/backend.h) over the CUDA kernels of
- * kernels/cuda/: caching allocator, cuBLASLt linear, flash / reference attention with LSE, the
- * small ops, the VAE's cuDNN convolutions. Two tables share every line: "cuda" (bf16
- * activations) and "cuda-fp32" (fp32 activations); each op is written once over the element
- * type. See backend_cuda.h for the policy (device per local rank, one compute stream, bf16
- * weights, latched errors).
+ * kernels/cuda/: state and device binding, caching allocator, weights, cuBLASLt linear, the
+ * small ops, the VAE's cuDNN convolutions, and the tables themselves (the attention kernels
+ * are in backend_cuda_attention.c). Two tables share every line: "cuda" (bf16 activations) and
+ * "cuda-fp32" (fp32 activations); each op is written once over the element type
+ * (backend_cuda_table.h). See backend_cuda.h for the policy (device per local rank, one
+ * compute stream, bf16 weights, latched errors).
  */
 #include "config.h"
 
@@ -22,42 +23,17 @@
 #include "kernels/cuda/attention_flash_cuda.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/backend_cuda_kernels.h"
+#include "kernels/cuda/backend_cuda_table.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
-#include "kernels/cuda/sdpa_cudnn.h"
-#include "kernels/cuda/sdpa_layout.h"
 #include "kernels/cuda/vae_ops_cuda.h"
 #include "lib/io/dtype.h"
 
-#define CUDA_WHERE "kernels/cuda"
-/* Scores of the reference attention per chunk of queries (H x chunk x Skv fp32). */
-#define CUDA_ATTN_SCORES_BYTES ((size_t)512 << 20)
-/* Flash kernel limits (attention_flash_cuda.h). */
-#define CUDA_FLASH_D_QUANTUM 32
-#define CUDA_FLASH_D_MAX 256
-/* cuDNN errors come back from vae_ops_cuda as this + the cudnnStatus_t (cuDNN 9's statuses run
- * from 1001 to 5004: above every cuBLAS (2000 + status) and CUDA code). */
-#define CUDA_CUDNN_ERROR_BASE 100000
-
 /* ------------------------------------------------------------------ state */
 
-typedef struct cuda_state {
-    pthread_once_t once;
-    int ok;                 /* initialised */
-    char init_error[CPDIT_ERROR_WHAT_MAX];
-    int device;
-    cudaStream_t stream;
-    cublasHandle_t cublas;
-    cpdit_gemm_lt *gemm;
-    pthread_mutex_t lock;   /* the latch and the small staging buffers */
-    char latched[CPDIT_ERROR_WHAT_MAX]; /* first failure of a void op, "" when none */
-    void *small;            /* device staging for host-side small arrays (ids, moments) */
-    size_t small_bytes;
-} cuda_state;
-
-static cuda_state S = {PTHREAD_ONCE_INIT, 0, "", -1, NULL, NULL, NULL,
-                       PTHREAD_MUTEX_INITIALIZER, "", NULL, 0};
+cpdit_cuda_state cpdit_cuda_S = {PTHREAD_ONCE_INIT, 0, "", -1, NULL, NULL, NULL,
+                                 PTHREAD_MUTEX_INITIALIZER, "", NULL, 0};
 
 /* The device chosen by cpdit_cuda_bind_device_mpi (-1: none, device 0). */
 static int bound_device = -1;
@@ -90,69 +66,69 @@ static void init_once(void)
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev <= 0) {
-        snprintf(S.init_error, sizeof S.init_error, "no CUDA device (%s)",
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "no CUDA device (%s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         cudaGetLastError();
         return;
     }
-    S.device = bound_device >= 0 && bound_device < ndev ? bound_device : 0;
-    if ((e = cudaSetDevice(S.device)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&S.stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        snprintf(S.init_error, sizeof S.init_error, "device %d: %s", S.device,
+    cpdit_cuda_S.device = bound_device >= 0 && bound_device < ndev ? bound_device : 0;
+    if ((e = cudaSetDevice(cpdit_cuda_S.device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&cpdit_cuda_S.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "device %d: %s", cpdit_cuda_S.device,
                  cudaGetErrorString(e));
         return;
     }
-    cublasStatus_t bs = cublasCreate(&S.cublas);
+    cublasStatus_t bs = cublasCreate(&cpdit_cuda_S.cublas);
     if (bs != CUBLAS_STATUS_SUCCESS) {
-        snprintf(S.init_error, sizeof S.init_error, "cublasCreate: %s",
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "cublasCreate: %s",
                  cublasGetStatusString(bs));
         return;
     }
-    cublasSetMathMode(S.cublas, CUBLAS_DEFAULT_MATH); /* fp32 stays fp32 (no TF32) */
+    cublasSetMathMode(cpdit_cuda_S.cublas, CUBLAS_DEFAULT_MATH); /* fp32 stays fp32 (no TF32) */
     char msg[256] = "";
-    S.gemm = cpdit_gemm_lt_create(0, msg, sizeof msg);
-    if (!S.gemm) {
-        snprintf(S.init_error, sizeof S.init_error, "%s", msg);
+    cpdit_cuda_S.gemm = cpdit_gemm_lt_create(0, msg, sizeof msg);
+    if (!cpdit_cuda_S.gemm) {
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "%s", msg);
         return;
     }
-    S.ok = 1;
+    cpdit_cuda_S.ok = 1;
 }
 
 /* Initialise once (on the calling thread's first use); 0 when the backend cannot run. */
-static int ready(void)
+int cpdit_cuda_ready(void)
 {
-    pthread_once(&S.once, init_once);
-    if (S.ok)
-        cudaSetDevice(S.device); /* threads other than the first start on device 0 */
-    return S.ok;
+    pthread_once(&cpdit_cuda_S.once, init_once);
+    if (cpdit_cuda_S.ok)
+        cudaSetDevice(cpdit_cuda_S.device); /* threads other than the first start on device 0 */
+    return cpdit_cuda_S.ok;
 }
 
-static cpdit_status not_ready(cpdit_error *err)
+cpdit_status cpdit_cuda_not_ready(cpdit_error *err)
 {
     return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "the cuda backend cannot run: %s",
-                           S.init_error[0] ? S.init_error : "not initialised");
+                           cpdit_cuda_S.init_error[0] ? cpdit_cuda_S.init_error : "not initialised");
 }
 
 void *cpdit_cuda_compute_stream(cpdit_error *err)
 {
-    if (!ready()) {
-        not_ready(err);
+    if (!cpdit_cuda_ready()) {
+        cpdit_cuda_not_ready(err);
         return NULL;
     }
-    return (void *)S.stream;
+    return (void *)cpdit_cuda_S.stream;
 }
 
 int cpdit_cuda_backend_device(cpdit_error *err)
 {
-    if (!ready()) {
-        not_ready(err);
+    if (!cpdit_cuda_ready()) {
+        cpdit_cuda_not_ready(err);
         return -1;
     }
-    return S.device;
+    return cpdit_cuda_S.device;
 }
 
 /* A failed launch in a void op: say so now, keep the first message for the next status. */
-static void latch(const char *op, int rc)
+void cpdit_cuda_latch(const char *op, int rc)
 {
     if (!rc)
         return;
@@ -165,28 +141,28 @@ static void latch(const char *op, int rc)
                  rc - CPDIT_CUDA_CUBLAS_ERROR_BASE);
     else
         snprintf(what, sizeof what, "%s: %s", op, cudaGetErrorString((cudaError_t)rc));
-    pthread_mutex_lock(&S.lock);
-    if (!S.latched[0])
-        snprintf(S.latched, sizeof S.latched, "%s", what);
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
+    if (!cpdit_cuda_S.latched[0])
+        snprintf(cpdit_cuda_S.latched, sizeof cpdit_cuda_S.latched, "%s", what);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
     fprintf(stderr, "cpdit: %s: %s\n", CUDA_WHERE, what);
 }
 
 /* CPDIT_OK, or the latched failure of an earlier void op (reported once). */
-static cpdit_status latched_status(cpdit_error *err)
+cpdit_status cpdit_cuda_latched_status(cpdit_error *err)
 {
     cpdit_status st = CPDIT_OK;
-    pthread_mutex_lock(&S.lock);
-    if (S.latched[0]) {
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
+    if (cpdit_cuda_S.latched[0]) {
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "an earlier op failed: %s",
-                             S.latched);
-        S.latched[0] = '\0';
+                             cpdit_cuda_S.latched);
+        cpdit_cuda_S.latched[0] = '\0';
     }
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
     return st;
 }
 
-static cpdit_status rc_status(int rc, const char *op, cpdit_error *err)
+cpdit_status cpdit_cuda_rc_status(int rc, const char *op, cpdit_error *err)
 {
     if (!rc)
         return CPDIT_OK;
@@ -200,17 +176,17 @@ static cpdit_status rc_status(int rc, const char *op, cpdit_error *err)
                            cudaGetErrorString((cudaError_t)rc));
 }
 
-/* Device staging of at least bytes (for small host arrays), under S.lock. */
+/* Device staging of at least bytes (for small host arrays), under cpdit_cuda_S.lock. */
 static void *small_buffer(size_t bytes)
 {
-    if (bytes <= S.small_bytes)
-        return S.small;
+    if (bytes <= cpdit_cuda_S.small_bytes)
+        return cpdit_cuda_S.small;
     /* the old block may still be read by queued kernels: free after the stream drains */
-    cudaStreamSynchronize(S.stream);
-    cpdit_cuda_free(S.small);
-    S.small = cpdit_cuda_alloc(bytes);
-    S.small_bytes = S.small ? bytes : 0;
-    return S.small;
+    cudaStreamSynchronize(cpdit_cuda_S.stream);
+    cpdit_cuda_free(cpdit_cuda_S.small);
+    cpdit_cuda_S.small = cpdit_cuda_alloc(bytes);
+    cpdit_cuda_S.small_bytes = cpdit_cuda_S.small ? bytes : 0;
+    return cpdit_cuda_S.small;
 }
 
 /* ------------------------------------------------------------------ runtime */
@@ -236,18 +212,18 @@ static void cuda_describe(char *buf, size_t size)
 
 static cpdit_status cuda_sync(cpdit_error *err)
 {
-    if (!ready())
-        return not_ready(err);
-    cudaError_t e = cudaStreamSynchronize(S.stream);
-    cpdit_status st = latched_status(err); /* an earlier void op's failure first */
-    return st ? st : rc_status((int)e, "cudaStreamSynchronize", err);
+    if (!cpdit_cuda_ready())
+        return cpdit_cuda_not_ready(err);
+    cudaError_t e = cudaStreamSynchronize(cpdit_cuda_S.stream);
+    cpdit_status st = cpdit_cuda_latched_status(err); /* an earlier void op's failure first */
+    return st ? st : cpdit_cuda_rc_status((int)e, "cudaStreamSynchronize", err);
 }
 
 /* ------------------------------------------------------------------ memory */
 
 static void *cuda_alloc(size_t bytes)
 {
-    return ready() ? cpdit_cuda_alloc(bytes) : NULL;
+    return cpdit_cuda_ready() ? cpdit_cuda_alloc(bytes) : NULL;
 }
 
 /* Packed convolution weights in bf16 (conv2d_pack_stored, NATIVE format, bf16 or fp8 stored):
@@ -259,25 +235,25 @@ static size_t n_bf16_convs, cap_bf16_convs;
 static int is_bf16_conv(const void *p)
 {
     int found = 0;
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
     for (size_t i = 0; i < n_bf16_convs && !found; i++)
         found = bf16_convs[i] == p;
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
     return found;
 }
 
 static void cuda_free(void *p)
 {
-    if (!p || !ready())
+    if (!p || !cpdit_cuda_ready())
         return;
     if (n_bf16_convs) {
-        pthread_mutex_lock(&S.lock);
+        pthread_mutex_lock(&cpdit_cuda_S.lock);
         for (size_t i = 0; i < n_bf16_convs; i++)
             if (bf16_convs[i] == p) {
                 bf16_convs[i] = bf16_convs[--n_bf16_convs];
                 break;
             }
-        pthread_mutex_unlock(&S.lock);
+        pthread_mutex_unlock(&cpdit_cuda_S.lock);
     }
     cpdit_cuda_free(p);
 }
@@ -285,12 +261,12 @@ static void cuda_free(void *p)
 /* Any direction (unified addressing); complete on return. */
 static void cuda_copy(void *dst, const void *src, size_t bytes, const char *op)
 {
-    if (!bytes || !ready())
+    if (!bytes || !cpdit_cuda_ready())
         return;
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, S.stream);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cpdit_cuda_S.stream);
     if (e == cudaSuccess)
-        e = cudaStreamSynchronize(S.stream);
-    latch(op, (int)e);
+        e = cudaStreamSynchronize(cpdit_cuda_S.stream);
+    cpdit_cuda_latch(op, (int)e);
 }
 
 static void cuda_upload(void *dst, const void *host_src, size_t bytes)
@@ -303,11 +279,6 @@ static void cuda_download(void *host_dst, const void *src, size_t bytes)
     cuda_copy(host_dst, src, bytes, "download");
 }
 
-/* The element n elements after p in activations of type t. */
-static void *elem_at(cpdit_cuda_dtype t, const void *p, size_t n)
-{
-    return (char *)(uintptr_t)p + n * cpdit_cuda_dtype_size(t);
-}
 
 /* Longest row of one convert call (its column count is an int). */
 #define CUDA_CONVERT_ROW_MAX ((size_t)1 << 30)
@@ -319,8 +290,8 @@ static int convert_flat(cpdit_cuda_dtype dst_t, void *dst, cpdit_cuda_dtype src_
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i += CUDA_CONVERT_ROW_MAX) {
         const size_t m = n - i < CUDA_CONVERT_ROW_MAX ? n - i : CUDA_CONVERT_ROW_MAX;
-        rc = cpdit_cuda_convert_rows(dst_t, elem_at(dst_t, dst, i), (long)m, src_t,
-                                     elem_at(src_t, src, i), (long)m, 1, (int)m, S.stream);
+        rc = cpdit_cuda_convert_rows(dst_t, cpdit_cuda_elem_at(dst_t, dst, i), (long)m, src_t,
+                                     cpdit_cuda_elem_at(src_t, src, i), (long)m, 1, (int)m, cpdit_cuda_S.stream);
     }
     return rc;
 }
@@ -329,7 +300,7 @@ static int convert_flat(cpdit_cuda_dtype dst_t, void *dst, cpdit_cuda_dtype src_
  * block of the caching allocator and one rounding kernel on the device. Complete on return. */
 static void upload_act_t(cpdit_cuda_dtype t, cpdit_buf *dst, const float *host, size_t n)
 {
-    if (!n || !ready())
+    if (!n || !cpdit_cuda_ready())
         return;
     if (t == CPDIT_CUDA_F32) {
         cuda_copy(dst, host, n * sizeof(float), "upload_act");
@@ -339,19 +310,19 @@ static void upload_act_t(cpdit_cuda_dtype t, cpdit_buf *dst, const float *host, 
     int rc = stage ? 0 : (int)cudaErrorMemoryAllocation;
     if (!rc)
         rc = (int)cudaMemcpyAsync(stage, host, n * sizeof(float), cudaMemcpyHostToDevice,
-                                  S.stream);
+                                  cpdit_cuda_S.stream);
     if (!rc)
         rc = convert_flat(t, dst, CPDIT_CUDA_F32, stage, n);
     if (!rc) /* the host array may be reused at once */
-        rc = (int)cudaStreamSynchronize(S.stream);
+        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
     cpdit_cuda_free(stage);
-    latch("upload_act", rc);
+    cpdit_cuda_latch("upload_act", rc);
 }
 
 /* Activations of type t -> host fp32 (widened on the device into fp32 staging). */
 static void download_act_t(cpdit_cuda_dtype t, float *host, const cpdit_buf *src, size_t n)
 {
-    if (!n || !ready())
+    if (!n || !cpdit_cuda_ready())
         return;
     if (t == CPDIT_CUDA_F32) {
         cuda_copy(host, src, n * sizeof(float), "download_act");
@@ -363,13 +334,13 @@ static void download_act_t(cpdit_cuda_dtype t, float *host, const cpdit_buf *src
         rc = convert_flat(CPDIT_CUDA_F32, stage, t, src, n);
     if (!rc)
         rc = (int)cudaMemcpyAsync(host, stage, n * sizeof(float), cudaMemcpyDeviceToHost,
-                                  S.stream);
+                                  cpdit_cuda_S.stream);
     if (!rc)
-        rc = (int)cudaStreamSynchronize(S.stream);
+        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
     cpdit_cuda_free(stage);
     if (rc && !stage) /* nothing copied: do not leave the caller's array undefined */
         memset(host, 0, n * sizeof(float));
-    latch("download_act", rc);
+    cpdit_cuda_latch("download_act", rc);
 }
 
 /* ------------------------------------------------------------------ weights */
@@ -396,8 +367,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
                                        cpdit_error *err)
 {
     *out = NULL;
-    if (!ready())
-        return not_ready(err);
+    if (!cpdit_cuda_ready())
+        return cpdit_cuda_not_ready(err);
     if (d->rows < 0 || d->cols < 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE, "weight of %d x %d", d->rows,
                                d->cols);
@@ -441,10 +412,10 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
         src = f;
     }
     if (!st && n && write) {
-        cudaError_t e = cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, S.stream);
+        cudaError_t e = cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
         if (e == cudaSuccess)
-            e = cudaStreamSynchronize(S.stream);
-        st = rc_status((int)e, "weight upload", err);
+            e = cudaStreamSynchronize(cpdit_cuda_S.stream);
+        st = cpdit_cuda_rc_status((int)e, "weight upload", err);
     }
     free(tmp);
     if (st) {
@@ -466,30 +437,7 @@ static void cuda_weight_free(cpdit_weight *w)
     free(w);
 }
 
-/* ------------------------------------------------------------------ two tables, one code
- * Every op is written once as name_t(cpdit_cuda_dtype t, ...) over activations of type t; the
- * table entries (which carry no table pointer) are thin wrappers: cuda_name for the "cuda"
- * table (bf16) and cuda32_name for "cuda-fp32". TABLE_OP(ret, name, (params), (args)) defines
- * both (TABLE_VOID for the void ops). */
-#define TABLE_ARGS_(...) __VA_ARGS__
-#define TABLE_OP(ret, name, params, args)                                                         \
-    static ret cuda_##name params                                                                 \
-    {                                                                                              \
-        return name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                       \
-    }                                                                                              \
-    static ret cuda32_##name params                                                               \
-    {                                                                                              \
-        return name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                        \
-    }
-#define TABLE_VOID(name, params, args)                                                            \
-    static void cuda_##name params                                                                \
-    {                                                                                              \
-        name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                              \
-    }                                                                                              \
-    static void cuda32_##name params                                                              \
-    {                                                                                              \
-        name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                               \
-    }
+/* ------------------------------------------------------------------ both tables */
 
 TABLE_VOID(upload_act, (cpdit_buf * dst, const float *host_src, size_t n), (dst, host_src, n))
 TABLE_VOID(download_act, (float *host_dst, const cpdit_buf *src, size_t n), (host_dst, src, n))
@@ -510,8 +458,8 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
                                 int accumulate, cpdit_gemm_epilogue epi, int *refused,
                                 cpdit_error *err)
 {
-    if (!ready())
-        return not_ready(err);
+    if (!cpdit_cuda_ready())
+        return cpdit_cuda_not_ready(err);
     if (w->rows != N || w->cols != K)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
                                "linear: weight is %d x %d, the call needs %d x %d", w->rows,
@@ -519,16 +467,16 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
     if (M < 0 || K < 0 || N < 0 || ldx < K || ldy < N)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
                                "linear: M %d K %d N %d ldx %d ldy %d", M, K, N, ldx, ldy);
-    cpdit_status st = latched_status(err);
+    cpdit_status st = cpdit_cuda_latched_status(err);
     if (st || M == 0 || N == 0)
         return st;
     if (K == 0) { /* x W^T = 0: y = b, or unchanged / + b */
         if (!accumulate)
-            latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f, S.stream));
+            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f, cpdit_cuda_S.stream));
         if (b)
-            latch("linear (K = 0)",
-                  cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N, S.stream));
-        return latched_status(err);
+            cpdit_cuda_latch("linear (K = 0)",
+                  cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N, cpdit_cuda_S.stream));
+        return cpdit_cuda_latched_status(err);
     }
     /* cuBLASLt's bias pointer wants 16-byte alignment: copy an odd one */
     float *b_al = NULL;
@@ -537,10 +485,10 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         if (!b_al)
             return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "out of device memory");
         cudaError_t e = cudaMemcpyAsync(b_al, b, (size_t)N * sizeof *b_al,
-                                        cudaMemcpyDeviceToDevice, S.stream);
+                                        cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream);
         if (e != cudaSuccess) {
             cpdit_cuda_free(b_al);
-            return rc_status((int)e, "linear bias copy", err);
+            return cpdit_cuda_rc_status((int)e, "linear bias copy", err);
         }
         b = b_al;
     }
@@ -553,7 +501,7 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
     int rc = 0;
     if (in_t != t) { /* x into the weights' type, contiguous */
         xs = cpdit_cuda_alloc((size_t)M * (size_t)K * cpdit_cuda_dtype_size(in_t));
-        rc = xs ? cpdit_cuda_convert_rows(in_t, xs, K, t, x, ldx, (size_t)M, K, S.stream)
+        rc = xs ? cpdit_cuda_convert_rows(in_t, xs, K, t, x, ldx, (size_t)M, K, cpdit_cuda_S.stream)
                 : (int)cudaErrorMemoryAllocation;
         xin = xs;
         ldxin = K;
@@ -562,17 +510,17 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         ys = cpdit_cuda_alloc((size_t)M * (size_t)N * sizeof(float));
         rc = !ys ? (int)cudaErrorMemoryAllocation
                  : accumulate ? cpdit_cuda_convert_rows(out_t, ys, N, t, y, ldy, (size_t)M, N,
-                                                        S.stream)
+                                                        cpdit_cuda_S.stream)
                               : 0;
         yout = ys;
         ldyout = N;
     }
     if (rc)
-        st = rc_status(rc, "linear: staging", err);
+        st = cpdit_cuda_rc_status(rc, "linear: staging", err);
     if (!st) {
         char msg[256] = "";
-        rc = cpdit_gemm_lt_linear_typed(S.gemm, in_t, out_t, yout, ldyout, xin, ldxin, w->data, b,
-                                        M, K, N, accumulate, epi, S.stream, msg, sizeof msg);
+        rc = cpdit_gemm_lt_linear_typed(cpdit_cuda_S.gemm, in_t, out_t, yout, ldyout, xin, ldxin, w->data, b,
+                                        M, K, N, accumulate, epi, cpdit_cuda_S.stream, msg, sizeof msg);
         if (rc == (int)CUBLAS_STATUS_NOT_SUPPORTED && epi != CPDIT_GEMM_PLAIN && refused)
             *refused = 1;
         else if (rc)
@@ -581,8 +529,8 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
                                  K, N, in_t == CPDIT_CUDA_BF16 ? "bf16" : "fp32",
                                  t == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
         else if (ys) /* the fp32 result rounded into y once */
-            st = rc_status(cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N,
-                                                   S.stream),
+            st = cpdit_cuda_rc_status(cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N,
+                                                   cpdit_cuda_S.stream),
                            "linear: output", err);
     }
     /* the caching allocator reuses blocks in stream order: freeing after queueing is safe */
@@ -614,8 +562,8 @@ static cpdit_status linear_act_t(cpdit_cuda_dtype t, cpdit_buf *y, int ldy, cons
                                  int ldx, const cpdit_weight *w, const float *b, int M, int K,
                                  int N, cpdit_act act, cpdit_error *err)
 {
-    if (!ready())
-        return not_ready(err);
+    if (!cpdit_cuda_ready())
+        return cpdit_cuda_not_ready(err);
     int refused = 0;
     cpdit_status st;
     if (act == CPDIT_ACT_GELU_TANH && w->type == CPDIT_CUDA_BF16 && K > 0) {
@@ -634,11 +582,11 @@ static cpdit_status linear_act_t(cpdit_cuda_dtype t, cpdit_buf *y, int ldy, cons
         act_t(t, act, y, y, (size_t)M * (size_t)N);
     } else {
         for (int r = 0; r < M; r++) {
-            cpdit_buf *row = elem_at(t, y, (size_t)r * ldy);
+            cpdit_buf *row = cpdit_cuda_elem_at(t, y, (size_t)r * ldy);
             act_t(t, act, row, row, (size_t)N);
         }
     }
-    return latched_status(err);
+    return cpdit_cuda_latched_status(err);
 }
 TABLE_OP(cpdit_status, linear_act,
          (cpdit_buf * y, int ldy, const cpdit_buf *x, int ldx, const cpdit_weight *w,
@@ -650,9 +598,9 @@ TABLE_OP(cpdit_status, linear_act,
 static void layer_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, const float *gamma,
                          const float *beta, size_t rows, int dim, float eps)
 {
-    if (rows && ready())
-        latch("layer_norm",
-              cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps, S.stream));
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("layer_norm",
+              cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps, cpdit_cuda_S.stream));
 }
 TABLE_VOID(layer_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *gamma, const float *beta, size_t rows,
@@ -662,8 +610,8 @@ TABLE_VOID(layer_norm,
 static void rms_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, const float *weight,
                        size_t rows, int dim, float eps)
 {
-    if (rows && ready())
-        latch("rms_norm", cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, S.stream));
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("rms_norm", cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, cpdit_cuda_S.stream));
 }
 TABLE_VOID(rms_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *weight, size_t rows, int dim,
@@ -673,23 +621,23 @@ TABLE_VOID(rms_norm,
 static void rope_t(cpdit_cuda_dtype t, cpdit_buf *x, const float *cos, const float *sin, int S_,
                    int H, int D)
 {
-    if (S_ > 0 && H > 0 && ready())
-        latch("rope", cpdit_cuda_rope(t, x, cos, sin, S_, H, D, S.stream));
+    if (S_ > 0 && H > 0 && cpdit_cuda_ready())
+        cpdit_cuda_latch("rope", cpdit_cuda_rope(t, x, cos, sin, S_, H, D, cpdit_cuda_S.stream));
 }
 TABLE_VOID(rope, (cpdit_buf * x, const float *cos, const float *sin, int S_, int H, int D),
            (x, cos, sin, S_, H, D))
 
 static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n)
 {
-    if (!n || !ready())
+    if (!n || !cpdit_cuda_ready())
         return;
     int k;
     switch (kind) {
     case CPDIT_ACT_NONE:
         if (y != x)
-            latch("act (none)",
+            cpdit_cuda_latch("act (none)",
                   (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
-                                       cudaMemcpyDeviceToDevice, S.stream));
+                                       cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream));
         return;
     case CPDIT_ACT_SILU: k = CPDIT_CUDA_ACT_SILU; break;
     case CPDIT_ACT_GELU: k = CPDIT_CUDA_ACT_GELU_ERF; break;
@@ -698,26 +646,26 @@ static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_
     case CPDIT_ACT_GELU_TANH: k = CPDIT_CUDA_ACT_GELU_TANH; break;
     case CPDIT_ACT_QUICK_GELU: k = CPDIT_CUDA_ACT_QUICK_GELU; break;
     default:
-        latch("act: unknown kind", (int)cudaErrorInvalidValue);
+        cpdit_cuda_latch("act: unknown kind", (int)cudaErrorInvalidValue);
         return;
     }
-    latch("act", cpdit_cuda_act(t, k, y, x, n, S.stream));
+    cpdit_cuda_latch("act", cpdit_cuda_act(t, k, y, x, n, cpdit_cuda_S.stream));
 }
 TABLE_VOID(act, (cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n), (kind, y, x, n))
 
 static void add_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b,
                   size_t n)
 {
-    if (n && ready())
-        latch("add", cpdit_cuda_add(t, y, a, b, n, S.stream));
+    if (n && cpdit_cuda_ready())
+        cpdit_cuda_latch("add", cpdit_cuda_add(t, y, a, b, n, cpdit_cuda_S.stream));
 }
 TABLE_VOID(add, (cpdit_buf * y, const cpdit_buf *a, const cpdit_buf *b, size_t n), (y, a, b, n))
 
 static void mul_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b,
                   size_t n)
 {
-    if (n && ready())
-        latch("mul", cpdit_cuda_mul(t, y, a, b, n, S.stream));
+    if (n && cpdit_cuda_ready())
+        cpdit_cuda_latch("mul", cpdit_cuda_mul(t, y, a, b, n, cpdit_cuda_S.stream));
 }
 TABLE_VOID(mul, (cpdit_buf * y, const cpdit_buf *a, const cpdit_buf *b, size_t n), (y, a, b, n))
 
@@ -725,17 +673,17 @@ TABLE_VOID(mul, (cpdit_buf * y, const cpdit_buf *a, const cpdit_buf *b, size_t n
 static void embedding_t(cpdit_cuda_dtype t, cpdit_buf *y, const float *table, const int32_t *ids,
                         size_t n, int dim)
 {
-    if (!n || !ready())
+    if (!n || !cpdit_cuda_ready())
         return;
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
     int32_t *dids = small_buffer(n * sizeof *ids);
     int rc = dids ? (int)cudaMemcpyAsync(dids, ids, n * sizeof *ids, cudaMemcpyHostToDevice,
-                                         S.stream)
+                                         cpdit_cuda_S.stream)
                   : (int)cudaErrorMemoryAllocation;
     if (!rc)
-        rc = cpdit_cuda_embedding(t, y, table, dids, n, dim, S.stream);
-    pthread_mutex_unlock(&S.lock);
-    latch("embedding", rc);
+        rc = cpdit_cuda_embedding(t, y, table, dids, n, dim, cpdit_cuda_S.stream);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
+    cpdit_cuda_latch("embedding", rc);
 }
 TABLE_VOID(embedding, (cpdit_buf * y, const float *table, const int32_t *ids, size_t n, int dim),
            (y, table, ids, n, dim))
@@ -743,8 +691,8 @@ TABLE_VOID(embedding, (cpdit_buf * y, const float *table, const int32_t *ids, si
 static void modulate_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
                        const cpdit_buf *shift, const cpdit_buf *scale, size_t rows, int dim)
 {
-    if (rows && ready())
-        latch("modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, S.stream));
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(modulate,
            (cpdit_buf * y, const cpdit_buf *x, const cpdit_buf *shift, const cpdit_buf *scale,
@@ -754,9 +702,9 @@ TABLE_VOID(modulate,
 static void gated_residual_t(cpdit_cuda_dtype t, cpdit_buf *h, int ldh, const cpdit_buf *x,
                              int ldx, const cpdit_buf *gate, size_t rows, int dim)
 {
-    if (rows && ready())
-        latch("gated_residual",
-              cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows, dim, S.stream));
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("gated_residual",
+              cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows, dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(gated_residual,
            (cpdit_buf * h, int ldh, const cpdit_buf *x, int ldx, const cpdit_buf *gate,
@@ -766,8 +714,8 @@ TABLE_VOID(gated_residual,
 static void copy_rows_t(cpdit_cuda_dtype t, cpdit_buf *dst, int ldd, const cpdit_buf *src,
                         int lds, size_t rows, int dim)
 {
-    if (rows && dim > 0 && ready())
-        latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim, S.stream));
+    if (rows && dim > 0 && cpdit_cuda_ready())
+        cpdit_cuda_latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(copy_rows,
            (cpdit_buf * dst, int ldd, const cpdit_buf *src, int lds, size_t rows, int dim),
@@ -776,9 +724,9 @@ TABLE_VOID(copy_rows,
 static void lse_merge_t(cpdit_cuda_dtype t, cpdit_buf *out_a, float *lse_a,
                         const cpdit_buf *out_b, const float *lse_b, size_t rows, int D)
 {
-    if (rows && ready())
-        latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
-                                                S.stream));
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
+                                                cpdit_cuda_S.stream));
 }
 TABLE_VOID(lse_merge,
            (cpdit_buf * out_a, float *lse_a, const cpdit_buf *out_b, const float *lse_b,
@@ -790,453 +738,26 @@ static int cuda_workers(void)
     return 1; /* one stream: ring attention computes a block in one call */
 }
 
-/* ------------------------------------------------------------------ attention */
-
-static cpdit_status check_args(const cpdit_attention_args *a, const char *name, cpdit_error *err)
-{
-    if (a->B < 0 || a->Sq < 0 || a->Skv < 0 || a->H < 0 || a->D <= 0 ||
-        (a->causal && a->Sq != a->Skv))
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
-                               "%s: bad shape B %d Sq %d Skv %d H %d D %d%s", name, a->B, a->Sq,
-                               a->Skv, a->H, a->D, a->causal ? " (causal needs Sq == Skv)" : "");
-    return CPDIT_OK;
-}
-
-static cpdit_cuda_attention to_cuda_args(const cpdit_attention_args *a)
-{
-    cpdit_cuda_attention c = {a->B,      a->Sq,     a->Skv,   a->H,    a->D,     a->ld_q,
-                              a->ld_kv,  a->ld_out, a->scale, a->bias, a->causal};
-    return c;
-}
-
-/* The fp32 reference (cuBLAS SGEMMs + softmax with LSE). Activations of type t: bf16 q, k, v
- * are widened into contiguous fp32 staging ((B Sq) rows of H D: the row stride covers the
- * items, as item b starts at b Sq ld), the result rounded into out once. */
-static cpdit_status reference_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                                      const cpdit_attention_args *a, cpdit_error *err)
-{
-    cpdit_cuda_attention c = to_cuda_args(a);
-    const size_t ws_bytes = cpdit_cuda_attention_reference_bytes(&c, CUDA_ATTN_SCORES_BYTES);
-    void *ws = cpdit_cuda_alloc(ws_bytes);
-    if (!ws)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
-                               "out of device memory for attention scores (%zu MiB)",
-                               ws_bytes >> 20);
-    if (t == CPDIT_CUDA_F32) {
-        int rc = cpdit_cuda_attention_reference(S.cublas, (const float *)q, (const float *)k,
-                                                (const float *)v, (float *)out, lse, &c, ws,
-                                                CUDA_ATTN_SCORES_BYTES, S.stream);
-        cpdit_cuda_free(ws);
-        return rc_status(rc, "attention (cuda-reference)", err);
-    }
-    const int HD = a->H * a->D;
-    const long ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
-               ldo = a->ld_out ? a->ld_out : HD;
-    const size_t rq = (size_t)a->B * a->Sq, rkv = (size_t)a->B * a->Skv;
-    float *qf = cpdit_cuda_alloc(rq * HD * sizeof(float)),
-          *kf = cpdit_cuda_alloc(rkv * HD * sizeof(float)),
-          *vf = cpdit_cuda_alloc(rkv * HD * sizeof(float)),
-          *of = cpdit_cuda_alloc(rq * HD * sizeof(float));
-    int rc = qf && kf && vf && of ? 0 : (int)cudaErrorMemoryAllocation;
-    if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, qf, HD, t, q, ldq, rq, HD, S.stream);
-    if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, kf, HD, t, k, ldkv, rkv, HD, S.stream);
-    if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, vf, HD, t, v, ldkv, rkv, HD, S.stream);
-    c.ld_q = c.ld_kv = c.ld_out = 0; /* the staging is contiguous */
-    if (!rc)
-        rc = cpdit_cuda_attention_reference(S.cublas, qf, kf, vf, of, lse, &c, ws,
-                                            CUDA_ATTN_SCORES_BYTES, S.stream);
-    if (!rc)
-        rc = cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_F32, of, HD, rq, HD, S.stream);
-    /* stream-ordered reuse: freeing after queueing is safe */
-    cpdit_cuda_free(qf), cpdit_cuda_free(kf), cpdit_cuda_free(vf), cpdit_cuda_free(of);
-    cpdit_cuda_free(ws);
-    return rc_status(rc, "attention (cuda-reference)", err);
-}
-
-static cpdit_status attention_reference_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                          const cpdit_buf *q, const cpdit_buf *k,
-                                          const cpdit_buf *v, const cpdit_attention_args *a,
-                                          cpdit_error *err)
-{
-    if (!ready())
-        return not_ready(err);
-    cpdit_status st = check_args(a, "cuda-reference", err);
-    if (!st)
-        st = latched_status(err);
-    return st ? st : reference_forward(t, out, lse, q, k, v, a, err);
-}
-
-/* The flash kernel loads q, k, v of type t and stores out of type t (fp32 math, fp32 LSE). */
-static cpdit_status attention_flash_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                                      const cpdit_attention_args *a, cpdit_error *err)
-{
-    if (!ready())
-        return not_ready(err);
-    cpdit_status st = check_args(a, "cuda-flash", err);
-    if (!st)
-        st = latched_status(err);
-    if (st)
-        return st;
-    if (a->D % CUDA_FLASH_D_QUANTUM || a->D > CUDA_FLASH_D_MAX) /* e.g. the VAE's D = 512 */
-        return reference_forward(t, out, lse, q, k, v, a, err);
-    const cpdit_cuda_attention c = to_cuda_args(a);
-    return rc_status(cpdit_cuda_attention_flash_ex(t, q, k, v, out, lse, &c, S.stream),
-                     "attention (cuda-flash)", err);
-}
-
-/* ---- cudnn: cuDNN's fused flash attention (sdpa_cudnn.h), bf16 Q, K, V, P, O, fp32 stats */
-
-static pthread_once_t sdpa_once = PTHREAD_ONCE_INIT;
-static cpdit_cudnn_sdpa *sdpa_ctx;
-static char sdpa_error[256];
-
-static void sdpa_init(void)
-{
-    sdpa_ctx = cpdit_cudnn_sdpa_create(sdpa_error, sizeof sdpa_error);
-}
-
-/* Shapes already reported as refused by cuDNN (the fallback note is printed once per shape). */
-#define CUDNN_REFUSED_MAX 64
-static struct { int B, Sq, Skv, H, D; } cudnn_refused[CUDNN_REFUSED_MAX];
-static int cudnn_nrefused;
-
-static void note_refused(const cpdit_attention_args *a, const char *msg)
-{
-    pthread_mutex_lock(&S.lock);
-    int seen = 0;
-    for (int i = 0; i < cudnn_nrefused && !seen; i++)
-        seen = cudnn_refused[i].B == a->B && cudnn_refused[i].Sq == a->Sq &&
-               cudnn_refused[i].Skv == a->Skv && cudnn_refused[i].H == a->H &&
-               cudnn_refused[i].D == a->D;
-    if (!seen && cudnn_nrefused < CUDNN_REFUSED_MAX) {
-        cudnn_refused[cudnn_nrefused].B = a->B, cudnn_refused[cudnn_nrefused].Sq = a->Sq;
-        cudnn_refused[cudnn_nrefused].Skv = a->Skv, cudnn_refused[cudnn_nrefused].H = a->H;
-        cudnn_refused[cudnn_nrefused].D = a->D;
-        cudnn_nrefused++;
-    }
-    pthread_mutex_unlock(&S.lock);
-    if (!seen)
-        fprintf(stderr, "cpdit: %s: attention cudnn: %s; this shape runs on cuda-flash\n",
-                CUDA_WHERE, msg);
-}
-
-/* What the cudnn kernel does for a: 0 = the cuDNN graph; 1 = cuda-flash (bias or causal, which
- * this graph leaves out; an empty side); 2 = cuda-flash because cuDNN refuses the shape (msg);
- * -1 = the cuDNN context cannot be made (msg). Builds the plan on first use of a shape. */
-static int cudnn_route(const cpdit_attention_args *a, char *msg, size_t msg_size)
-{
-    if (a->bias || a->causal || a->B == 0 || a->Sq == 0 || a->Skv == 0 || a->H == 0)
-        return 1;
-    pthread_once(&sdpa_once, sdpa_init);
-    if (!sdpa_ctx) {
-        snprintf(msg, msg_size, "cuDNN attention: %s", sdpa_error);
-        return -1;
-    }
-    int rc = cpdit_cudnn_sdpa_prepare(sdpa_ctx, a->B, a->Sq, a->Skv, a->H, a->D, msg, msg_size);
-    return rc == 0 ? 0 : rc == CPDIT_CUDNN_SDPA_UNSUPPORTED ? 2 : -1;
-}
-
-
-/* p (rows of cols elements of type t, row stride ld) as cuDNN's operand: p itself when it is
- * already contiguous bf16 and aligned, else a bf16 copy in *stage (from the caching
- * allocator; a strided copy for bf16, one rounding for fp32). NULL when out of memory or the
- * copy could not be queued (*rc set). */
-static const void *cudnn_operand(cpdit_cuda_dtype t, const void *p, long ld, size_t rows,
-                                 int cols, void **stage, int *rc)
-{
-    *stage = NULL;
-    if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)p, ld, cols))
-        return p;
-    *stage = cpdit_cuda_alloc(rows * (size_t)cols * sizeof(uint16_t));
-    if (!*stage) {
-        *rc = (int)cudaErrorMemoryAllocation;
-        return NULL;
-    }
-    *rc = cpdit_cuda_convert_rows(CPDIT_CUDA_BF16, *stage, cols, t, p, ld, rows, cols, S.stream);
-    return *rc ? NULL : *stage;
-}
-
-/* cuDNN's graph on activations of type t: the "cuda" table's bf16 q, k, v, out go to cuDNN as
- * they are when contiguous and aligned (a column block of a fused qkv buffer, ld > H D, is
- * copied to a contiguous block first: a copy, no rounding); cuda-fp32's are rounded to bf16
- * copies and out widened back. Stats (B, H, Sq) fp32 -> lse (B, Sq, H). */
-static cpdit_status cudnn_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                  const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                                  const cpdit_attention_args *a, cpdit_error *err)
-{
-    const int B = a->B, Sq = a->Sq, Skv = a->Skv, H = a->H, D = a->D, HD = H * D;
-    const long ldq = a->ld_q ? a->ld_q : HD, ldkv = a->ld_kv ? a->ld_kv : HD,
-               ldo = a->ld_out ? a->ld_out : HD;
-    const size_t rq = (size_t)B * Sq, rkv = (size_t)B * Skv;
-    void *qs = NULL, *ks = NULL, *vs = NULL, *os = NULL;
-    int rc = 0;
-    const void *qb = cudnn_operand(t, q, ldq, rq, HD, &qs, &rc);
-    const void *kb = qb ? cudnn_operand(t, k, ldkv, rkv, HD, &ks, &rc) : NULL;
-    const void *vb = kb ? cudnn_operand(t, v, ldkv, rkv, HD, &vs, &rc) : NULL;
-    /* out: written in place when it is contiguous aligned bf16 */
-    void *ob = NULL;
-    if (vb) {
-        if (cpdit_sdpa_operand_direct(cpdit_cuda_dtype_size(t), (uintptr_t)out, ldo, HD))
-            ob = out;
-        else if (!(ob = os = cpdit_cuda_alloc(rq * HD * sizeof(uint16_t))))
-            rc = (int)cudaErrorMemoryAllocation;
-    }
-    float *stats = ob ? cpdit_cuda_alloc((size_t)B * H * Sq * sizeof(float)) : NULL;
-    cpdit_status st = CPDIT_OK;
-    char msg[512] = "";
-    if (!stats) {
-        st = rc == (int)cudaErrorMemoryAllocation || !rc
-                 ? cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
-                                   "out of device memory for cudnn attention (B %d Sq %d Skv %d "
-                                   "H %d D %d)", B, Sq, Skv, H, D)
-                 : rc_status(rc, "cudnn attention: operands", err);
-        goto done;
-    }
-    if (cpdit_cudnn_sdpa_forward(sdpa_ctx, qb, kb, vb, ob, stats, B, Sq, Skv, H, D, a->scale,
-                                 S.stream, msg, sizeof msg))
-        st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
-    if (!st && ob != out)
-        st = rc_status(cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_BF16, ob, HD, rq, HD,
-                                               S.stream),
-                       "cudnn attention: out", err);
-    if (!st && lse)
-        st = rc_status(cpdit_cuda_stats_to_lse(lse, stats, B, H, Sq, S.stream),
-                       "cudnn attention: stats to lse", err);
-done:
-    /* stream-ordered reuse: freeing after queueing is safe */
-    cpdit_cuda_free(qs), cpdit_cuda_free(ks), cpdit_cuda_free(vs), cpdit_cuda_free(os);
-    cpdit_cuda_free(stats);
-    return st;
-}
-
-static cpdit_status attention_cudnn_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                      const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                                      const cpdit_attention_args *a, cpdit_error *err)
-{
-    if (!ready())
-        return not_ready(err);
-    cpdit_status st = check_args(a, "cudnn", err);
-    if (!st)
-        st = latched_status(err);
-    if (st)
-        return st;
-    char msg[512] = "";
-    switch (cudnn_route(a, msg, sizeof msg)) {
-    case 0:
-        return cudnn_forward(t, out, lse, q, k, v, a, err);
-    case 2:
-        note_refused(a, msg);
-        return attention_flash_t(t, out, lse, q, k, v, a, err);
-    case 1:
-        return attention_flash_t(t, out, lse, q, k, v, a, err);
-    default:
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
-    }
-}
-
-/* ---- auto: cuda-flash or cudnn, whichever is faster, measured once per shape and table */
-
-#define AUTO_SHAPES_MAX 128
-typedef struct auto_pick {
-    int B, Sq, Skv, H, D, ld_q, ld_kv, ld_out;
-    cpdit_cuda_dtype t; /* the table's activations */
-    int cudnn;          /* 1: cudnn won */
-} auto_pick;
-static auto_pick auto_picks[AUTO_SHAPES_MAX];
-static int auto_npicks;
-static pthread_mutex_t auto_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int same_shape(const auto_pick *p, cpdit_cuda_dtype t, const cpdit_attention_args *a)
-{
-    return p->t == t && p->B == a->B && p->Sq == a->Sq && p->Skv == a->Skv && p->H == a->H &&
-           p->D == a->D && p->ld_q == a->ld_q && p->ld_kv == a->ld_kv && p->ld_out == a->ld_out;
-}
-
-typedef cpdit_status (*attention_fn)(cpdit_cuda_dtype, cpdit_buf *, float *, const cpdit_buf *,
-                                     const cpdit_buf *, const cpdit_buf *,
-                                     const cpdit_attention_args *, cpdit_error *);
-
-/* Milliseconds of the fastest of `reps` calls of fn after one warm-up (the warm-up builds the
- * cuDNN plan); < 0 when a call fails (err filled). */
-static float time_kernel(attention_fn fn, cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                         const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                         const cpdit_attention_args *a, int reps, cpdit_error *err)
-{
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    float best = -1.0f;
-    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
-        cudaGetLastError();
-        goto out;
-    }
-    if (fn(t, out, lse, q, k, v, a, err))
-        goto out;
-    for (int r = 0; r < reps; r++) {
-        cudaEventRecord(e0, S.stream);
-        if (fn(t, out, lse, q, k, v, a, err)) {
-            best = -1.0f;
-            goto out;
-        }
-        cudaEventRecord(e1, S.stream);
-        float ms = 0;
-        if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) !=
-                                                           cudaSuccess) {
-            cudaGetLastError();
-            best = -1.0f;
-            goto out;
-        }
-        if (best < 0 || ms < best)
-            best = ms;
-    }
-out:
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
-    return best;
-}
-
-static cpdit_status attention_auto_t(cpdit_cuda_dtype t, cpdit_buf *out, float *lse,
-                                     const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,
-                                     const cpdit_attention_args *a, cpdit_error *err)
-{
-    if (!ready())
-        return not_ready(err);
-    cpdit_status st = check_args(a, "auto", err);
-    if (!st)
-        st = latched_status(err);
-    if (st)
-        return st;
-    char msg[512] = "";
-    /* cudnn would run cuda-flash anyway (bias, causal, empty, refused shape) or cannot run */
-    const int route = cudnn_route(a, msg, sizeof msg);
-    if (route != 0) {
-        if (route == 2 && cpdit_backend_verbose()) /* auto: a refusal is only a choice */
-            note_refused(a, msg);
-        return attention_flash_t(t, out, lse, q, k, v, a, err);
-    }
-    int pick = -1;
-    pthread_mutex_lock(&auto_lock);
-    for (int i = 0; i < auto_npicks && pick < 0; i++)
-        if (same_shape(&auto_picks[i], t, a))
-            pick = auto_picks[i].cudnn;
-    pthread_mutex_unlock(&auto_lock);
-    if (pick < 0) {
-        cpdit_error e1, e2;
-        cpdit_error_clear(&e1);
-        cpdit_error_clear(&e2);
-        const float t_flash = time_kernel(attention_flash_t, t, out, lse, q, k, v, a, 3, &e1);
-        const float t_cudnn = time_kernel(cudnn_forward, t, out, lse, q, k, v, a, 3, &e2);
-        if (t_flash < 0 && t_cudnn < 0) { /* both failed: report cuda-flash's error */
-            if (err)
-                *err = e1;
-            return CPDIT_ERR_RUNTIME;
-        }
-        pick = t_cudnn >= 0 && (t_flash < 0 || t_cudnn < t_flash);
-        pthread_mutex_lock(&auto_lock);
-        if (auto_npicks < AUTO_SHAPES_MAX) {
-            auto_pick p = {a->B,    a->Sq,    a->Skv,    a->H, a->D,
-                           a->ld_q, a->ld_kv, a->ld_out, t,    pick};
-            auto_picks[auto_npicks++] = p;
-        }
-        pthread_mutex_unlock(&auto_lock);
-        if (cpdit_backend_verbose() || t_flash < 0 || t_cudnn < 0)
-            fprintf(stderr,
-                    "cpdit: %s: attention auto: B %d Sq %d Skv %d H %d D %d: cuda-flash %s, "
-                    "cudnn %s -> %s\n",
-                    CUDA_WHERE, a->B, a->Sq, a->Skv, a->H, a->D,
-                    t_flash < 0 ? e1.what : "", t_cudnn < 0 ? e2.what : "",
-                    pick ? "cudnn" : "cuda-flash");
-        if (cpdit_backend_verbose() && t_flash >= 0 && t_cudnn >= 0)
-            fprintf(stderr, "cpdit: %s: attention auto: (cuda-flash %.3f ms, cudnn %.3f ms)\n",
-                    CUDA_WHERE, (double)t_flash, (double)t_cudnn);
-    }
-    /* the timed runs left the other kernel's result in out: run the choice once more */
-    return pick ? cudnn_forward(t, out, lse, q, k, v, a, err)
-                : attention_flash_t(t, out, lse, q, k, v, a, err);
-}
-
-#define ATTENTION_PARAMS                                                                           \
-    (cpdit_buf * out, float *lse, const cpdit_buf *q, const cpdit_buf *k, const cpdit_buf *v,     \
-     const cpdit_attention_args *a, cpdit_error *err)
-#define ATTENTION_ARGS (out, lse, q, k, v, a, err)
-TABLE_OP(cpdit_status, attention_flash, ATTENTION_PARAMS, ATTENTION_ARGS)
-TABLE_OP(cpdit_status, attention_reference, ATTENTION_PARAMS, ATTENTION_ARGS)
-TABLE_OP(cpdit_status, attention_cudnn, ATTENTION_PARAMS, ATTENTION_ARGS)
-TABLE_OP(cpdit_status, attention_auto, ATTENTION_PARAMS, ATTENTION_ARGS)
-
-/* The "cuda" table's kernels: bf16 in and out, fp32 math; outputs rounded to bf16 once (about
- * 2^-9 relative per element), cudnn also rounds P: tolerances against fp32 attention. */
-static const cpdit_attention_kernel cuda_flash_kernel = {
-    "cuda-flash",
-    "flash attention with LSE, bf16 q/k/v/out, fp32 math, one pass over the keys (head dims "
-    "32..256 in steps of 32; others take cuda-reference)",
-    cuda_attention_flash, 2e-2};
-static const cpdit_attention_kernel cuda_reference_kernel = {
-    "cuda-reference",
-    "cuBLAS SGEMM scores + softmax with LSE + SGEMM on fp32 copies of bf16 q/k/v, any shape",
-    cuda_attention_reference, 2e-2};
-/* bf16 Q, K, V (8 bits of mantissa), P and O rounded to bf16: normalised errors ~4e-3 */
-static const cpdit_attention_kernel cuda_cudnn_kernel = {
-    "cudnn",
-    "cuDNN fused flash attention (graph API): bf16 Q, K, V, O, fp32 softmax stats as the LSE; "
-    "bias, causal and shapes cuDNN refuses run on cuda-flash",
-    cuda_attention_cudnn, 2e-2};
-static const cpdit_attention_kernel cuda_auto_kernel = {
-    "auto",
-    "times cuda-flash and cudnn once per shape on first use and keeps the faster (--verbose "
-    "prints the choice); bias and causal take cuda-flash",
-    cuda_attention_auto, 2e-2};
-static const cpdit_attention_kernel *const cuda_kernels[] = {
-    &cuda_flash_kernel, &cuda_reference_kernel, &cuda_cudnn_kernel, NULL};
-
-/* The "cuda-fp32" table's: the same kernels on fp32 activations (the exact fp32 references of
- * the conformance suite, except cudnn which rounds to bf16 inside). */
-static const cpdit_attention_kernel cuda32_flash_kernel = {
-    "cuda-flash",
-    "flash attention with LSE, fp32, one pass over the keys (head dims 32..256 in steps of 32; "
-    "others take cuda-reference)",
-    cuda32_attention_flash, 0.0};
-static const cpdit_attention_kernel cuda32_reference_kernel = {
-    "cuda-reference", "cuBLAS SGEMM scores + softmax with LSE + SGEMM, fp32, any shape",
-    cuda32_attention_reference, 0.0};
-static const cpdit_attention_kernel cuda32_cudnn_kernel = {
-    "cudnn",
-    "cuDNN fused flash attention (graph API): bf16 copies of Q, K, V, fp32 softmax stats as the "
-    "LSE; bias, causal and shapes cuDNN refuses run on cuda-flash",
-    cuda32_attention_cudnn, 2e-2};
-static const cpdit_attention_kernel cuda32_auto_kernel = {
-    "auto",
-    "times cuda-flash and cudnn once per shape on first use and keeps the faster (--verbose "
-    "prints the choice); bias and causal take cuda-flash",
-    cuda32_attention_auto, 2e-2};
-static const cpdit_attention_kernel *const cuda32_kernels[] = {
-    &cuda32_flash_kernel, &cuda32_reference_kernel, &cuda32_cudnn_kernel, NULL};
-
 /* ------------------------------------------------------------------ VAE section */
 
 static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
 {
-    if (!ready())
+    if (!cpdit_cuda_ready())
         return NULL;
     /* the packer copies on the legacy stream, which does not wait for our non-blocking one:
      * let queued kernels finish with the cached blocks it may be handed */
-    latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream));
+    cpdit_cuda_latch("conv2d_pack", (int)cudaStreamSynchronize(cpdit_cuda_S.stream));
     return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
 }
 
 /* The bf16 form of fp32 host weights (Cout, Cin, K, K), registered for conv2d. */
 static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
 {
-    latch("conv2d_pack", (int)cudaStreamSynchronize(S.stream)); /* as cuda_conv2d_pack */
+    cpdit_cuda_latch("conv2d_pack", (int)cudaStreamSynchronize(cpdit_cuda_S.stream)); /* as cuda_conv2d_pack */
     void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
     if (!p)
         return NULL;
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
     if (n_bf16_convs == cap_bf16_convs) {
         const size_t cap = cap_bf16_convs ? 2 * cap_bf16_convs : 64;
         void **n = realloc(bf16_convs, cap * sizeof *n);
@@ -1248,7 +769,7 @@ static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
     const int ok = n_bf16_convs < cap_bf16_convs;
     if (ok)
         bf16_convs[n_bf16_convs++] = p;
-    pthread_mutex_unlock(&S.lock);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
     if (!ok) { /* out of host memory for the list: the caller sees out of memory */
         cpdit_cuda_free(p);
         return NULL;
@@ -1262,7 +783,7 @@ static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
 static float *cuda_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin,
                                       int K, cpdit_weight_format format)
 {
-    if (!ready() || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
+    if (!cpdit_cuda_ready() || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
         return NULL;
     const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
                      (dtype == CPDIT_DTYPE_BF16 || dtype == CPDIT_DTYPE_F8_E4M3 ||
@@ -1293,18 +814,18 @@ static cpdit_status conv2d_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *
                              int K, int r0, int r1, void *ws, cpdit_error *err)
 {
     (void)ws;
-    if (!ready())
-        return not_ready(err);
+    if (!cpdit_cuda_ready())
+        return cpdit_cuda_not_ready(err);
     if ((K != 1 && K != 3) || W < 0 || Cin <= 0 || Cout <= 0 || r1 < r0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
                                "conv2d: K %d W %d Cin %d Cout %d rows [%d, %d)", K, W, Cin, Cout,
                                r0, r1);
-    cpdit_status st = latched_status(err);
+    cpdit_status st = cpdit_cuda_latched_status(err);
     if (st || r1 == r0 || W == 0)
         return st;
     const int bf16w = is_bf16_conv(w_packed);
-    return rc_status(cpdit_cuda_conv2d(t, y, x, w_packed, bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32,
-                                       b, W, Cin, Cout, K, r0, r1, S.stream),
+    return cpdit_cuda_rc_status(cpdit_cuda_conv2d(t, y, x, w_packed, bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32,
+                                       b, W, Cin, Cout, K, r0, r1, cpdit_cuda_S.stream),
                      bf16w ? "conv2d (bf16)" : "conv2d", err);
 }
 TABLE_OP(cpdit_status, conv2d,
@@ -1316,24 +837,24 @@ TABLE_OP(cpdit_status, conv2d,
 static void group_moments_t(cpdit_cuda_dtype t, double *acc, const cpdit_buf *x, size_t pixels,
                             int C, int G, const double *mean)
 {
-    if (!pixels || G <= 0 || !ready())
+    if (!pixels || G <= 0 || !cpdit_cuda_ready())
         return;
     const size_t gb = (size_t)G * sizeof(double);
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
     double *dacc = small_buffer(2 * gb), *dmean = dacc ? dacc + G : NULL;
     int rc = dacc ? 0 : (int)cudaErrorMemoryAllocation;
     if (!rc)
-        rc = (int)cudaMemcpyAsync(dacc, acc, gb, cudaMemcpyHostToDevice, S.stream);
+        rc = (int)cudaMemcpyAsync(dacc, acc, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
     if (!rc && mean)
-        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, S.stream);
+        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
     if (!rc)
-        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL, S.stream);
+        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL, cpdit_cuda_S.stream);
     if (!rc)
-        rc = (int)cudaMemcpyAsync(acc, dacc, gb, cudaMemcpyDeviceToHost, S.stream);
+        rc = (int)cudaMemcpyAsync(acc, dacc, gb, cudaMemcpyDeviceToHost, cpdit_cuda_S.stream);
     if (!rc)
-        rc = (int)cudaStreamSynchronize(S.stream);
-    pthread_mutex_unlock(&S.lock);
-    latch("group_moments", rc);
+        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
+    cpdit_cuda_latch("group_moments", rc);
 }
 TABLE_VOID(group_moments,
            (double *acc, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean),
@@ -1344,30 +865,30 @@ static void group_norm_apply_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf
                                const double *rstd, const float *gamma, const float *beta,
                                cpdit_activation act)
 {
-    if (!pixels || G <= 0 || !ready())
+    if (!pixels || G <= 0 || !cpdit_cuda_ready())
         return;
     if (act != CPDIT_ACT_NONE && act != CPDIT_ACT_SILU && act != CPDIT_ACT_GELU &&
         act != CPDIT_ACT_RELU && act != CPDIT_ACT_MISH) {
-        latch("group_norm_apply: activation not fused on CUDA", (int)cudaErrorInvalidValue);
+        cpdit_cuda_latch("group_norm_apply: activation not fused on CUDA", (int)cudaErrorInvalidValue);
         return;
     }
     /* cpdit_activation's NONE, SILU, GELU, RELU, MISH are numbered as the CUDA VAE enum */
     const size_t gb = (size_t)G * sizeof(double);
-    pthread_mutex_lock(&S.lock);
+    pthread_mutex_lock(&cpdit_cuda_S.lock);
     double *dmean = small_buffer(2 * gb), *drstd = dmean ? dmean + G : NULL;
     int rc = dmean ? 0 : (int)cudaErrorMemoryAllocation;
     if (!rc)
-        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, S.stream);
+        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
     if (!rc)
-        rc = (int)cudaMemcpyAsync(drstd, rstd, gb, cudaMemcpyHostToDevice, S.stream);
+        rc = (int)cudaMemcpyAsync(drstd, rstd, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
     if (!rc)
         rc = cpdit_cuda_group_norm_apply(t, y, x, pixels, C, G, dmean, drstd, gamma, beta,
-                                         (int)act, S.stream);
+                                         (int)act, cpdit_cuda_S.stream);
     /* the staging is rewritten by the next call: let this kernel read it first */
     if (!rc)
-        rc = (int)cudaStreamSynchronize(S.stream);
-    pthread_mutex_unlock(&S.lock);
-    latch("group_norm_apply", rc);
+        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
+    pthread_mutex_unlock(&cpdit_cuda_S.lock);
+    cpdit_cuda_latch("group_norm_apply", rc);
 }
 TABLE_VOID(group_norm_apply,
            (cpdit_buf * y, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean,
@@ -1377,8 +898,8 @@ TABLE_VOID(group_norm_apply,
 static void upsample2x_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, int rows, int W,
                          int C)
 {
-    if (rows > 0 && W > 0 && ready())
-        latch("upsample2x", cpdit_cuda_upsample2x(t, y, x, rows, W, C, S.stream));
+    if (rows > 0 && W > 0 && cpdit_cuda_ready())
+        cpdit_cuda_latch("upsample2x", cpdit_cuda_upsample2x(t, y, x, rows, W, C, cpdit_cuda_S.stream));
 }
 TABLE_VOID(upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int C),
            (y, x, rows, W, C))
@@ -1386,8 +907,8 @@ TABLE_VOID(upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int 
 static void transpose_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, size_t rows,
                         size_t cols)
 {
-    if (rows && cols && ready())
-        latch("transpose", cpdit_cuda_transpose(t, y, x, rows, cols, S.stream));
+    if (rows && cols && cpdit_cuda_ready())
+        cpdit_cuda_latch("transpose", cpdit_cuda_transpose(t, y, x, rows, cols, cpdit_cuda_S.stream));
 }
 TABLE_VOID(transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t cols),
            (y, x, rows, cols))
@@ -1423,8 +944,8 @@ static const cpdit_backend cuda_backend = {
     .act_size = 2,
     CUDA_TABLE_COMMON,
     CUDA_TABLE_OPS(cuda_),
-    .attention_kernels = cuda_kernels,
-    .attention_auto = &cuda_auto_kernel,
+    .attention_kernels = cpdit_cuda_bf16_kernels,
+    .attention_auto = &cpdit_cuda_bf16_auto_kernel,
 };
 
 static const cpdit_backend cuda_fp32_backend = {
@@ -1435,8 +956,8 @@ static const cpdit_backend cuda_fp32_backend = {
     .act_size = 4,
     CUDA_TABLE_COMMON,
     CUDA_TABLE_OPS(cuda32_),
-    .attention_kernels = cuda32_kernels,
-    .attention_auto = &cuda32_auto_kernel,
+    .attention_kernels = cpdit_cuda_f32_kernels,
+    .attention_auto = &cpdit_cuda_f32_auto_kernel,
 };
 
 const cpdit_backend *cpdit_backend_cuda(void)

@@ -193,14 +193,15 @@ cpdit_status cp_attention_validate(const cp_attention_config *cfg, int ring, int
     return CPDIT_OK;
 }
 
-/* FNV-1a over what every rank must agree on; kept below 2^62 so it can be negated. */
+/* FNV-1a over what every rank must agree on (the activation dtype too: ranks of different
+ * tables would exchange blocks of different sizes); kept below 2^62 so it can be negated. */
 static long long agreement_hash(const cp_attention_config *cfg, const cp_seq_layout *layout,
-                                int B, int H, int D, float scale)
+                                cpdit_dtype act_dtype, int B, int H, int D, float scale)
 {
     uint64_t h = 1469598103934665603ull;
     uint32_t sbits;
     memcpy(&sbits, &scale, sizeof sbits);
-    long long vals[] = {cfg->variant, cfg->ring_mode, cfg->anything, B, H, D, sbits,
+    long long vals[] = {cfg->variant, cfg->ring_mode, cfg->anything, act_dtype, B, H, D, sbits,
                         layout->nranks, layout->txt_total, layout->img_total};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0] + (size_t)layout->nranks; i++) {
         uint64_t x = i < sizeof vals / sizeof vals[0]
@@ -247,7 +248,7 @@ static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
         lse = cp_ws_take(&ws, (size_t)B * L * H * sizeof(float));
 
     /* 3. agreement: allocation and inputs */
-    const long long hash = agreement_hash(cfg, layout, B, H, D, scale);
+    const long long hash = agreement_hash(cfg, layout, be->act_dtype, B, H, D, scale);
     long long agree[3] = {ws.cap && !ws.base ? 1 : 0, hash, -hash};
     if (cpdit_comm_allreduce(g->cp, agree, 3, CPDIT_COMM_INT64, CPDIT_COMM_MAX, err)) {
         return CPDIT_ERR_RUNTIME;
@@ -261,7 +262,7 @@ static cpdit_status attend(const cp_attention_config *cfg, const cp_grid *g,
     if (agree[1] != -agree[2]) {
         return cpdit_error_set(err, CPDIT_ERR_INPUT, CP_WHERE,
                                "the ranks of the CP group passed different attention configs, "
-                               "layouts or shapes (B, H, D, scale)");
+                               "layouts, shapes (B, H, D, scale) or activation dtypes");
     }
 
     /* 4. run */

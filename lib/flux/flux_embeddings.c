@@ -57,26 +57,27 @@ cpdit_status flux_time_text_embed(cpdit_buf *temb, const flux_transformer *m,
                                   cpdit_buf *work, cpdit_error *err)
 {
     const flux_global_weights *w = &m->global;
-    const size_t proj_floats = (size_t)B * FLUX_TIMESTEP_CHANNELS;
-    cpdit_buf *proj = work;                                     /* (B, 256) activations */
-    cpdit_buf *h = cpdit_buf_at(be, proj, (ptrdiff_t)proj_floats); /* (B, E) */
-    cpdit_buf *pooled_dev = cpdit_buf_at(be, h, (ptrdiff_t)B * m->cfg.inner_dim); /* (B, pooled) */
-    float *host = malloc((proj_floats + (size_t)B) * sizeof(float)); /* sinusoid, scaled t */
+    const size_t proj_n = (size_t)B * FLUX_TIMESTEP_CHANNELS;
+    /* work, in elements: proj (B, 256), h (B, E), pooled_dev (B, pooled) */
+    cpdit_buf *proj = work;
+    cpdit_buf *h = cpdit_buf_at(be, proj, (ptrdiff_t)proj_n);
+    cpdit_buf *pooled_dev = cpdit_buf_at(be, h, (ptrdiff_t)B * m->cfg.inner_dim);
+    float *host = malloc((proj_n + (size_t)B) * sizeof(float)); /* sinusoid, scaled t */
     if (!host)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "flux", "out of memory");
-    float *scaled = host + proj_floats;
+    float *scaled = host + proj_n;
     cpdit_status st;
 
     for (int b = 0; b < B; b++)
         scaled[b] = timestep[b] * FLUX_TIME_SCALE;
     flux_timestep_embedding(host, scaled, B);
-    be->upload_act(proj, host, proj_floats);
+    be->upload_act(proj, host, proj_n);
     st = mlp_embed(temb, &w->time_1, &w->time_2, proj, B, h, 0, be, err);
     if (!st && m->cfg.guidance_embeds) {
         for (int b = 0; b < B; b++)
             scaled[b] = guidance[b] * FLUX_TIME_SCALE;
         flux_timestep_embedding(host, scaled, B);
-        be->upload_act(proj, host, proj_floats);
+        be->upload_act(proj, host, proj_n);
         st = mlp_embed(temb, &w->guid_1, &w->guid_2, proj, B, h, 1, be, err);
     }
     free(host);

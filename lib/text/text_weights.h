@@ -103,7 +103,6 @@ typedef struct text_weights {
     weight_loader wl;
     int wl_open;
     int streaming;             /* 1: matrices are made per layer at use */
-    size_t scratch_floats;     /* always 0 (kept for callers sizing a conversion buffer) */
     size_t n_params;           /* parameters registered */
     pthread_mutex_t lock;      /* streaming: held from text_weights_begin to _end */
     int lock_made;

@@ -25,14 +25,18 @@
 #   cuda (bf16 activations: every op's output rounded to bf16 once), fp32 or bf16 weights, and
 #   cuda-fp32 with bf16 weights (weights and each linear's input rounded to bf16, fp32
 #   accumulation) vs the CPU fp32 path: 1e-2 (issue 13; the CPU bf16-weight path sees 3e-3).
+#   The VAE decode with bf16 activations: 2e-2 (its 20-odd convolutions and group norms each
+#   round once; cpu-bf16, the same storage on the host, measured 1.32e-2 on the built-in VAE).
 #   The forward step's RESULT gives the worst error of each table, so that the first GPU run
 #   tells bf16 storage error (cuda minus cuda-fp32) from kernel error (cuda-fp32 at 1e-4).
 #   N ranks vs 1 rank on the GPU, cuda-fp32 fp32 weights: 1e-4 (only summation order
 #   differs); cuda (bf16): 1e-2.
 #   Pipeline PNGs: cuda-fp32 fp32 weights vs CPU fp32 within 2/255 per channel; cuda (bf16
-#   activations and weights) vs CPU bf16 weights within 24/255 (bf16 roundings of different
-#   kernels drift over the sampler's steps: a sanity bound that catches wrong images, not a
-#   precision claim); 2 ranks vs 1 on the GPU within 1/255.
+#   activations and weights) vs CPU bf16 weights (fp32 activations) within 64/255 (bf16
+#   storage in the text encoders, every sampler step and the VAE drifts: cpu-bf16, the same
+#   storage on the host, shows a largest pixel difference of 40/255 on builtin:shapes; with
+#   bf16 weights only, the GPU was held to 24. A sanity bound that catches wrong images, not
+#   a precision claim); 2 ranks vs 1 on the GPU within 1/255.
 set -u
 step=${1:-}
 CPDIT=${CPDIT:?CPDIT: the cpdit binary}
@@ -125,10 +129,10 @@ forward)
         # fp32 activations (cuda-fp32): the kernels alone, fp32 weights at 1e-4
         if [ -n "$G32" ]; then
             tf $m $m.f32w --backend $G32 --weight-format fp32 &&
-                cmp_out "$m $G32 fp32 weights ($G-flash) vs cpu fp32" "$WORK/$m.f32w" \
+                cmp_out "$m $G32 fp32 weights ($G32-flash) vs cpu fp32" "$WORK/$m.f32w" \
                     "$WORK/$m.cpu32" 1e-4 "$G32/fp32-weights"
-            tf $m $m.f32wr --backend $G32 --weight-format fp32 --attention-backend $G-reference &&
-                cmp_out "$m $G32 fp32 weights ($G-reference) vs cpu fp32" "$WORK/$m.f32wr" \
+            tf $m $m.f32wr --backend $G32 --weight-format fp32 --attention-backend $G32-reference &&
+                cmp_out "$m $G32 fp32 weights ($G32-reference) vs cpu fp32" "$WORK/$m.f32wr" \
                     "$WORK/$m.cpu32" 1e-4 "$G32/fp32-weights"
             tf $m $m.f32b --backend $G32 &&
                 cmp_out "$m $G32 bf16 weights vs cpu fp32" "$WORK/$m.f32b" "$WORK/$m.cpu32" 1e-2 \
@@ -157,7 +161,7 @@ forward)
         [ -z "$G32" ] || { vf z.gpu32 --backend $G32 &&
             cmp_out "vae decode $G32 vs cpu" "$WORK/z.gpu32" "$WORK/z.cpu" 1e-4 "$G32/vae"; }
         vf z.gpu --backend $G &&
-            cmp_out "vae decode $G (bf16 activations) vs cpu" "$WORK/z.gpu" "$WORK/z.cpu" 1e-2 \
+            cmp_out "vae decode $G (bf16 activations) vs cpu" "$WORK/z.gpu" "$WORK/z.cpu" 2e-2 \
                 "$G/vae"
     else
         bad "cannot write the built-in model / latent for the VAE check"
@@ -208,7 +212,7 @@ forward-cp)
         fwd "$MPI_RUN" -np 2 "$CPDIT" forward --model "$WORK/bw" --component vae \
             --inputs "$WORK/z.in" --output "$WORK/z.g2b" --backend $G &&
             cmp_out "vae decode split over 2 ranks vs 1 rank ($G, bf16)" "$WORK/z.g2b" \
-                "$WORK/z.g1b" 1e-2
+                "$WORK/z.g1b" 2e-2
     fi
     ;;
 flux-dev-step)
@@ -280,7 +284,7 @@ pipeline)
         run_img gpu32 1 --backend $F32B --weight-format fp32 &&
         pcmp "pipeline $F32B fp32 vs cpu fp32 (max per-channel difference)" gpu32 cpu32 $P32TOL
     run_img cpu16 1 --backend cpu && run_img gpu16 1 --backend $G &&
-        pcmp "pipeline $G bf16 vs cpu bf16 weights" gpu16 cpu16 24
+        pcmp "pipeline $G bf16 vs cpu bf16 weights" gpu16 cpu16 64
     [ -d "$WORK/gpu32" ] && run_img gpu32r2 2 --backend $F32B --weight-format fp32 --ring 2 &&
         pcmp "pipeline on 2 GPU ranks (ring 2, host-staged) vs 1" gpu32r2 gpu32 1
     ;;
