@@ -139,7 +139,7 @@ static int run_mode(const tool_opts *o)
     cpdit_status st = manifest_load_world(o->manifest, &ov, MPI_COMM_WORLD, &m, &err);
     if (!st) {
         fake_ctx fc = {o, 0};
-        job_runner_hooks hooks = {fake_render, NULL, &fc, stdout, 0, NULL, 0, NULL};
+        job_runner_hooks hooks = {.render_item = fake_render, .ctx = &fc, .log = stdout};
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
     }
     if (st && rank == 0)
