@@ -73,9 +73,10 @@ static void init_once(void)
     }
     cpdit_cuda_S.device = bound_device >= 0 && bound_device < ndev ? bound_device : 0;
     if ((e = cudaSetDevice(cpdit_cuda_S.device)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&cpdit_cuda_S.stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "device %d: %s", cpdit_cuda_S.device,
-                 cudaGetErrorString(e));
+        (e = cudaStreamCreateWithFlags(&cpdit_cuda_S.stream, cudaStreamNonBlocking)) !=
+            cudaSuccess) {
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "device %d: %s",
+                 cpdit_cuda_S.device, cudaGetErrorString(e));
         return;
     }
     cublasStatus_t bs = cublasCreate(&cpdit_cuda_S.cublas);
@@ -106,7 +107,8 @@ int cpdit_cuda_ready(void)
 cpdit_status cpdit_cuda_not_ready(cpdit_error *err)
 {
     return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "the cuda backend cannot run: %s",
-                           cpdit_cuda_S.init_error[0] ? cpdit_cuda_S.init_error : "not initialised");
+                           cpdit_cuda_S.init_error[0] ? cpdit_cuda_S.init_error
+                                                      : "not initialised");
 }
 
 void *cpdit_cuda_compute_stream(cpdit_error *err)
@@ -291,7 +293,8 @@ static int convert_flat(cpdit_cuda_dtype dst_t, void *dst, cpdit_cuda_dtype src_
     for (size_t i = 0; i < n && !rc; i += CUDA_CONVERT_ROW_MAX) {
         const size_t m = n - i < CUDA_CONVERT_ROW_MAX ? n - i : CUDA_CONVERT_ROW_MAX;
         rc = cpdit_cuda_convert_rows(dst_t, cpdit_cuda_elem_at(dst_t, dst, i), (long)m, src_t,
-                                     cpdit_cuda_elem_at(src_t, src, i), (long)m, 1, (int)m, cpdit_cuda_S.stream);
+                                     cpdit_cuda_elem_at(src_t, src, i), (long)m, 1, (int)m,
+                                     cpdit_cuda_S.stream);
     }
     return rc;
 }
@@ -412,7 +415,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
         src = f;
     }
     if (!st && n && write) {
-        cudaError_t e = cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
+        cudaError_t e =
+            cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(cpdit_cuda_S.stream);
         st = cpdit_cuda_rc_status((int)e, "weight upload", err);
@@ -472,10 +476,11 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         return st;
     if (K == 0) { /* x W^T = 0: y = b, or unchanged / + b */
         if (!accumulate)
-            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f, cpdit_cuda_S.stream));
+            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f,
+                                                                    cpdit_cuda_S.stream));
         if (b)
-            cpdit_cuda_latch("linear (K = 0)",
-                  cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N, cpdit_cuda_S.stream));
+            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N,
+                                                                        cpdit_cuda_S.stream));
         return cpdit_cuda_latched_status(err);
     }
     /* cuBLASLt's bias pointer wants 16-byte alignment: copy an odd one */
@@ -519,8 +524,9 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         st = cpdit_cuda_rc_status(rc, "linear: staging", err);
     if (!st) {
         char msg[256] = "";
-        rc = cpdit_gemm_lt_linear_typed(cpdit_cuda_S.gemm, in_t, out_t, yout, ldyout, xin, ldxin, w->data, b,
-                                        M, K, N, accumulate, epi, cpdit_cuda_S.stream, msg, sizeof msg);
+        rc = cpdit_gemm_lt_linear_typed(cpdit_cuda_S.gemm, in_t, out_t, yout, ldyout, xin, ldxin,
+                                        w->data, b, M, K, N, accumulate, epi, cpdit_cuda_S.stream,
+                                        msg, sizeof msg);
         if (rc == (int)CUBLAS_STATUS_NOT_SUPPORTED && epi != CPDIT_GEMM_PLAIN && refused)
             *refused = 1;
         else if (rc)
@@ -529,9 +535,9 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
                                  K, N, in_t == CPDIT_CUDA_BF16 ? "bf16" : "fp32",
                                  t == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
         else if (ys) /* the fp32 result rounded into y once */
-            st = cpdit_cuda_rc_status(cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N,
-                                                   cpdit_cuda_S.stream),
-                           "linear: output", err);
+            st = cpdit_cuda_rc_status(
+                cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N, cpdit_cuda_S.stream),
+                "linear: output", err);
     }
     /* the caching allocator reuses blocks in stream order: freeing after queueing is safe */
     cpdit_cuda_free(xs);
@@ -599,8 +605,8 @@ static void layer_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, c
                          const float *beta, size_t rows, int dim, float eps)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("layer_norm",
-              cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("layer_norm", cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps,
+                                                             cpdit_cuda_S.stream));
 }
 TABLE_VOID(layer_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *gamma, const float *beta, size_t rows,
@@ -611,7 +617,8 @@ static void rms_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, con
                        size_t rows, int dim, float eps)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("rms_norm", cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("rms_norm",
+                         cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, cpdit_cuda_S.stream));
 }
 TABLE_VOID(rms_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *weight, size_t rows, int dim,
@@ -636,8 +643,8 @@ static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_
     case CPDIT_ACT_NONE:
         if (y != x)
             cpdit_cuda_latch("act (none)",
-                  (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
-                                       cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream));
+                             (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
+                                                  cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream));
         return;
     case CPDIT_ACT_SILU: k = CPDIT_CUDA_ACT_SILU; break;
     case CPDIT_ACT_GELU: k = CPDIT_CUDA_ACT_GELU_ERF; break;
@@ -692,7 +699,8 @@ static void modulate_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
                        const cpdit_buf *shift, const cpdit_buf *scale, size_t rows, int dim)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch(
+            "modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(modulate,
            (cpdit_buf * y, const cpdit_buf *x, const cpdit_buf *shift, const cpdit_buf *scale,
@@ -703,8 +711,8 @@ static void gated_residual_t(cpdit_cuda_dtype t, cpdit_buf *h, int ldh, const cp
                              int ldx, const cpdit_buf *gate, size_t rows, int dim)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("gated_residual",
-              cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("gated_residual", cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows,
+                                                                     dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(gated_residual,
            (cpdit_buf * h, int ldh, const cpdit_buf *x, int ldx, const cpdit_buf *gate,
@@ -715,7 +723,8 @@ static void copy_rows_t(cpdit_cuda_dtype t, cpdit_buf *dst, int ldd, const cpdit
                         int lds, size_t rows, int dim)
 {
     if (rows && dim > 0 && cpdit_cuda_ready())
-        cpdit_cuda_latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim,
+                                                           cpdit_cuda_S.stream));
 }
 TABLE_VOID(copy_rows,
            (cpdit_buf * dst, int ldd, const cpdit_buf *src, int lds, size_t rows, int dim),
@@ -725,8 +734,8 @@ static void lse_merge_t(cpdit_cuda_dtype t, cpdit_buf *out_a, float *lse_a,
                         const cpdit_buf *out_b, const float *lse_b, size_t rows, int D)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
-                                                cpdit_cuda_S.stream));
+        cpdit_cuda_latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b,
+                                                           (long)rows, 1, D, cpdit_cuda_S.stream));
 }
 TABLE_VOID(lse_merge,
            (cpdit_buf * out_a, float *lse_a, const cpdit_buf *out_b, const float *lse_b,
@@ -753,7 +762,8 @@ static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
 /* The bf16 form of fp32 host weights (Cout, Cin, K, K), registered for conv2d. */
 static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
 {
-    cpdit_cuda_latch("conv2d_pack", (int)cudaStreamSynchronize(cpdit_cuda_S.stream)); /* as cuda_conv2d_pack */
+    cpdit_cuda_latch("conv2d_pack",
+                     (int)cudaStreamSynchronize(cpdit_cuda_S.stream)); /* as cuda_conv2d_pack */
     void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
     if (!p)
         return NULL;
@@ -824,9 +834,10 @@ static cpdit_status conv2d_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *
     if (st || r1 == r0 || W == 0)
         return st;
     const int bf16w = is_bf16_conv(w_packed);
-    return cpdit_cuda_rc_status(cpdit_cuda_conv2d(t, y, x, w_packed, bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32,
-                                       b, W, Cin, Cout, K, r0, r1, cpdit_cuda_S.stream),
-                     bf16w ? "conv2d (bf16)" : "conv2d", err);
+    return cpdit_cuda_rc_status(cpdit_cuda_conv2d(t, y, x, w_packed,
+                                                  bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32, b, W,
+                                                  Cin, Cout, K, r0, r1, cpdit_cuda_S.stream),
+                                bf16w ? "conv2d (bf16)" : "conv2d", err);
 }
 TABLE_OP(cpdit_status, conv2d,
          (cpdit_buf * y, const cpdit_buf *x, const float *w_packed, const float *b, int W,
@@ -848,7 +859,8 @@ static void group_moments_t(cpdit_cuda_dtype t, double *acc, const cpdit_buf *x,
     if (!rc && mean)
         rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
     if (!rc)
-        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL, cpdit_cuda_S.stream);
+        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL,
+                                      cpdit_cuda_S.stream);
     if (!rc)
         rc = (int)cudaMemcpyAsync(acc, dacc, gb, cudaMemcpyDeviceToHost, cpdit_cuda_S.stream);
     if (!rc)
@@ -869,7 +881,8 @@ static void group_norm_apply_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf
         return;
     if (act != CPDIT_ACT_NONE && act != CPDIT_ACT_SILU && act != CPDIT_ACT_GELU &&
         act != CPDIT_ACT_RELU && act != CPDIT_ACT_MISH) {
-        cpdit_cuda_latch("group_norm_apply: activation not fused on CUDA", (int)cudaErrorInvalidValue);
+        cpdit_cuda_latch("group_norm_apply: activation not fused on CUDA",
+                         (int)cudaErrorInvalidValue);
         return;
     }
     /* cpdit_activation's NONE, SILU, GELU, RELU, MISH are numbered as the CUDA VAE enum */
@@ -899,7 +912,8 @@ static void upsample2x_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, i
                          int C)
 {
     if (rows > 0 && W > 0 && cpdit_cuda_ready())
-        cpdit_cuda_latch("upsample2x", cpdit_cuda_upsample2x(t, y, x, rows, W, C, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("upsample2x",
+                         cpdit_cuda_upsample2x(t, y, x, rows, W, C, cpdit_cuda_S.stream));
 }
 TABLE_VOID(upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int C),
            (y, x, rows, W, C))
@@ -908,7 +922,8 @@ static void transpose_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, si
                         size_t cols)
 {
     if (rows && cols && cpdit_cuda_ready())
-        cpdit_cuda_latch("transpose", cpdit_cuda_transpose(t, y, x, rows, cols, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("transpose",
+                         cpdit_cuda_transpose(t, y, x, rows, cols, cpdit_cuda_S.stream));
 }
 TABLE_VOID(transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t cols),
            (y, x, rows, cols))
