@@ -59,7 +59,8 @@ fi
 # the fp32-activation table: "" when this build does not list it
 G32=${GPU_STEPS_BACKEND_FP32:-$G-fp32}
 usable "$G32" || { [ "$G" = cpu ] && G32=cpu; } || G32=""
-[ -n "$G32" ] || echo "note: no ${GPU_STEPS_BACKEND_FP32:-$G-fp32} table in this build (kernels/backend.c lists it once it registers cpdit_backend_cuda_fp32()): fp32-activation checks not run"
+[ -n "$G32" ] || echo "note: no ${GPU_STEPS_BACKEND_FP32:-$G-fp32} table in this build" \
+    "(kernels/backend.c lists cpdit_backend_cuda_fp32()): fp32-activation checks not run"
 # where fp32-weight runs go: the fp32 table (bound 1e-4), else the bf16 one (1e-2)
 F32B=${G32:-$G} F32TOL=1e-4
 [ -n "$G32" ] || F32TOL=1e-2
