@@ -187,7 +187,8 @@ static void check_conv_band(void)
     CHECK(b.in_row0 == 2 && b.rows_in == 3 && b.in_offset == 2LL * W * Cin);
     /* bytes: a 1024 x 1024 x 128 band of 8 rows fits a size_t and an int64 for both types */
     b = cpdit_conv_band_for(3, 1000, 1008, 1024, 128, 128);
-    CHECK(b.in_offset * 2 == 999LL * 1024 * 128 * 2 && b.in_elems * 4 == (size_t)10 * 1024 * 128 * 4);
+    CHECK(b.in_offset * 2 == 999LL * 1024 * 128 * 2);
+    CHECK(b.in_elems * 4 == (size_t)10 * 1024 * 128 * 4);
 }
 
 static void put_id(unsigned char *tab, int i, int valid, unsigned char tag)

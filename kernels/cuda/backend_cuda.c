@@ -1,7 +1,7 @@
 /* backend_cuda.c — the CUDA kernel tables (kernels/backend.h) over the CUDA kernels of
  * kernels/cuda/: state and device binding, caching allocator, weights, cuBLASLt linear, the
- * small ops, the VAE's cuDNN convolutions, and the tables themselves (the attention kernels
- * are in backend_cuda_attention.c). Two tables share every line: "cuda" (bf16 activations) and
+ * small ops, and the tables themselves (the attention kernels are in backend_cuda_attention.c,
+ * the VAE's ops in backend_cuda_vae.c). Two tables share every line: "cuda" (bf16 activations) and
  * "cuda-fp32" (fp32 activations); each op is written once over the element type
  * (backend_cuda_table.h). See backend_cuda.h for the policy (device per local rank, one
  * compute stream, bf16 weights, latched errors).
@@ -73,9 +73,10 @@ static void init_once(void)
     }
     cpdit_cuda_S.device = bound_device >= 0 && bound_device < ndev ? bound_device : 0;
     if ((e = cudaSetDevice(cpdit_cuda_S.device)) != cudaSuccess ||
-        (e = cudaStreamCreateWithFlags(&cpdit_cuda_S.stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "device %d: %s", cpdit_cuda_S.device,
-                 cudaGetErrorString(e));
+        (e = cudaStreamCreateWithFlags(&cpdit_cuda_S.stream, cudaStreamNonBlocking)) !=
+            cudaSuccess) {
+        snprintf(cpdit_cuda_S.init_error, sizeof cpdit_cuda_S.init_error, "device %d: %s",
+                 cpdit_cuda_S.device, cudaGetErrorString(e));
         return;
     }
     cublasStatus_t bs = cublasCreate(&cpdit_cuda_S.cublas);
@@ -106,7 +107,8 @@ int cpdit_cuda_ready(void)
 cpdit_status cpdit_cuda_not_ready(cpdit_error *err)
 {
     return cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "the cuda backend cannot run: %s",
-                           cpdit_cuda_S.init_error[0] ? cpdit_cuda_S.init_error : "not initialised");
+                           cpdit_cuda_S.init_error[0] ? cpdit_cuda_S.init_error
+                                                      : "not initialised");
 }
 
 void *cpdit_cuda_compute_stream(cpdit_error *err)
@@ -176,8 +178,7 @@ cpdit_status cpdit_cuda_rc_status(int rc, const char *op, cpdit_error *err)
                            cudaGetErrorString((cudaError_t)rc));
 }
 
-/* Device staging of at least bytes (for small host arrays), under cpdit_cuda_S.lock. */
-static void *small_buffer(size_t bytes)
+void *cpdit_cuda_small_buffer(size_t bytes)
 {
     if (bytes <= cpdit_cuda_S.small_bytes)
         return cpdit_cuda_S.small;
@@ -226,35 +227,11 @@ static void *cuda_alloc(size_t bytes)
     return cpdit_cuda_ready() ? cpdit_cuda_alloc(bytes) : NULL;
 }
 
-/* Packed convolution weights in bf16 (conv2d_pack_stored, NATIVE format, bf16 or fp8 stored):
- * conv2d tells them from the fp32 ones by this list; free takes a block off it before the
- * allocator may hand the address out again. */
-static void **bf16_convs;
-static size_t n_bf16_convs, cap_bf16_convs;
-
-static int is_bf16_conv(const void *p)
-{
-    int found = 0;
-    pthread_mutex_lock(&cpdit_cuda_S.lock);
-    for (size_t i = 0; i < n_bf16_convs && !found; i++)
-        found = bf16_convs[i] == p;
-    pthread_mutex_unlock(&cpdit_cuda_S.lock);
-    return found;
-}
-
 static void cuda_free(void *p)
 {
     if (!p || !cpdit_cuda_ready())
         return;
-    if (n_bf16_convs) {
-        pthread_mutex_lock(&cpdit_cuda_S.lock);
-        for (size_t i = 0; i < n_bf16_convs; i++)
-            if (bf16_convs[i] == p) {
-                bf16_convs[i] = bf16_convs[--n_bf16_convs];
-                break;
-            }
-        pthread_mutex_unlock(&cpdit_cuda_S.lock);
-    }
+    cpdit_cuda_forget_conv(p); /* a bf16 conv weight's address may be handed out again */
     cpdit_cuda_free(p);
 }
 
@@ -291,7 +268,8 @@ static int convert_flat(cpdit_cuda_dtype dst_t, void *dst, cpdit_cuda_dtype src_
     for (size_t i = 0; i < n && !rc; i += CUDA_CONVERT_ROW_MAX) {
         const size_t m = n - i < CUDA_CONVERT_ROW_MAX ? n - i : CUDA_CONVERT_ROW_MAX;
         rc = cpdit_cuda_convert_rows(dst_t, cpdit_cuda_elem_at(dst_t, dst, i), (long)m, src_t,
-                                     cpdit_cuda_elem_at(src_t, src, i), (long)m, 1, (int)m, cpdit_cuda_S.stream);
+                                     cpdit_cuda_elem_at(src_t, src, i), (long)m, 1, (int)m,
+                                     cpdit_cuda_S.stream);
     }
     return rc;
 }
@@ -412,7 +390,8 @@ static cpdit_status cuda_weight_create(cpdit_weight **out, const cpdit_weight_de
         src = f;
     }
     if (!st && n && write) {
-        cudaError_t e = cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
+        cudaError_t e =
+            cudaMemcpyAsync(w->data, src, bytes, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
         if (e == cudaSuccess)
             e = cudaStreamSynchronize(cpdit_cuda_S.stream);
         st = cpdit_cuda_rc_status((int)e, "weight upload", err);
@@ -472,10 +451,11 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         return st;
     if (K == 0) { /* x W^T = 0: y = b, or unchanged / + b */
         if (!accumulate)
-            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f, cpdit_cuda_S.stream));
+            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_fill_rows(t, y, ldy, (size_t)M, N, 0.0f,
+                                                                    cpdit_cuda_S.stream));
         if (b)
-            cpdit_cuda_latch("linear (K = 0)",
-                  cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N, cpdit_cuda_S.stream));
+            cpdit_cuda_latch("linear (K = 0)", cpdit_cuda_add_bias_rows(t, y, ldy, b, (size_t)M, N,
+                                                                        cpdit_cuda_S.stream));
         return cpdit_cuda_latched_status(err);
     }
     /* cuBLASLt's bias pointer wants 16-byte alignment: copy an odd one */
@@ -519,8 +499,9 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
         st = cpdit_cuda_rc_status(rc, "linear: staging", err);
     if (!st) {
         char msg[256] = "";
-        rc = cpdit_gemm_lt_linear_typed(cpdit_cuda_S.gemm, in_t, out_t, yout, ldyout, xin, ldxin, w->data, b,
-                                        M, K, N, accumulate, epi, cpdit_cuda_S.stream, msg, sizeof msg);
+        rc = cpdit_gemm_lt_linear_typed(cpdit_cuda_S.gemm, in_t, out_t, yout, ldyout, xin, ldxin,
+                                        w->data, b, M, K, N, accumulate, epi, cpdit_cuda_S.stream,
+                                        msg, sizeof msg);
         if (rc == (int)CUBLAS_STATUS_NOT_SUPPORTED && epi != CPDIT_GEMM_PLAIN && refused)
             *refused = 1;
         else if (rc)
@@ -529,9 +510,9 @@ static cpdit_status linear_impl(cpdit_cuda_dtype t, void *y, int ldy, const void
                                  K, N, in_t == CPDIT_CUDA_BF16 ? "bf16" : "fp32",
                                  t == CPDIT_CUDA_BF16 ? "bf16" : "fp32", msg);
         else if (ys) /* the fp32 result rounded into y once */
-            st = cpdit_cuda_rc_status(cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N,
-                                                   cpdit_cuda_S.stream),
-                           "linear: output", err);
+            st = cpdit_cuda_rc_status(
+                cpdit_cuda_convert_rows(t, y, ldy, out_t, ys, N, (size_t)M, N, cpdit_cuda_S.stream),
+                "linear: output", err);
     }
     /* the caching allocator reuses blocks in stream order: freeing after queueing is safe */
     cpdit_cuda_free(xs);
@@ -599,8 +580,8 @@ static void layer_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, c
                          const float *beta, size_t rows, int dim, float eps)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("layer_norm",
-              cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("layer_norm", cpdit_cuda_layer_norm(t, y, x, gamma, beta, rows, dim, eps,
+                                                             cpdit_cuda_S.stream));
 }
 TABLE_VOID(layer_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *gamma, const float *beta, size_t rows,
@@ -611,7 +592,8 @@ static void rms_norm_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, con
                        size_t rows, int dim, float eps)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("rms_norm", cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("rms_norm",
+                         cpdit_cuda_rms_norm(t, y, x, weight, rows, dim, eps, cpdit_cuda_S.stream));
 }
 TABLE_VOID(rms_norm,
            (cpdit_buf * y, const cpdit_buf *x, const float *weight, size_t rows, int dim,
@@ -636,8 +618,8 @@ static void act_t(cpdit_cuda_dtype t, cpdit_act kind, cpdit_buf *y, const cpdit_
     case CPDIT_ACT_NONE:
         if (y != x)
             cpdit_cuda_latch("act (none)",
-                  (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
-                                       cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream));
+                             (int)cudaMemcpyAsync(y, x, n * cpdit_cuda_dtype_size(t),
+                                                  cudaMemcpyDeviceToDevice, cpdit_cuda_S.stream));
         return;
     case CPDIT_ACT_SILU: k = CPDIT_CUDA_ACT_SILU; break;
     case CPDIT_ACT_GELU: k = CPDIT_CUDA_ACT_GELU_ERF; break;
@@ -676,7 +658,7 @@ static void embedding_t(cpdit_cuda_dtype t, cpdit_buf *y, const float *table, co
     if (!n || !cpdit_cuda_ready())
         return;
     pthread_mutex_lock(&cpdit_cuda_S.lock);
-    int32_t *dids = small_buffer(n * sizeof *ids);
+    int32_t *dids = cpdit_cuda_small_buffer(n * sizeof *ids);
     int rc = dids ? (int)cudaMemcpyAsync(dids, ids, n * sizeof *ids, cudaMemcpyHostToDevice,
                                          cpdit_cuda_S.stream)
                   : (int)cudaErrorMemoryAllocation;
@@ -692,7 +674,8 @@ static void modulate_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
                        const cpdit_buf *shift, const cpdit_buf *scale, size_t rows, int dim)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch(
+            "modulate", cpdit_cuda_modulate(t, y, x, shift, scale, rows, dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(modulate,
            (cpdit_buf * y, const cpdit_buf *x, const cpdit_buf *shift, const cpdit_buf *scale,
@@ -703,8 +686,8 @@ static void gated_residual_t(cpdit_cuda_dtype t, cpdit_buf *h, int ldh, const cp
                              int ldx, const cpdit_buf *gate, size_t rows, int dim)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("gated_residual",
-              cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("gated_residual", cpdit_cuda_gated_residual(t, h, ldh, x, ldx, gate, rows,
+                                                                     dim, cpdit_cuda_S.stream));
 }
 TABLE_VOID(gated_residual,
            (cpdit_buf * h, int ldh, const cpdit_buf *x, int ldx, const cpdit_buf *gate,
@@ -715,7 +698,8 @@ static void copy_rows_t(cpdit_cuda_dtype t, cpdit_buf *dst, int ldd, const cpdit
                         int lds, size_t rows, int dim)
 {
     if (rows && dim > 0 && cpdit_cuda_ready())
-        cpdit_cuda_latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim, cpdit_cuda_S.stream));
+        cpdit_cuda_latch("copy_rows", cpdit_cuda_copy_rows(t, dst, ldd, src, lds, rows, dim,
+                                                           cpdit_cuda_S.stream));
 }
 TABLE_VOID(copy_rows,
            (cpdit_buf * dst, int ldd, const cpdit_buf *src, int lds, size_t rows, int dim),
@@ -725,8 +709,8 @@ static void lse_merge_t(cpdit_cuda_dtype t, cpdit_buf *out_a, float *lse_a,
                         const cpdit_buf *out_b, const float *lse_b, size_t rows, int D)
 {
     if (rows && cpdit_cuda_ready())
-        cpdit_cuda_latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b, (long)rows, 1, D,
-                                                cpdit_cuda_S.stream));
+        cpdit_cuda_latch("lse_merge", cpdit_cuda_lse_merge(t, out_a, lse_a, out_b, lse_b,
+                                                           (long)rows, 1, D, cpdit_cuda_S.stream));
 }
 TABLE_VOID(lse_merge,
            (cpdit_buf * out_a, float *lse_a, const cpdit_buf *out_b, const float *lse_b,
@@ -738,181 +722,6 @@ static int cuda_workers(void)
     return 1; /* one stream: ring attention computes a block in one call */
 }
 
-/* ------------------------------------------------------------------ VAE section */
-
-static float *cuda_conv2d_pack(const float *w, int Cout, int Cin, int K)
-{
-    if (!cpdit_cuda_ready())
-        return NULL;
-    /* the packer copies on the legacy stream, which does not wait for our non-blocking one:
-     * let queued kernels finish with the cached blocks it may be handed */
-    cpdit_cuda_latch("conv2d_pack", (int)cudaStreamSynchronize(cpdit_cuda_S.stream));
-    return cpdit_cuda_conv2d_pack(w, Cout, Cin, K);
-}
-
-/* The bf16 form of fp32 host weights (Cout, Cin, K, K), registered for conv2d. */
-static float *conv2d_pack_bf16(const float *w, int Cout, int Cin, int K)
-{
-    cpdit_cuda_latch("conv2d_pack", (int)cudaStreamSynchronize(cpdit_cuda_S.stream)); /* as cuda_conv2d_pack */
-    void *p = cpdit_cuda_conv2d_pack_bf16(w, Cout, Cin, K);
-    if (!p)
-        return NULL;
-    pthread_mutex_lock(&cpdit_cuda_S.lock);
-    if (n_bf16_convs == cap_bf16_convs) {
-        const size_t cap = cap_bf16_convs ? 2 * cap_bf16_convs : 64;
-        void **n = realloc(bf16_convs, cap * sizeof *n);
-        if (n) {
-            bf16_convs = n;
-            cap_bf16_convs = cap;
-        }
-    }
-    const int ok = n_bf16_convs < cap_bf16_convs;
-    if (ok)
-        bf16_convs[n_bf16_convs++] = p;
-    pthread_mutex_unlock(&cpdit_cuda_S.lock);
-    if (!ok) { /* out of host memory for the list: the caller sees out of memory */
-        cpdit_cuda_free(p);
-        return NULL;
-    }
-    return (float *)p;
-}
-
-/* Weights as stored. NATIVE with bf16 or fp8 storage: bf16 weights for cuDNN's bf16
- * convolution (tensor cores, fp32 accumulation; fp8 values are exact in bf16); otherwise the
- * exact fp32 path (conv2d_pack), as the CPU decides. */
-static float *cuda_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin,
-                                      int K, cpdit_weight_format format)
-{
-    if (!cpdit_cuda_ready() || !cpdit_dtype_is_float(dtype) || dtype == CPDIT_DTYPE_F64)
-        return NULL;
-    const int bf16 = format == CPDIT_WEIGHT_NATIVE &&
-                     (dtype == CPDIT_DTYPE_BF16 || dtype == CPDIT_DTYPE_F8_E4M3 ||
-                      dtype == CPDIT_DTYPE_F8_E5M2);
-    const size_t n = (size_t)Cout * Cin * K * K;
-    float *f = malloc((n ? n : 1) * sizeof *f);
-    if (!f)
-        return NULL;
-    float *packed = NULL;
-    if (cpdit_dtype_to_f32(f, w, dtype, n, NULL) == CPDIT_OK)
-        packed = bf16 ? conv2d_pack_bf16(f, Cout, Cin, K) : cuda_conv2d_pack(f, Cout, Cin, K);
-    free(f);
-    return packed;
-}
-
-
-static size_t cuda_conv2d_workspace_bytes(int W, int Cin, int K)
-{
-    (void)W;
-    (void)Cin;
-    (void)K;
-    return 0; /* cuDNN's workspace comes from the caching allocator */
-}
-
-/* x, y activations of type t; the packed weights' type from the bf16 list. */
-static cpdit_status conv2d_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
-                             const float *w_packed, const float *b, int W, int Cin, int Cout,
-                             int K, int r0, int r1, void *ws, cpdit_error *err)
-{
-    (void)ws;
-    if (!cpdit_cuda_ready())
-        return cpdit_cuda_not_ready(err);
-    if ((K != 1 && K != 3) || W < 0 || Cin <= 0 || Cout <= 0 || r1 < r0)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, CUDA_WHERE,
-                               "conv2d: K %d W %d Cin %d Cout %d rows [%d, %d)", K, W, Cin, Cout,
-                               r0, r1);
-    cpdit_status st = cpdit_cuda_latched_status(err);
-    if (st || r1 == r0 || W == 0)
-        return st;
-    const int bf16w = is_bf16_conv(w_packed);
-    return cpdit_cuda_rc_status(cpdit_cuda_conv2d(t, y, x, w_packed, bf16w ? CPDIT_CUDA_BF16 : CPDIT_CUDA_F32,
-                                       b, W, Cin, Cout, K, r0, r1, cpdit_cuda_S.stream),
-                     bf16w ? "conv2d (bf16)" : "conv2d", err);
-}
-TABLE_OP(cpdit_status, conv2d,
-         (cpdit_buf * y, const cpdit_buf *x, const float *w_packed, const float *b, int W,
-          int Cin, int Cout, int K, int r0, int r1, void *ws, cpdit_error *err),
-         (y, x, w_packed, b, W, Cin, Cout, K, r0, r1, ws, err))
-
-/* acc and mean are host doubles (G values; the caller reduces them over ranks). */
-static void group_moments_t(cpdit_cuda_dtype t, double *acc, const cpdit_buf *x, size_t pixels,
-                            int C, int G, const double *mean)
-{
-    if (!pixels || G <= 0 || !cpdit_cuda_ready())
-        return;
-    const size_t gb = (size_t)G * sizeof(double);
-    pthread_mutex_lock(&cpdit_cuda_S.lock);
-    double *dacc = small_buffer(2 * gb), *dmean = dacc ? dacc + G : NULL;
-    int rc = dacc ? 0 : (int)cudaErrorMemoryAllocation;
-    if (!rc)
-        rc = (int)cudaMemcpyAsync(dacc, acc, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
-    if (!rc && mean)
-        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
-    if (!rc)
-        rc = cpdit_cuda_group_moments(t, dacc, x, pixels, C, G, mean ? dmean : NULL, cpdit_cuda_S.stream);
-    if (!rc)
-        rc = (int)cudaMemcpyAsync(acc, dacc, gb, cudaMemcpyDeviceToHost, cpdit_cuda_S.stream);
-    if (!rc)
-        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
-    pthread_mutex_unlock(&cpdit_cuda_S.lock);
-    cpdit_cuda_latch("group_moments", rc);
-}
-TABLE_VOID(group_moments,
-           (double *acc, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean),
-           (acc, x, pixels, C, G, mean))
-
-static void group_norm_apply_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x,
-                               size_t pixels, int C, int G, const double *mean,
-                               const double *rstd, const float *gamma, const float *beta,
-                               cpdit_activation act)
-{
-    if (!pixels || G <= 0 || !cpdit_cuda_ready())
-        return;
-    if (act != CPDIT_ACT_NONE && act != CPDIT_ACT_SILU && act != CPDIT_ACT_GELU &&
-        act != CPDIT_ACT_RELU && act != CPDIT_ACT_MISH) {
-        cpdit_cuda_latch("group_norm_apply: activation not fused on CUDA", (int)cudaErrorInvalidValue);
-        return;
-    }
-    /* cpdit_activation's NONE, SILU, GELU, RELU, MISH are numbered as the CUDA VAE enum */
-    const size_t gb = (size_t)G * sizeof(double);
-    pthread_mutex_lock(&cpdit_cuda_S.lock);
-    double *dmean = small_buffer(2 * gb), *drstd = dmean ? dmean + G : NULL;
-    int rc = dmean ? 0 : (int)cudaErrorMemoryAllocation;
-    if (!rc)
-        rc = (int)cudaMemcpyAsync(dmean, mean, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
-    if (!rc)
-        rc = (int)cudaMemcpyAsync(drstd, rstd, gb, cudaMemcpyHostToDevice, cpdit_cuda_S.stream);
-    if (!rc)
-        rc = cpdit_cuda_group_norm_apply(t, y, x, pixels, C, G, dmean, drstd, gamma, beta,
-                                         (int)act, cpdit_cuda_S.stream);
-    /* the staging is rewritten by the next call: let this kernel read it first */
-    if (!rc)
-        rc = (int)cudaStreamSynchronize(cpdit_cuda_S.stream);
-    pthread_mutex_unlock(&cpdit_cuda_S.lock);
-    cpdit_cuda_latch("group_norm_apply", rc);
-}
-TABLE_VOID(group_norm_apply,
-           (cpdit_buf * y, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean,
-            const double *rstd, const float *gamma, const float *beta, cpdit_activation act),
-           (y, x, pixels, C, G, mean, rstd, gamma, beta, act))
-
-static void upsample2x_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, int rows, int W,
-                         int C)
-{
-    if (rows > 0 && W > 0 && cpdit_cuda_ready())
-        cpdit_cuda_latch("upsample2x", cpdit_cuda_upsample2x(t, y, x, rows, W, C, cpdit_cuda_S.stream));
-}
-TABLE_VOID(upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int C),
-           (y, x, rows, W, C))
-
-static void transpose_t(cpdit_cuda_dtype t, cpdit_buf *y, const cpdit_buf *x, size_t rows,
-                        size_t cols)
-{
-    if (rows && cols && cpdit_cuda_ready())
-        cpdit_cuda_latch("transpose", cpdit_cuda_transpose(t, y, x, rows, cols, cpdit_cuda_S.stream));
-}
-TABLE_VOID(transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t cols),
-           (y, x, rows, cols))
-
 /* ------------------------------------------------------------------ the tables */
 
 /* The entries both tables share (device memory, weights, the VAE's packing). */
@@ -921,19 +730,23 @@ TABLE_VOID(transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t co
     .sync = cuda_sync, .alloc = cuda_alloc, .free = cuda_free, .upload = cuda_upload,             \
     .download = cuda_download, .weight_bytes = cuda_weight_bytes,                                 \
     .weight_create = cuda_weight_create, .weight_free = cuda_weight_free,                         \
-    .workers = cuda_workers, .conv2d_pack = cuda_conv2d_pack,                                     \
-    .conv2d_pack_stored = cuda_conv2d_pack_stored,                                                \
-    .conv2d_workspace_bytes = cuda_conv2d_workspace_bytes
+    .workers = cuda_workers, .conv2d_pack = cpdit_cuda_table_conv2d_pack,                         \
+    .conv2d_pack_stored = cpdit_cuda_table_conv2d_pack_stored,                                    \
+    .conv2d_workspace_bytes = cpdit_cuda_table_conv2d_workspace_bytes
 
-/* The entries over activations, from the wrappers of prefix P (cuda_ or cuda32_). */
+/* The other entries over activations, from the wrappers of prefix P (cuda_ or cuda32_). */
 #define CUDA_TABLE_OPS(P)                                                                          \
     .upload_act = P##upload_act, .download_act = P##download_act, .linear = P##linear,           \
     .layer_norm = P##layer_norm, .rms_norm = P##rms_norm, .rope = P##rope, .act = P##act,         \
     .add = P##add, .mul = P##mul, .embedding = P##embedding, .modulate = P##modulate,             \
     .gated_residual = P##gated_residual, .copy_rows = P##copy_rows, .lse_merge = P##lse_merge,    \
-    .conv2d = P##conv2d, .group_moments = P##group_moments,                                       \
-    .group_norm_apply = P##group_norm_apply, .upsample2x = P##upsample2x,                         \
-    .transpose = P##transpose, .linear_act = P##linear_act
+    .linear_act = P##linear_act
+
+/* The VAE entries (backend_cuda_vae.c) of prefix V (cpdit_cuda_bf16_ or cpdit_cuda_f32_). */
+#define CUDA_TABLE_VAE(V)                                                                          \
+    .conv2d = V##conv2d, .group_moments = V##group_moments,                                       \
+    .group_norm_apply = V##group_norm_apply, .upsample2x = V##upsample2x,                         \
+    .transpose = V##transpose
 
 static const cpdit_backend cuda_backend = {
     .name = "cuda",
@@ -944,6 +757,7 @@ static const cpdit_backend cuda_backend = {
     .act_size = 2,
     CUDA_TABLE_COMMON,
     CUDA_TABLE_OPS(cuda_),
+    CUDA_TABLE_VAE(cpdit_cuda_bf16_),
     .attention_kernels = cpdit_cuda_bf16_kernels,
     .attention_auto = &cpdit_cuda_bf16_auto_kernel,
 };
@@ -956,6 +770,7 @@ static const cpdit_backend cuda_fp32_backend = {
     .act_size = 4,
     CUDA_TABLE_COMMON,
     CUDA_TABLE_OPS(cuda32_),
+    CUDA_TABLE_VAE(cpdit_cuda_f32_),
     .attention_kernels = cpdit_cuda_f32_kernels,
     .attention_auto = &cpdit_cuda_f32_auto_kernel,
 };

@@ -59,9 +59,9 @@ static cpdit_status reference_forward(cpdit_cuda_dtype t, cpdit_buf *out, float 
                                "out of device memory for attention scores (%zu MiB)",
                                ws_bytes >> 20);
     if (t == CPDIT_CUDA_F32) {
-        int rc = cpdit_cuda_attention_reference(cpdit_cuda_S.cublas, (const float *)q, (const float *)k,
-                                                (const float *)v, (float *)out, lse, &c, ws,
-                                                CUDA_ATTN_SCORES_BYTES, cpdit_cuda_S.stream);
+        int rc = cpdit_cuda_attention_reference(
+            cpdit_cuda_S.cublas, (const float *)q, (const float *)k, (const float *)v, (float *)out,
+            lse, &c, ws, CUDA_ATTN_SCORES_BYTES, cpdit_cuda_S.stream);
         cpdit_cuda_free(ws);
         return cpdit_cuda_rc_status(rc, "attention (cuda-reference)", err);
     }
@@ -75,17 +75,21 @@ static cpdit_status reference_forward(cpdit_cuda_dtype t, cpdit_buf *out, float 
           *of = cpdit_cuda_alloc(rq * HD * sizeof(float));
     int rc = qf && kf && vf && of ? 0 : (int)cudaErrorMemoryAllocation;
     if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, qf, HD, t, q, ldq, rq, HD, cpdit_cuda_S.stream);
+        rc =
+            cpdit_cuda_convert_rows(CPDIT_CUDA_F32, qf, HD, t, q, ldq, rq, HD, cpdit_cuda_S.stream);
     if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, kf, HD, t, k, ldkv, rkv, HD, cpdit_cuda_S.stream);
+        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, kf, HD, t, k, ldkv, rkv, HD,
+                                     cpdit_cuda_S.stream);
     if (!rc)
-        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, vf, HD, t, v, ldkv, rkv, HD, cpdit_cuda_S.stream);
+        rc = cpdit_cuda_convert_rows(CPDIT_CUDA_F32, vf, HD, t, v, ldkv, rkv, HD,
+                                     cpdit_cuda_S.stream);
     c.ld_q = c.ld_kv = c.ld_out = 0; /* the staging is contiguous */
     if (!rc)
         rc = cpdit_cuda_attention_reference(cpdit_cuda_S.cublas, qf, kf, vf, of, lse, &c, ws,
                                             CUDA_ATTN_SCORES_BYTES, cpdit_cuda_S.stream);
     if (!rc)
-        rc = cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_F32, of, HD, rq, HD, cpdit_cuda_S.stream);
+        rc = cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_F32, of, HD, rq, HD,
+                                     cpdit_cuda_S.stream);
     /* stream-ordered reuse: freeing after queueing is safe */
     cpdit_cuda_free(qf), cpdit_cuda_free(kf), cpdit_cuda_free(vf), cpdit_cuda_free(of);
     cpdit_cuda_free(ws);
@@ -120,8 +124,9 @@ static cpdit_status attention_flash_t(cpdit_cuda_dtype t, cpdit_buf *out, float 
     if (a->D % CUDA_FLASH_D_QUANTUM || a->D > CUDA_FLASH_D_MAX) /* e.g. the VAE's D = 512 */
         return reference_forward(t, out, lse, q, k, v, a, err);
     const cpdit_cuda_attention c = to_cuda_args(a);
-    return cpdit_cuda_rc_status(cpdit_cuda_attention_flash_ex(t, q, k, v, out, lse, &c, cpdit_cuda_S.stream),
-                     "attention (cuda-flash)", err);
+    return cpdit_cuda_rc_status(
+        cpdit_cuda_attention_flash_ex(t, q, k, v, out, lse, &c, cpdit_cuda_S.stream),
+        "attention (cuda-flash)", err);
 }
 
 /* ---- cudnn: cuDNN's fused flash attention (sdpa_cudnn.h), bf16 Q, K, V, P, O, fp32 stats */
@@ -192,7 +197,8 @@ static const void *cudnn_operand(cpdit_cuda_dtype t, const void *p, long ld, siz
         *rc = (int)cudaErrorMemoryAllocation;
         return NULL;
     }
-    *rc = cpdit_cuda_convert_rows(CPDIT_CUDA_BF16, *stage, cols, t, p, ld, rows, cols, cpdit_cuda_S.stream);
+    *rc = cpdit_cuda_convert_rows(CPDIT_CUDA_BF16, *stage, cols, t, p, ld, rows, cols,
+                                  cpdit_cuda_S.stream);
     return *rc ? NULL : *stage;
 }
 
@@ -228,7 +234,8 @@ static cpdit_status cudnn_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse
         st = rc == (int)cudaErrorMemoryAllocation || !rc
                  ? cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE,
                                    "out of device memory for cudnn attention (B %d Sq %d Skv %d "
-                                   "H %d D %d)", B, Sq, Skv, H, D)
+                                   "H %d D %d)",
+                                   B, Sq, Skv, H, D)
                  : cpdit_cuda_rc_status(rc, "cudnn attention: operands", err);
         goto done;
     }
@@ -236,12 +243,13 @@ static cpdit_status cudnn_forward(cpdit_cuda_dtype t, cpdit_buf *out, float *lse
                                  cpdit_cuda_S.stream, msg, sizeof msg))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, CUDA_WHERE, "%s", msg);
     if (!st && ob != out)
-        st = cpdit_cuda_rc_status(cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_BF16, ob, HD, rq, HD,
-                                               cpdit_cuda_S.stream),
-                       "cudnn attention: out", err);
+        st = cpdit_cuda_rc_status(cpdit_cuda_convert_rows(t, out, ldo, CPDIT_CUDA_BF16, ob, HD, rq,
+                                                          HD, cpdit_cuda_S.stream),
+                                  "cudnn attention: out", err);
     if (!st && lse)
-        st = cpdit_cuda_rc_status(cpdit_cuda_stats_to_lse(lse, stats, B, H, Sq, cpdit_cuda_S.stream),
-                       "cudnn attention: stats to lse", err);
+        st =
+            cpdit_cuda_rc_status(cpdit_cuda_stats_to_lse(lse, stats, B, H, Sq, cpdit_cuda_S.stream),
+                                 "cudnn attention: stats to lse", err);
 done:
     /* stream-ordered reuse: freeing after queueing is safe */
     cpdit_cuda_free(qs), cpdit_cuda_free(ks), cpdit_cuda_free(vs), cpdit_cuda_free(os);

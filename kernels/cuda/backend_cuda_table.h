@@ -1,6 +1,7 @@
 /* backend_cuda_table.h — what the files of the CUDA kernel tables share (--with-cuda; not an
- * interface: kernels/cuda/backend_cuda.c holds the state, memory, weights, linear, small ops,
- * VAE ops and the two tables; backend_cuda_attention.c the attention kernels).
+ * interface: kernels/cuda/backend_cuda.c holds the state, memory, weights, linear, small ops
+ * and the two tables; backend_cuda_attention.c the attention kernels; backend_cuda_vae.c the
+ * VAE's ops).
  */
 #ifndef CPDIT_BACKEND_CUDA_TABLE_H
 #define CPDIT_BACKEND_CUDA_TABLE_H
@@ -8,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/backend.h"
@@ -80,6 +82,53 @@ static inline void *cpdit_cuda_elem_at(cpdit_cuda_dtype t, const void *p, size_t
     {                                                                                              \
         name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                               \
     }
+
+/* Device staging of at least bytes for small host arrays (ids, moments); call under
+ * cpdit_cuda_S.lock. NULL when out of memory. */
+void *cpdit_cuda_small_buffer(size_t bytes);
+
+/* Both tables' wrappers with external linkage (for entries defined in another file than the
+ * tables): cpdit_cuda_bf16_name and cpdit_cuda_f32_name; TABLE_DECL declares them. */
+#define TABLE_OP_EXTERN(ret, name, params, args)                                                  \
+    ret cpdit_cuda_bf16_##name params                                                             \
+    {                                                                                              \
+        return name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                       \
+    }                                                                                              \
+    ret cpdit_cuda_f32_##name params                                                              \
+    {                                                                                              \
+        return name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                        \
+    }
+#define TABLE_VOID_EXTERN(name, params, args)                                                     \
+    void cpdit_cuda_bf16_##name params                                                            \
+    {                                                                                              \
+        name##_t(CPDIT_CUDA_BF16, TABLE_ARGS_ args);                                              \
+    }                                                                                              \
+    void cpdit_cuda_f32_##name params                                                             \
+    {                                                                                              \
+        name##_t(CPDIT_CUDA_F32, TABLE_ARGS_ args);                                               \
+    }
+#define TABLE_DECL(ret, name, params)                                                             \
+    ret cpdit_cuda_bf16_##name params;                                                            \
+    ret cpdit_cuda_f32_##name params;
+
+/* The VAE section (backend_cuda_vae.c): packing (shared by both tables) and the entries. */
+float *cpdit_cuda_table_conv2d_pack(const float *w, int Cout, int Cin, int K);
+float *cpdit_cuda_table_conv2d_pack_stored(const void *w, cpdit_dtype dtype, int Cout, int Cin,
+                                           int K, cpdit_weight_format format);
+size_t cpdit_cuda_table_conv2d_workspace_bytes(int W, int Cin, int K);
+/* Take p off the list of bf16 convolution weights (the table's free, before the allocator may
+ * hand the address out again). */
+void cpdit_cuda_forget_conv(const void *p);
+TABLE_DECL(cpdit_status, conv2d,
+           (cpdit_buf * y, const cpdit_buf *x, const float *w_packed, const float *b, int W,
+            int Cin, int Cout, int K, int r0, int r1, void *ws, cpdit_error *err))
+TABLE_DECL(void, group_moments,
+           (double *acc, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean))
+TABLE_DECL(void, group_norm_apply,
+           (cpdit_buf * y, const cpdit_buf *x, size_t pixels, int C, int G, const double *mean,
+            const double *rstd, const float *gamma, const float *beta, cpdit_activation act))
+TABLE_DECL(void, upsample2x, (cpdit_buf * y, const cpdit_buf *x, int rows, int W, int C))
+TABLE_DECL(void, transpose, (cpdit_buf * y, const cpdit_buf *x, size_t rows, size_t cols))
 
 /* The attention kernels of each table (backend_cuda_attention.c): "cuda" (bf16) and
  * "cuda-fp32"; NULL-terminated lists, and the auto kernel of each. */

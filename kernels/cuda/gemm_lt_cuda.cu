@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -88,6 +89,7 @@ struct cpdit_gemm_lt {
     size_t workspace_bytes;
     std::mutex lock; // the plan list, the descriptors' bias pointer and the one workspace
     std::vector<cached_plan> plans;
+    std::atomic<long> bias_copies{0}; // calls that gave cuBLASLt a bf16 copy of the fp32 bias
 };
 
 // Build the descriptors and ask the heuristic once for this key.
@@ -277,6 +279,11 @@ extern "C" int cpdit_gemm_lt_cached_shapes(const cpdit_gemm_lt *g)
     return g ? (int)g->plans.size() : 0;
 }
 
+extern "C" long cpdit_gemm_lt_bias_copies(const cpdit_gemm_lt *g)
+{
+    return g ? g->bias_copies.load() : 0;
+}
+
 extern "C" int cpdit_gemm_lt_linear(cpdit_gemm_lt *g, cpdit_cuda_dtype dtype, void *y,
                                     const void *x, const void *w, const void *b, int M, int K,
                                     int N, cpdit_gemm_epilogue epilogue, void *stream, char *msg,
@@ -358,6 +365,7 @@ extern "C" int cpdit_gemm_lt_linear_typed(cpdit_gemm_lt *g, cpdit_cuda_dtype in_
         return rc;
     // bf16 D refused the fp32 bias: a bf16 copy of it, stream-ordered (alloc_cuda.h)
     key.bias_type = (int)CPDIT_CUDA_BF16;
+    g->bias_copies++;
     __nv_bfloat16 *b16 = (__nv_bfloat16 *)cpdit_cuda_alloc((size_t)N * sizeof *b16);
     if (!b16) {
         if (msg && msg_size)

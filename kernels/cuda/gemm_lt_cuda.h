@@ -75,6 +75,11 @@ int cpdit_gemm_lt_linear_typed(cpdit_gemm_lt *g, cpdit_cuda_dtype in_type,
 /* Number of distinct shapes whose algorithm is cached (for tests). */
 int cpdit_gemm_lt_cached_shapes(const cpdit_gemm_lt *g);
 
+/* Calls of cpdit_gemm_lt_linear_typed with a bf16 output whose fp32 bias cuBLASLt refused, so
+ * that a bf16 copy of the bias was made (0 when cuBLASLt takes fp32 biases with bf16 outputs;
+ * the device checks print it). */
+long cpdit_gemm_lt_bias_copies(const cpdit_gemm_lt *g);
+
 #ifdef __cplusplus
 }
 #endif

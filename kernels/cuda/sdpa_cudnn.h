@@ -61,11 +61,8 @@ int cpdit_cudnn_sdpa_cached_shapes(const cpdit_cudnn_sdpa *s);
  * 0, or CPDIT_CUDNN_SDPA_ERROR with msg naming the descriptor cuDNN rejected. */
 int cpdit_cudnn_sdpa_check_ops(int B, int Sq, int Skv, int H, int D, char *msg, size_t msg_size);
 
-/* ---- device helpers around the graph (sdpa_cudnn_kernels.cu); 0 or a cudaError_t value */
+/* ---- the device helper around the graph (sdpa_cudnn_kernels.cu); 0 or a cudaError_t value */
 
-/* dst (rows, cols) fp32 with row stride ld_dst = src (rows, cols) bf16 contiguous. */
-int cpdit_cuda_cast_bf16_f32(float *dst, int ld_dst, const void *src, size_t rows, int cols,
-                             void *stream);
 /* lse (B, Sq, H) = stats (B, H, Sq). */
 int cpdit_cuda_stats_to_lse(float *lse, const float *stats, int B, int H, int Sq, void *stream);
 

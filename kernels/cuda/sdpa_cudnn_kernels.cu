@@ -1,10 +1,10 @@
-// sdpa_cudnn_kernels.cu — the device helpers around cuDNN's attention graph (sdpa_cudnn.h):
-// bf16 -> fp32 with a row stride (cuDNN's O into the table's activations) and the stats
-// transpose (B, H, Sq) -> (B, Sq, H) (cuDNN's softmax stats into the table's LSE layout).
+// sdpa_cudnn_kernels.cu — the device helper around cuDNN's attention graph (sdpa_cudnn.h): the
+// stats transpose (B, H, Sq) -> (B, Sq, H) (cuDNN's softmax stats into the table's LSE layout).
+// Operands move between the tables' activations and the graph through
+// cpdit_cuda_convert_rows (backend_cuda_kernels.h).
 #include "kernels/cuda/sdpa_cudnn.h"
 #include "kernels/cuda/sdpa_layout.h"
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace {
@@ -16,17 +16,6 @@ inline unsigned blocks_for(size_t n)
 {
     size_t b = (n + kThreads - 1) / kThreads;
     return (unsigned)(b > kMaxBlocks ? kMaxBlocks : (b ? b : 1));
-}
-
-__global__ void cast_bf16_f32_kernel(float *dst, long ld_dst, const __nv_bfloat16 *src,
-                                     size_t rows, int cols)
-{
-    const size_t n = rows * (size_t)cols;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
-         t += (size_t)gridDim.x * blockDim.x) {
-        const size_t r = t / (size_t)cols, c = t % (size_t)cols;
-        dst[r * (size_t)ld_dst + c] = __bfloat162float(src[t]);
-    }
 }
 
 __global__ void stats_to_lse_kernel(float *lse, const float *stats, int B, int H, int Sq)
@@ -42,17 +31,6 @@ __global__ void stats_to_lse_kernel(float *lse, const float *stats, int B, int H
 }
 
 } // namespace
-
-extern "C" int cpdit_cuda_cast_bf16_f32(float *dst, int ld_dst, const void *src, size_t rows,
-                                        int cols, void *stream)
-{
-    const size_t n = rows * (size_t)cols;
-    if (!n)
-        return 0;
-    cast_bf16_f32_kernel<<<blocks_for(n), kThreads, 0, (cudaStream_t)stream>>>(
-        dst, ld_dst, (const __nv_bfloat16 *)src, rows, cols);
-    return (int)cudaGetLastError();
-}
 
 extern "C" int cpdit_cuda_stats_to_lse(float *lse, const float *stats, int B, int H, int Sq,
                                        void *stream)

@@ -25,8 +25,10 @@
 #   cuda (bf16 activations: every op's output rounded to bf16 once), fp32 or bf16 weights, and
 #   cuda-fp32 with bf16 weights (weights and each linear's input rounded to bf16, fp32
 #   accumulation) vs the CPU fp32 path: 1e-2 (issue 13; the CPU bf16-weight path sees 3e-3).
-#   The VAE decode with bf16 activations: 2e-2 (its 20-odd convolutions and group norms each
-#   round once; cpu-bf16, the same storage on the host, measured 1.32e-2 on the built-in VAE).
+#   The VAE decode with bf16 activations: 3e-2 vs CPU fp32, and 3e-2 for 2 ranks vs 1 (its 20-odd
+#   convolutions and group norms each round once, and a row split changes where the attention
+#   rounds; cpu-bf16, the same storage on the host, measured 1.32e-2 vs fp32 and 1.34e-2 for
+#   2 ranks vs 1 on the built-in VAE).
 #   The forward step's RESULT gives the worst error of each table, so that the first GPU run
 #   tells bf16 storage error (cuda minus cuda-fp32) from kernel error (cuda-fp32 at 1e-4).
 #   N ranks vs 1 rank on the GPU, cuda-fp32 fp32 weights: 1e-4 (only summation order
@@ -59,7 +61,8 @@ fi
 # the fp32-activation table: "" when this build does not list it
 G32=${GPU_STEPS_BACKEND_FP32:-$G-fp32}
 usable "$G32" || { [ "$G" = cpu ] && G32=cpu; } || G32=""
-[ -n "$G32" ] || echo "note: no ${GPU_STEPS_BACKEND_FP32:-$G-fp32} table in this build (kernels/backend.c lists it once it registers cpdit_backend_cuda_fp32()): fp32-activation checks not run"
+[ -n "$G32" ] || echo "note: no ${GPU_STEPS_BACKEND_FP32:-$G-fp32} table in this build" \
+    "(kernels/backend.c lists cpdit_backend_cuda_fp32()): fp32-activation checks not run"
 # where fp32-weight runs go: the fp32 table (bound 1e-4), else the bf16 one (1e-2)
 F32B=${G32:-$G} F32TOL=1e-4
 [ -n "$G32" ] || F32TOL=1e-2
@@ -161,7 +164,7 @@ forward)
         [ -z "$G32" ] || { vf z.gpu32 --backend $G32 &&
             cmp_out "vae decode $G32 vs cpu" "$WORK/z.gpu32" "$WORK/z.cpu" 1e-4 "$G32/vae"; }
         vf z.gpu --backend $G &&
-            cmp_out "vae decode $G (bf16 activations) vs cpu" "$WORK/z.gpu" "$WORK/z.cpu" 2e-2 \
+            cmp_out "vae decode $G (bf16 activations) vs cpu" "$WORK/z.gpu" "$WORK/z.cpu" 3e-2 \
                 "$G/vae"
     else
         bad "cannot write the built-in model / latent for the VAE check"
@@ -212,7 +215,7 @@ forward-cp)
         fwd "$MPI_RUN" -np 2 "$CPDIT" forward --model "$WORK/bw" --component vae \
             --inputs "$WORK/z.in" --output "$WORK/z.g2b" --backend $G &&
             cmp_out "vae decode split over 2 ranks vs 1 rank ($G, bf16)" "$WORK/z.g2b" \
-                "$WORK/z.g1b" 2e-2
+                "$WORK/z.g1b" 3e-2
     fi
     ;;
 flux-dev-step)
