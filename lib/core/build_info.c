@@ -85,17 +85,17 @@ void cpdit_build_info_print(FILE *out)
     for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {
         char kernels[256], why[256];
         const int avail = cpdit_backend_available(*b, why, sizeof why);
-        fprintf(out, "    %-8s  %s\n", (*b)->name, (*b)->summary);
+        fprintf(out, "    %-9s  %s\n", (*b)->name, (*b)->summary);
         if (avail) {
             (*b)->describe(line, sizeof line);
-            fprintf(out, "    %-8s  available: %s\n", "", line);
+            fprintf(out, "    %-9s  available: %s\n", "", line);
         } else {
-            fprintf(out, "    %-8s  not available: %s\n", "", why[0] ? why : "unknown reason");
+            fprintf(out, "    %-9s  not available: %s\n", "", why[0] ? why : "unknown reason");
         }
-        fprintf(out, "    %-8s  attention kernels: %s\n", "",
+        fprintf(out, "    %-9s  attention kernels: %s\n", "",
                 cpdit_attention_kernel_names(*b, kernels, sizeof kernels));
         if ((*b)->attention_auto)
-            fprintf(out, "    %-8s  attention auto: %s\n", "", (*b)->attention_auto->summary);
+            fprintf(out, "    %-9s  attention auto: %s\n", "", (*b)->attention_auto->summary);
     }
 }
 
