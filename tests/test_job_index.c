@@ -38,7 +38,7 @@ static job_item make_item(uint64_t index, const char *prompt, const char *file)
 static void test_line(void)
 {
     job_item x = make_item(3, "a \"quoted\"\nprompt — café", "00003-103-a.png");
-    job_grid_info gi = {2, 1, 2, NULL};
+    job_grid_info gi = {.dp = 2, .ring = 1, .ulysses = 2};
     size_t len;
     char *line = job_index_line(&x, &gi, 1.25, NULL, &len);
     CHECK(line && len == strlen(line) && line[len - 1] == '\n');
