@@ -18,14 +18,18 @@
  *   - Row-independent ops run in blocks of rows (at most BF16_BLOCK_FLOATS floats per
  *     temporary, at least one row), so temporaries stay in cache; linear, attention, the
  *     convolution, upsampling and transpose widen whole operands.
- *   - Thread safe: temporaries are per call (malloc) or on the stack, never shared (the text
- *     encoders run forwards on several threads at once).
+ *   - Thread safe: the temporaries are one growable buffer per thread (never shared: the text
+ *     encoders run forwards on several threads at once, ring attention runs its kernel on
+ *     worker threads), kept between calls and freed when the thread ends. A fresh malloc per
+ *     call made every large temporary new pages (a page fault per 4 KiB, zeroed by the kernel):
+ *     that cost 2-3x the forward time at FLUX.1's width.
  * The void ops cannot report a failure: when a temporary cannot be allocated they print the
  * size on stderr and abort (a check table; the sizes are those of one activation). linear,
  * linear_act, attention and conv2d return CPDIT_ERR_RUNTIME instead.
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,10 +113,58 @@ static void narrow_rows(cpdit_buf *dst, size_t ldd, const float *f, size_t rows,
         narrow(at(dst, r * ldd), f + r * (size_t)dim, (size_t)dim);
 }
 
-/* n floats of per-call scratch (n >= 1 allocated); NULL when out of memory. */
+/* This thread's temporary: one buffer grown on demand and kept, freed at thread exit. */
+typedef struct bf16_temp {
+    float *p;
+    size_t cap; /* floats */
+} bf16_temp;
+
+static pthread_key_t temp_key;
+static pthread_once_t temp_once = PTHREAD_ONCE_INIT;
+
+static void temp_destroy(void *v)
+{
+    bf16_temp *t = v;
+    free(t->p);
+    free(t);
+}
+
+static void temp_key_create(void)
+{
+    if (pthread_key_create(&temp_key, temp_destroy) != 0) {
+        fprintf(stderr, "cpdit: %s: pthread_key_create failed\n", BF16_WHERE);
+        abort();
+    }
+}
+
+/* n floats of this thread's scratch (n >= 1), valid until this thread's next temp_floats: an
+ * op takes one and splits it. NULL when out of memory. Release with temp_done (a no-op: the
+ * buffer stays for the next op). */
 static float *temp_floats(size_t n)
 {
-    return malloc((n ? n : 1) * sizeof(float));
+    pthread_once(&temp_once, temp_key_create);
+    bf16_temp *t = pthread_getspecific(temp_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)) || pthread_setspecific(temp_key, t) != 0) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (n < 1)
+        n = 1;
+    if (n > t->cap) {
+        free(t->p);
+        t->cap = 0;
+        if (!(t->p = malloc(n * sizeof(float))))
+            return NULL;
+        t->cap = n;
+    }
+    return t->p;
+}
+
+static void temp_done(float *p)
+{
+    (void)p; /* kept for this thread's next op */
 }
 /* The same for the void ops, which cannot return a status: abort with the size. */
 static float *temp_floats_or_die(size_t n)
@@ -191,7 +243,7 @@ static void bf16_embedding(cpdit_buf *y, const float *table, const int32_t *ids,
         cpu_embedding(fy, table, ids + r, m, dim);
         narrow(at(y, r * (size_t)dim), fy, m * (size_t)dim);
     }
-    free(fy);
+    temp_done(fy);
 }
 
 /* y (rows, dim) = x (1 + scale) + shift; shift, scale (dim) activations. */
@@ -211,7 +263,7 @@ static void bf16_modulate(cpdit_buf *y, const cpdit_buf *x, const cpdit_buf *shi
         cpu_modulate(fx, fx, fshift, fscale, m, dim);
         narrow(at(y, r * (size_t)dim), fx, m * (size_t)dim);
     }
-    free(fx);
+    temp_done(fx);
 }
 
 /* h (rows, dim; stride ldh) += gate x (x: stride ldx); gate (dim) activations. */
@@ -231,7 +283,7 @@ static void bf16_gated_residual(cpdit_buf *h, int ldh, const cpdit_buf *x, int l
         cpu_gated_residual(fh, dim, fx, dim, fgate, m, dim);
         narrow_rows(at(h, r * (size_t)ldh), (size_t)ldh, fh, m, dim);
     }
-    free(fh);
+    temp_done(fh);
 }
 
 /* A copy is exact in bf16 (widening then rounding gives the same bits back): the rows move
@@ -265,7 +317,7 @@ static void bf16_layer_norm(cpdit_buf *y, const cpdit_buf *x, const float *gamma
         cpu_layer_norm(f, f, gamma, beta, m, dim, eps);
         narrow(at(y, r * (size_t)dim), f, m * (size_t)dim);
     }
-    free(f);
+    temp_done(f);
 }
 
 static void bf16_rms_norm(cpdit_buf *y, const cpdit_buf *x, const float *weight, size_t rows,
@@ -281,7 +333,7 @@ static void bf16_rms_norm(cpdit_buf *y, const cpdit_buf *x, const float *weight,
         cpu_rms_norm(f, f, weight, m, dim, eps);
         narrow(at(y, r * (size_t)dim), f, m * (size_t)dim);
     }
-    free(f);
+    temp_done(f);
 }
 
 /* x (S, H, D) in place; cos, sin (S, D) fp32: blocks of tokens. */
@@ -297,7 +349,7 @@ static void bf16_rope(cpdit_buf *x, const float *cos, const float *sin, int S, i
         cpu_rope(f, cos + s * (size_t)D, sin + s * (size_t)D, (int)m, H, D);
         narrow(at(x, s * tok), f, m * tok);
     }
-    free(f);
+    temp_done(f);
 }
 
 /* ------------------------------------------------------------------ linear */
@@ -326,7 +378,7 @@ static cpdit_status linear_fp32(cpdit_buf *y, int ldy, const cpdit_buf *x, int l
             cpu_act(act, fy, fy, ny);
         narrow_rows(y, (size_t)ldy, fy, (size_t)M, N);
     }
-    free(fx);
+    temp_done(fx);
     return st;
 }
 
@@ -362,7 +414,7 @@ static void bf16_lse_merge(cpdit_buf *out_a, float *lse_a, const cpdit_buf *out_
         attention_lse_merge(fa, lse_a + r, fb, lse_b + r, m, D);
         narrow(at(out_a, r * (size_t)D), fa, m * (size_t)D);
     }
-    free(fa);
+    temp_done(fa);
 }
 
 typedef cpdit_status (*attention_fp32_fn)(float *out, float *lse, const float *q,
@@ -396,7 +448,7 @@ static cpdit_status attention_fp32(attention_fp32_fn fn, cpdit_buf *out, float *
     cpdit_status st = fn(fo, lse, fq, fk, fv, &c, err);
     if (!st)
         narrow_rows(out, ld_out, fo, nq, row);
-    free(fq);
+    temp_done(fq);
     return st;
 }
 
@@ -460,7 +512,7 @@ static cpdit_status bf16_conv2d(cpdit_buf *y, const cpdit_buf *x, const float *w
                                  (int)rows, ws, err);
     if (!st)
         narrow(at(y, (size_t)r0 * out_row), fy, ny);
-    free(fx);
+    temp_done(fx);
     return st;
 }
 
@@ -477,7 +529,7 @@ static void bf16_group_moments(double *acc, const cpdit_buf *x, size_t pixels, i
         widen(f, at(x, p * (size_t)C), m * (size_t)C);
         cpu_group_moments(acc, f, m, C, G, mean);
     }
-    free(f);
+    temp_done(f);
 }
 
 static void bf16_group_norm_apply(cpdit_buf *y, const cpdit_buf *x, size_t pixels, int C, int G,
@@ -494,7 +546,7 @@ static void bf16_group_norm_apply(cpdit_buf *y, const cpdit_buf *x, size_t pixel
         cpu_group_norm_apply(f, f, m, C, G, mean, rstd, gamma, beta, act);
         narrow(at(y, p * (size_t)C), f, m * (size_t)C);
     }
-    free(f);
+    temp_done(f);
 }
 
 static void bf16_upsample2x(cpdit_buf *y, const cpdit_buf *x, int rows, int W, int C)
@@ -506,7 +558,7 @@ static void bf16_upsample2x(cpdit_buf *y, const cpdit_buf *x, int rows, int W, i
     widen(fx, x, n);
     cpu_upsample2x(fy, fx, rows, W, C);
     narrow(y, fy, 4 * n);
-    free(fx);
+    temp_done(fx);
 }
 
 static void bf16_transpose(cpdit_buf *y, const cpdit_buf *x, size_t rows, size_t cols)
@@ -518,7 +570,7 @@ static void bf16_transpose(cpdit_buf *y, const cpdit_buf *x, size_t rows, size_t
     widen(fx, x, n);
     cpu_transpose(fy, fx, rows, cols);
     narrow(y, fy, n);
-    free(fx);
+    temp_done(fx);
 }
 
 /* ------------------------------------------------------------------ runtime */
