@@ -161,7 +161,10 @@ static void test_pcie(void)
     cm_prediction *p = NULL;
     int n = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK);
-    CHECK_MSG(p[0].cfg.ulysses <= 2, "chosen ulysses %d", p[0].cfg.ulysses);
+    /* never the congested 8-way all-to-all first (with bf16 activations on the GPU tables the
+     * all-to-alls move half the bytes: ring 2 x ulysses 4 now edges out 4 x 2, by ~4 %) */
+    CHECK_MSG(p[0].cfg.ulysses <= 4 && p[0].cfg.ring * p[0].cfg.ulysses > 1, "chosen %d x %d",
+              p[0].cfg.ring, p[0].cfg.ulysses);
     int first_cp = -1;
     for (int i = 0; i < n && first_cp < 0; i++)
         if (p[i].cfg.ring * p[i].cfg.ulysses > 1)

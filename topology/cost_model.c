@@ -7,6 +7,13 @@
 #include <string.h>
 
 #define FLOAT_BYTES 4.0
+/* Bytes of one activation (a cpdit_buf element) on the table a grid runs on: the default
+ * backend is "cuda" wherever there is a device, which stores bf16 (kernels/backend.h), and
+ * "cpu" (fp32) elsewhere. The attention LSE stays fp32 on both. */
+static double act_bytes(int gpu)
+{
+    return gpu ? 2.0 : 4.0;
+}
 #define TIE_REL 1e-9 /* scores closer than this (relative) are a tie: more dp wins */
 
 /* ------------------------------------------------------------------ placement */
@@ -134,6 +141,7 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
     /* ranks of a host that send across nodes at once share its network links */
     const double nic_share = nics > 0 ? ceil_div(rph, nics) : rph;
     const int gpu = uses_gpus(t);
+    const double AB = act_bytes(gpu);
     p->ulysses_class = axis_class(t, N, R, U, 0);
     p->ring_class = axis_class(t, N, R, U, 1);
     cm_variant_name(c, p->variant, sizeof p->variant);
@@ -157,7 +165,7 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
         int used;
         topo_fit f = topo_fit_for(t, (topo_class)p->ring_class, &used);
         const double share = p->ring_class == TOPO_CROSS_NODE ? nic_share : 1;
-        const double bytes = 2 * G * h * D * FLOAT_BYTES; /* one K/V block */
+        const double bytes = 2 * G * h * D * AB; /* one K/V block */
         const double tx = f.alpha_s + bytes / (f.beta_Bps / share);
         if (c->ring_mode == CP_RING_ALLGATHER) {
             attn_call = att_full > 0 ? att_full : 4 * G * S * h * D / t->attention_flops;
@@ -176,8 +184,9 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
     if (U > 1) {
         const topo_class uc = (topo_class)p->ulysses_class;
         const double share = uc == TOPO_CROSS_NODE ? nic_share : 1;
-        comm_call += alltoall_s(t, U, uc, 3 * l * H * D * FLOAT_BYTES, share);   /* q, k, v */
-        comm_call += alltoall_s(t, U, uc, l * H * (D + 1) * FLOAT_BYTES, share); /* out, lse */
+        comm_call += alltoall_s(t, U, uc, 3 * l * H * D * AB, share); /* q, k, v */
+        comm_call += alltoall_s(t, U, uc, l * H * D * AB, share);     /* out */
+        comm_call += alltoall_s(t, U, uc, l * H * FLOAT_BYTES, share); /* lse (fp32) */
     }
     if (cp > 1) { /* cp_attention's two small agreement all-reduces */
         int wide = p->ring_class > p->ulysses_class ? p->ring_class : p->ulysses_class;
@@ -190,11 +199,11 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
             const double l_ = ceil_div(S, cp);
             const int a2a_measured =
                 U > 1 && topo_coll_time(t, TOPO_ALLTOALL, U, (topo_class)p->ulysses_class,
-                                        3 * l_ * H * D * FLOAT_BYTES) > 0;
+                                        3 * l_ * H * D * AB) > 0;
             const int ag_measured =
                 R > 1 && c->ring_mode == CP_RING_ALLGATHER &&
                 topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class,
-                               2 * G * h * D * FLOAT_BYTES) > 0;
+                               2 * G * h * D * AB) > 0;
             const int syncs = 2 + (U > 1 && !a2a_measured ? 2 : 0) +
                               (R > 1 ? (c->ring_mode == CP_RING_ALLGATHER ? !ag_measured
                                                                            : R - 1)
@@ -216,13 +225,13 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
     p->mem_weights = s->params * CM_WEIGHT_BYTES_PER_PARAM;
     if (!gpu) /* the CPU pipeline's fp32 weight cache */
         p->mem_weights += fmin(s->params * FLOAT_BYTES, CM_CPU_WEIGHT_CACHE_BYTES);
-    p->mem_acts = l * (7 * E + F) * FLOAT_BYTES; /* x n q k v o + mlp (E + F) */
+    p->mem_acts = l * (7 * E + F) * AB; /* x n q k v o + mlp (E + F) */
     double ws = 0;
     if (U > 1)
         ws += 3 * l * H * D + 3 * G * h * D + 4 * G * h * D + G * h;
     if (R > 1)
         ws += c->ring_mode == CP_RING_ALLGATHER ? 3 * S * h * D : 4 * G * h * D + G * h;
-    p->mem_attn = ws * FLOAT_BYTES;
+    p->mem_attn = ws * AB; /* (the few LSE terms counted at the activation size) */
     p->mem_total = p->mem_weights + p->mem_acts + p->mem_attn;
     const topo_host *host = &t->hosts[t->rank_map[0].host];
     p->fits = 1;
