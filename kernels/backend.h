@@ -303,6 +303,20 @@ typedef struct cpdit_backend {
     /* The kernel `--attention-backend auto` picks (cuda: times cuda-flash and cudnn once per
      * shape and keeps the faster); NULL: attention_kernels[0]. Not in attention_kernels. */
     const cpdit_attention_kernel *attention_auto;
+    /* An fp32 accumulator for tables whose act_dtype is not fp32 (ring attention keeps its
+     * running output in one, as ring flash-attention implementations do, and rounds it once at
+     * the end: repeated merges in bf16 would round the running output at every block, an
+     * error growing with the ring size). All three or none; NULL on fp32 tables ("cpu": its
+     * lse_merge already accumulates in fp32). The float arrays are the backend's memory.
+     * lse_merge_f32: lse_merge with out_a (rows, D) fp32: out_b (rows, D) activations widened,
+     *   merged in fp32 as lse_merge does, nothing rounded (equals the fp32 lse_merge on the
+     *   widened block).
+     * act_to_f32: y (n) fp32 = x (n) activations widened (exact).
+     * act_from_f32: y (n) activations = x (n) fp32 rounded once (nearest, ties to even). */
+    void (*lse_merge_f32)(float *out_a, float *lse_a, const cpdit_buf *out_b,
+                          const float *lse_b, size_t rows, int D);
+    void (*act_to_f32)(float *y, const cpdit_buf *x, size_t n);
+    void (*act_from_f32)(cpdit_buf *y, const float *x, size_t n);
 } cpdit_backend;
 
 /* be->linear_act when the table has it, else be->linear then be->act over the block (one call
@@ -310,6 +324,14 @@ typedef struct cpdit_backend {
 cpdit_status cpdit_linear_act(const cpdit_backend *be, cpdit_buf *y, int ldy, const cpdit_buf *x,
                               int ldx, const cpdit_weight *w, const float *b, int M, int K,
                               int N, cpdit_act act, cpdit_error *err);
+
+/* 1 when be accumulates in fp32 apart from its storage (act_dtype not fp32 and the three
+ * fp32-accumulator entries present): ring attention then merges into an fp32 running output. */
+static inline int cpdit_backend_f32_accumulator(const cpdit_backend *be)
+{
+    return be->act_dtype != CPDIT_DTYPE_F32 && be->lse_merge_f32 && be->act_to_f32 &&
+           be->act_from_f32;
+}
 
 /* ---- activation buffers ------------------------------------------------------------------ */
 

@@ -17,11 +17,13 @@
  *   gated_residual     h0 a (R,C+1) | x a (R,C+3) | gate a (C)      -> h0 + gate x (ldh C+1)
  *   copy_rows          dst0 a (R,C+1) | src a (R,C+2)               -> dst0 with src's C cols
  *   lse_merge          oa a (R,D) | la p (R) | ob a (R,D) | lb p (R) -> merged oa a | la p
+ *   lse_merge_f32      oa p (R,D) | la p (R) | ob a (R,D) | lb p (R) -> merged oa p | la p
+ *                      (tables with an fp32 accumulator only: cpdit_backend_f32_accumulator)
  *   attention          q a (B,Sq,H,D) | k, v a (B,Skv,H,D)          -> out a | lse p (B,Sq,H)
  *   attention-causal   qkv a (B,S,3,H,D) fused (CLIP's layout)      -> out a (B,S,H,D) | lse p
  *   attention-bias     q | k | v as attention | bias p (H,Sq,Skv)   -> out a | lse p
  * Outputs that an op updates in place (rope, linear-acc-strided, gated_residual, copy_rows,
- * lse_merge) start from the input part named first.
+ * lse_merge, lse_merge_f32) start from the input part named first.
  * The lse_merge inputs include empty parts (lse -inf) in rows 0 and 1 when there are rows.
  */
 #include "config.h"
@@ -477,6 +479,30 @@ static cpdit_status merge_run(const cpdit_backend *be, const cpdit_attention_ker
                   d[1]);
     return CPDIT_OK;
 }
+/* lse_merge_f32: the running output oa is fp32 (parameter memory), ob an activation block. */
+static void merge_f32_layout(const int *d, backend_op_parts *in, backend_op_parts *out)
+{
+    const size_t R = (size_t)d[0], D = (size_t)d[1];
+    part(in, R * D, P32);
+    part(in, R, P32);
+    part(in, R * D, ACT);
+    part(in, R, P32);
+    part_from(out, R * D, P32, 0);
+    part_from(out, R, P32, 1);
+}
+static cpdit_status merge_f32_run(const cpdit_backend *be, const cpdit_attention_kernel *k,
+                                  void *ctx, const int *d, const backend_op_io *io,
+                                  cpdit_error *err)
+{
+    (void)k, (void)ctx, (void)err;
+    be->lse_merge_f32(io->f32_out[0], io->f32_out[1], io->act_in[2], io->f32_in[3],
+                      (size_t)d[0], d[1]);
+    return CPDIT_OK;
+}
+static int merge_f32_supported(const cpdit_backend *be)
+{
+    return cpdit_backend_f32_accumulator(be);
+}
 static double merge_flops(const int *d)
 {
     return 3.0 * d[0] * d[1];
@@ -632,6 +658,10 @@ static const backend_op_case cases[] = {
      RC_SHAPES},
     {CASE("lse_merge", "rows D", 1e-6, .layout = merge_layout, .fill = merge_fill,
           .run = merge_run, .flops = merge_flops, .bytes = merge_bytes),
+     SHAPES(5, S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128))},
+    {CASE("lse_merge_f32", "rows D", 1e-6, .layout = merge_f32_layout, .fill = merge_fill,
+          .run = merge_f32_run, .flops = merge_flops, .bytes = merge_bytes,
+          .supported = merge_f32_supported, .f32_out = 1),
      SHAPES(5, S(1, 1), S(2, 3), S(7, 17), S(131, 64), S(24576, 128))},
     {CASE("attention", "B Sq Skv H D", 1e-5, .per_kernel = 1, .layout = attn_layout,
           .run = attn_run, .flops = attn_flops, .bytes = attn_bytes),

@@ -90,6 +90,12 @@ typedef struct backend_op_case {
                         void *ctx, const int *d, const backend_op_io *io, cpdit_error *err);
     double (*flops)(const int *d); /* floating-point operations of one call */
     double (*bytes)(const int *d); /* bytes read + written by one call, at 4 per value */
+    /* optional: 0 when be lacks the op (an optional entry of the table): the case is skipped
+     * on be; NULL: every table has it */
+    int (*supported)(const cpdit_backend *be);
+    /* 1: the outputs are fp32, never rounded to the activation type (lse_merge_f32): a bf16
+     * table is held to tol on its bf16 inputs, not to the bf16 output threshold */
+    int f32_out;
 } backend_op_case;
 
 /* The parts of c at shape d (from = -1 unless the case says otherwise). */

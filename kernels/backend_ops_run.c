@@ -233,6 +233,8 @@ cpdit_status backend_ops_bench(FILE *out, const char *only_backend, const char *
             if (only_op && strcmp(only_op, (*c)->name))
                 continue;
             found = 1;
+            if ((*c)->supported && !(*c)->supported(*b))
+                continue; /* an optional entry this table lacks */
             const int *d = (*c)->shapes[(*c)->nshapes - 1].d;
             const cpdit_attention_kernel *const none[] = {NULL, NULL};
             const cpdit_attention_kernel *const *ks = (*c)->per_kernel ? (*b)->attention_kernels

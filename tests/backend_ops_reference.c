@@ -380,6 +380,7 @@ static const backend_op_reference refs[] = {
     {"gated_residual", ref_gated_residual},
     {"copy_rows", ref_copy_rows},
     {"lse_merge", ref_lse_merge},
+    {"lse_merge_f32", ref_lse_merge}, /* the same parts, oa in fp32 */
     {"attention", ref_attention},
     {"attention-causal", ref_attention_causal},
     {"attention-bias", ref_attention_bias},

@@ -417,6 +417,33 @@ static void bf16_lse_merge(cpdit_buf *out_a, float *lse_a, const cpdit_buf *out_
     temp_done(fa);
 }
 
+/* out_a (rows, D) fp32 accumulator (host memory), lse_a (rows) fp32, merged with the bf16
+ * block (out_b, lse_b) widened: the fp32 merge of "cpu" on the widened block, nothing rounded. */
+static void bf16_lse_merge_f32(float *out_a, float *lse_a, const cpdit_buf *out_b,
+                               const float *lse_b, size_t rows, int D)
+{
+    if (!rows || D <= 0)
+        return;
+    const size_t rb = block_rows(D), cap = (rows < rb ? rows : rb) * (size_t)D;
+    float *fb = temp_floats_or_die(cap);
+    for (size_t r = 0; r < rows; r += rb) {
+        const size_t m = rows - r < rb ? rows - r : rb;
+        widen(fb, at(out_b, r * (size_t)D), m * (size_t)D);
+        attention_lse_merge(out_a + r * (size_t)D, lse_a + r, fb, lse_b + r, m, D);
+    }
+    temp_done(fb);
+}
+
+/* y (n) fp32 = x (n) bf16 widened (exact); y = x (n) rounded to bf16 once. */
+static void bf16_act_to_f32(float *y, const cpdit_buf *x, size_t n)
+{
+    widen(y, x, n);
+}
+static void bf16_act_from_f32(cpdit_buf *y, const float *x, size_t n)
+{
+    narrow(y, x, n);
+}
+
 typedef cpdit_status (*attention_fp32_fn)(float *out, float *lse, const float *q,
                                           const float *k, const float *v,
                                           const cpdit_attention_args *a, cpdit_error *err);
@@ -639,6 +666,9 @@ static const cpdit_backend cpu_bf16_backend = {
     .upsample2x = bf16_upsample2x,
     .transpose = bf16_transpose,
     .linear_act = bf16_linear_act,
+    .lse_merge_f32 = bf16_lse_merge_f32,
+    .act_to_f32 = bf16_act_to_f32,
+    .act_from_f32 = bf16_act_from_f32,
 };
 
 const cpdit_backend *cpdit_backend_cpu_bf16(void)

@@ -160,12 +160,21 @@ cudaError_t dispatch(const void *q, const void *k, const void *v, void *out, flo
     }
 }
 
+// *d = *s: the same type bit for bit; a bf16 part into an fp32 accumulator widened (exact).
+template <typename T> __device__ __forceinline__ void copy_elem(T *d, const T *s) { *d = *s; }
+__device__ __forceinline__ void copy_elem(float *d, const __nv_bfloat16 *s)
+{
+    *d = __bfloat162float(*s);
+}
+
 // One warp per (row, head); the CPU's semantics (kernels/cpu/attention_lse_merge.c): an empty
 // part (lse -inf) contributes nothing and is never read, so the other part passes bit for bit
 // (a partial result left uninitialised or NaN behind an empty lse cannot leak in), and the
 // weights of two finite parts are computed in double relative to the larger lse.
-template <typename T>
-__global__ void lse_merge_kernel(T *out_acc, float *lse_acc, const T *out_part,
+// TA: the accumulator's element type, TB: the part's (TA = float, TB = bf16: the fp32
+// accumulator of ring attention on the bf16 table, nothing rounded).
+template <typename TA, typename TB>
+__global__ void lse_merge_kernel(TA *out_acc, float *lse_acc, const TB *out_part,
                                  const float *lse_part, long rows_heads, int D)
 {
     long rh = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -173,19 +182,19 @@ __global__ void lse_merge_kernel(T *out_acc, float *lse_acc, const T *out_part,
     if (rh >= rows_heads)
         return;
     const float a = lse_acc[rh], b = lse_part[rh];
-    T *oa = out_acc + rh * D;
-    const T *ob = out_part + rh * D;
+    TA *oa = out_acc + rh * D;
+    const TB *ob = out_part + rh * D;
     if (b == -INFINITY)
         return; // nothing to add
     float lse = b;
     if (a == -INFINITY) {
         for (int d = lane; d < D; d += 32)
-            oa[d] = ob[d];
+            copy_elem(oa + d, ob + d);
     } else {
         const double mx = a > b ? a : b, mn = a > b ? b : a;
         const double l = mx + log1p(exp(mn - mx));
         const float wa = (float)exp((double)a - l), wb = (float)exp((double)b - l);
-        for (int d = lane; d < D; d += 32) // fp32 math, one rounding to T
+        for (int d = lane; d < D; d += 32) // fp32 math, one rounding to TA
             store(oa + d, load(oa + d) * wa + load(ob + d) * wb);
         lse = (float)l;
     }
@@ -243,6 +252,26 @@ extern "C" int cpdit_cuda_lse_merge(cpdit_cuda_dtype dtype, void *out_acc, float
                                                        n, D);
     else
         lse_merge_kernel<<<blocks, warps * 32, 0, s>>>((float *)out_acc, lse_acc,
+                                                       (const float *)out_part, lse_part, n, D);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int cpdit_cuda_lse_merge_f32(cpdit_cuda_dtype dtype, float *out_acc, float *lse_acc,
+                                        const void *out_part, const float *lse_part, long rows,
+                                        int H, int D, void *stream)
+{
+    long n = rows * (long)H;
+    if (n <= 0)
+        return 0;
+    const int warps = 8;
+    unsigned blocks = (unsigned)((n + warps - 1) / warps);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (dtype == CPDIT_CUDA_BF16)
+        lse_merge_kernel<<<blocks, warps * 32, 0, s>>>(out_acc, lse_acc,
+                                                       (const __nv_bfloat16 *)out_part, lse_part,
+                                                       n, D);
+    else
+        lse_merge_kernel<<<blocks, warps * 32, 0, s>>>(out_acc, lse_acc,
                                                        (const float *)out_part, lse_part, n, D);
     return (int)cudaGetLastError();
 }

@@ -61,6 +61,13 @@ int cpdit_cuda_lse_merge(cpdit_cuda_dtype dtype, void *out_acc, float *lse_acc,
                          const void *out_part, const float *lse_part, long rows, int H, int D,
                          void *stream);
 
+/* cpdit_cuda_lse_merge into an fp32 accumulator: out_acc (rows, H, D) fp32, out_part of dtype
+ * (widened); fp32 math, out_acc stored without rounding (ring attention's running output on
+ * the bf16 table). Returns 0 or a cudaError_t value. */
+int cpdit_cuda_lse_merge_f32(cpdit_cuda_dtype dtype, float *out_acc, float *lse_acc,
+                             const void *out_part, const float *lse_part, long rows, int H,
+                             int D, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

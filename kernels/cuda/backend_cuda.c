@@ -717,6 +717,27 @@ TABLE_VOID(lse_merge,
             size_t rows, int D),
            (out_a, lse_a, out_b, lse_b, rows, D))
 
+/* The fp32 accumulator (backend.h), bf16 table only ("cuda-fp32" leaves the entries NULL: its
+ * lse_merge already accumulates in fp32). y, x of the conversions: device memory. */
+static void cuda_lse_merge_f32(float *out_a, float *lse_a, const cpdit_buf *out_b,
+                               const float *lse_b, size_t rows, int D)
+{
+    if (rows && cpdit_cuda_ready())
+        cpdit_cuda_latch("lse_merge_f32",
+                         cpdit_cuda_lse_merge_f32(CPDIT_CUDA_BF16, out_a, lse_a, out_b, lse_b,
+                                                  (long)rows, 1, D, cpdit_cuda_S.stream));
+}
+static void cuda_act_to_f32(float *y, const cpdit_buf *x, size_t n)
+{
+    if (n && cpdit_cuda_ready())
+        cpdit_cuda_latch("act_to_f32", convert_flat(CPDIT_CUDA_F32, y, CPDIT_CUDA_BF16, x, n));
+}
+static void cuda_act_from_f32(cpdit_buf *y, const float *x, size_t n)
+{
+    if (n && cpdit_cuda_ready())
+        cpdit_cuda_latch("act_from_f32", convert_flat(CPDIT_CUDA_BF16, y, CPDIT_CUDA_F32, x, n));
+}
+
 static int cuda_workers(void)
 {
     return 1; /* one stream: ring attention computes a block in one call */
@@ -760,6 +781,9 @@ static const cpdit_backend cuda_backend = {
     CUDA_TABLE_VAE(cpdit_cuda_bf16_),
     .attention_kernels = cpdit_cuda_bf16_kernels,
     .attention_auto = &cpdit_cuda_bf16_auto_kernel,
+    .lse_merge_f32 = cuda_lse_merge_f32,
+    .act_to_f32 = cuda_act_to_f32,
+    .act_from_f32 = cuda_act_from_f32,
 };
 
 static const cpdit_backend cuda_fp32_backend = {
