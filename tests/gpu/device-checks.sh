@@ -19,9 +19,9 @@
 #   cuda-host-math   the host-side layouts/strides of cuDNN and cuBLASLt, device sharing (no GPU)
 #   cuda-device      the device is seen, a kernel runs (tests/test_cuda_device)
 # The CUDA build has two tables: "cuda" (bf16 activations, fp32 math, one rounding per op: the
-# default) and "cuda-fp32" (the same kernels on fp32 activations, once kernels/backend.c lists
-# cpdit_backend_cuda_fp32()); checks name the table they ran on, so that bf16 storage error
-# (cuda) is told apart from a kernel bug (cuda-fp32 held to the fp32 bounds).
+# default) and "cuda-fp32" (the same kernels on fp32 activations); checks name the table they
+# ran on, so that bf16 storage error (cuda) is told apart from a kernel bug (cuda-fp32 held to
+# the fp32 bounds).
 #   cuda-kernels     flash attention + LSE, LSE merge, cuBLASLt linear (fp32 out, and bf16 in
 #                    and out with fp32 bias, strides, accumulate), small ops, VAE ops vs double
 #                    loops, each for fp32 (<= 1e-5) and bf16 elements (<= 1e-2)
