@@ -19,7 +19,8 @@
  * and rounds it into out once at the end: merging in bf16 rounded the running output at every
  * block, an error that grew with the ring size (cpu-bf16 against fp32, 2 / 4 / 6 / 8 blocks:
  * 7.1e-3 / 1.04e-2 / 1.16e-2 / 1.12e-2 of max|ref|; now 7.1e-3 / 8.5e-3 / 9.7e-3 / 9.6e-3, the
- * rest being the inputs' rounding and each block's partial output, which the kernel stores). fp32 tables merge into out in place, as before.
+ * rest being the inputs' rounding and each block's partial output, which the kernel stores).
+ * fp32 tables merge into out in place, as before.
  */
 #include "lib/cp/cp_internal.h"
 
