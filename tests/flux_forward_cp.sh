@@ -29,14 +29,8 @@ fi
 [ $? -eq 77 ] && { echo "SKIP: no mpirun"; exit 77; }
 
 fail=0
-"$TOOL" make-model "$tmp/A" --heads 3 --head-dim 16 --axes 4,6,6 --layers 2 --single 2 --in 16 \
-    --joint 32 --pooled 24 --guidance 1 --dtype BF16 --seed 1 &&
-    "$TOOL" make-inputs "$tmp/A.in" --model "$tmp/A" --batch 1 --txt 7 --img-h 5 --img-w 3 \
-        --seed 1 &&
-    "$TOOL" make-model "$tmp/D" --heads 4 --head-dim 64 --axes 8,28,28 --layers 1 --single 1 \
-        --in 32 --joint 48 --pooled 16 --guidance 0 --dtype BF16 --seed 4 &&
-    "$TOOL" make-inputs "$tmp/D.in" --model "$tmp/D" --batch 3 --txt 6 --img-h 2 --img-w 13 \
-        --seed 4 || { echo "FAIL: making the test models"; exit 1; }
+. "${top_srcdir:-.}/tests/flux_cp_models.sh"
+make_cp_models "$tmp" || { echo "FAIL: making the test models"; exit 1; }
 
 for m in A D; do
     "$CPDIT" forward --model "$tmp/$m" --component transformer --inputs "$tmp/$m.in" \
