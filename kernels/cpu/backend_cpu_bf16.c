@@ -197,28 +197,28 @@ static void bf16_download_act(float *host_dst, const cpdit_buf *src, size_t n)
 
 /* ------------------------------------------------------------------ elementwise */
 
-static void bf16_add(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
+/* y = op(a, b) over n elements through the fp32 kernel op, in stack-sized blocks. */
+static void binary(void (*op)(float *, const float *, const float *, size_t), cpdit_buf *y,
+                   const cpdit_buf *a, const cpdit_buf *b, size_t n)
 {
     float fa[BF16_STACK_FLOATS], fb[BF16_STACK_FLOATS];
     for (size_t i = 0; i < n; i += BF16_STACK_FLOATS) {
         const size_t m = n - i < BF16_STACK_FLOATS ? n - i : BF16_STACK_FLOATS;
         widen(fa, at(a, i), m);
         widen(fb, at(b, i), m);
-        cpu_add(fa, fa, fb, m);
+        op(fa, fa, fb, m);
         narrow(at(y, i), fa, m);
     }
 }
 
+static void bf16_add(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
+{
+    binary(cpu_add, y, a, b, n);
+}
+
 static void bf16_mul(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
 {
-    float fa[BF16_STACK_FLOATS], fb[BF16_STACK_FLOATS];
-    for (size_t i = 0; i < n; i += BF16_STACK_FLOATS) {
-        const size_t m = n - i < BF16_STACK_FLOATS ? n - i : BF16_STACK_FLOATS;
-        widen(fa, at(a, i), m);
-        widen(fb, at(b, i), m);
-        cpu_mul(fa, fa, fb, m);
-        narrow(at(y, i), fa, m);
-    }
+    binary(cpu_mul, y, a, b, n);
 }
 
 static void bf16_act(cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n)
