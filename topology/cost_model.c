@@ -434,7 +434,7 @@ void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
     fprintf(f, ")\n");
     fprintf(f, "%4s %4s %4s %4s %-24s %11s %9s %9s %8s %10s %11s %11s %s\n", "rank", "dp",
             "ring", "uly", "variant", "s/step", "compute", "comm", "hidden", "mem/rank",
-            "images/h", "measured", "");
+            video ? "videos/h" : "images/h", "measured", "");
     for (int i = 0; i < n; i++) {
         const cm_prediction *q = &p[i];
         char m[32], meas[32] = "-";
