@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/core/build_info.h"
+#include "bin/build_info.h"
 #include "bin/cli.h"
 #include "kernels/host_runtime.h"
 
