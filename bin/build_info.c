@@ -1,4 +1,4 @@
-/* build_info.c — version and build/runtime library report (see build_info.h). */
+/* build_info.c — the build and runtime library report of `cpdit --version` (build_info.h). */
 #include "config.h"
 
 #include "bin/build_info.h"
