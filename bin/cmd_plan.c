@@ -80,7 +80,7 @@ int cmd_plan(int argc, char **argv)
     st = cm_rank(&t, &s, &o, topo_find_tuned(&t, s.key, s.width, s.height, N), &p, &n, &err);
     if (!st) {
         char reason[512];
-        cm_reason(&p[0], &o, topo_path, reason, sizeof reason);
+        cm_reason(&p[0], &o, &s, topo_path, reason, sizeof reason);
         if (json) {
             cm_print_json(stdout, p, n, &o, &s, reason);
         } else {

@@ -384,16 +384,21 @@ cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_opti
     return CPDIT_OK;
 }
 
-const char *cm_reason(const cm_prediction *b, const cm_options *o, const char *source,
-                      char *buf, size_t n)
+const char *cm_reason(const cm_prediction *b, const cm_options *o, const model_plan_shape *s,
+                      const char *source, char *buf, size_t n)
 {
-    const char *goal = o->images == 1 ? "the fastest single image" : "the shortest job";
+    const char *item = s && s->frames > 1 ? "video" : "image";
+    char goal[64];
+    if (o->images == 1)
+        snprintf(goal, sizeof goal, "the fastest single %s", item);
+    else
+        snprintf(goal, sizeof goal, "the shortest job");
     if (b->measured_s > 0)
         snprintf(buf, n, "measured by cpdit tune (%s): %s, %.3g s/step", source, goal,
                  b->measured_s);
     else
-        snprintf(buf, n, "predicted from %s: %s (%d image%s), %.3g s/step, %.0f%% communication",
-                 source, goal, o->images, o->images == 1 ? "" : "s", b->step_s,
+        snprintf(buf, n, "predicted from %s: %s (%d %s%s), %.3g s/step, %.0f%% communication",
+                 source, goal, o->images, item, o->images == 1 ? "" : "s", b->step_s,
                  100.0 * b->comm_s / b->step_s);
     return buf;
 }

@@ -88,9 +88,10 @@ void cm_predict(const topology *t, const model_plan_shape *s, const cm_options *
 cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_options *o,
                      const topo_tuned *tuned, cm_prediction **out, int *n, cpdit_error *err);
 
-/* One line (no newline) saying why out[0] was chosen, into buf. */
-const char *cm_reason(const cm_prediction *best, const cm_options *o, const char *source,
-                      char *buf, size_t n);
+/* One line (no newline) saying why out[0] was chosen, into buf (s names the item: image or
+ * video; may be NULL). */
+const char *cm_reason(const cm_prediction *best, const cm_options *o, const model_plan_shape *s,
+                      const char *source, char *buf, size_t n);
 
 /* The ranked table (plan's output) and the closing "chosen: dp D ring R ulysses U VARIANT". */
 void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,

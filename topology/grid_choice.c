@@ -52,7 +52,7 @@ static cpdit_status choose_from(const topology *t, const model_plan_shape *s,
         out->dp = p[0].cfg.dp, out->ring = p[0].cfg.ring, out->ulysses = p[0].cfg.ulysses;
         out->planned = 1;
         snprintf(out->variant, sizeof out->variant, "%s", p[0].variant);
-        cm_reason(&p[0], &o, source, out->reason, sizeof out->reason);
+        cm_reason(&p[0], &o, s, source, out->reason, sizeof out->reason);
     } else if (!st) {
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "plan", "no grid for %d ranks", N);
     }
