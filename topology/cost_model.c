@@ -432,7 +432,8 @@ void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
             fprintf(f, "attention: %d local calls per forward (%lld queries x %lld keys: "
                        "cross-attention, no communication)\n",
                     s->attn[i].count, s->attn[i].q_tokens, s->attn[i].kv_tokens);
-    fprintf(f, "objective: %s%s (%d %s%s, %d steps each", o->images == 1 ? "latency of one " : "time of the whole job",
+    fprintf(f, "objective: %s%s (%d %s%s, %d steps each",
+            o->images == 1 ? "latency of one " : "time of the whole job",
             o->images == 1 ? item : "", o->images, item, o->images == 1 ? "" : "s", o->steps);
     if (s->forwards_per_step > 1)
         fprintf(f, " of %d forwards", s->forwards_per_step);
