@@ -14,10 +14,8 @@
 /* The planner's view of each family (the lead folds this into the family table). */
 typedef struct plan_family {
     const char *name;
-    cpdit_status (*shape)(model_plan_shape *s, const char *dir, const model_request *req,
-                          cpdit_error *err);
-    cpdit_status (*rank_tokens)(const model_plan_shape *s, int cp, int rank, int *text,
-                                int *image, cpdit_error *err);
+    model_plan_shape_fn shape;
+    model_plan_rank_tokens_fn rank_tokens;
 } plan_family;
 
 static const plan_family plan_families[] = {

@@ -106,6 +106,14 @@ typedef struct model_plan_shape {
     model_block_ops block_ops[MODEL_PLAN_MAX_BLOCK_KINDS];
 } model_plan_shape;
 
+/* What a family provides to the planner (the family table's plan_shape entry; FLUX:
+ * flux_plan_shape_load, Wan: wan_plan_shape_load): fill s for the model folder dir (pipeline
+ * root or transformer folder) and req; and the tokens CP rank `rank` of `cp` holds. */
+typedef cpdit_status (*model_plan_shape_fn)(model_plan_shape *s, const char *dir,
+                                            const model_request *req, cpdit_error *err);
+typedef cpdit_status (*model_plan_rank_tokens_fn)(const model_plan_shape *s, int cp, int rank,
+                                                  int *text, int *image, cpdit_error *err);
+
 /* A request with every field 0 (the family's defaults; frames 0 = an image). */
 void model_request_defaults(model_request *r);
 
