@@ -10,7 +10,9 @@
  *     every grid (queries sharded, all 512 text keys, all 12 heads) and adds no
  *     communication; the replicated text projections are not divided by the CP degree;
  *   - true CFG doubles the latency; the ranks' token shares (Wan: video balanced, no text;
- *     FLUX: flux_shard_layout). */
+ *     FLUX: flux_shard_layout);
+ *   - `parallel: auto` (grid_choice_auto) plans a Wan folder at 81 frames as `cpdit plan`
+ *     does, and refuses 80 frames. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
 #include "topology/cost_model.h"
+#include "topology/grid_choice.h"
 
 #define REL 1e-12 /* same formula evaluated twice: only rounding differs */
 
@@ -262,6 +265,35 @@ static void test_wan_grids(void)
     topo_file_free(&t);
 }
 
+static void test_grid_choice(void)
+{
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    grid_choice_request rq = {fx("two_nodes_8gpu.json"), fx("wan21-1.3b-transformer"), 832,
+                              480, 0, 50, 1, 8, 81};
+    grid_choice gc;
+    CHECK(grid_choice_auto(&rq, &gc, &err) == CPDIT_OK);
+    CHECK(gc.planned && gc.dp * gc.ring * gc.ulysses == 8);
+    CHECK_STR_CONTAINS(gc.reason, "the fastest single video (1 video)");
+    /* the same choice as the cost model's ranking */
+    topology t;
+    model_plan_shape s;
+    model_request r = request(832, 480, 81);
+    CHECK(topo_file_load(&t, fx("two_nodes_8gpu.json"), &err) == CPDIT_OK);
+    CHECK(model_plan_shape_load(&s, fx("wan21-1.3b-transformer"), &r, &err) == CPDIT_OK);
+    cm_options o = {8, 50, 1};
+    cm_prediction *p = NULL;
+    int n = 0;
+    CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK && n > 0);
+    CHECK(p && p[0].cfg.dp == gc.dp && p[0].cfg.ring == gc.ring &&
+          p[0].cfg.ulysses == gc.ulysses && strcmp(p[0].variant, gc.variant) == 0);
+    free(p);
+    topo_file_free(&t);
+    rq.frames = 80;
+    CHECK(grid_choice_auto(&rq, &gc, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "4k + 1");
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -270,5 +302,6 @@ int main(void)
     test_detect_and_load();
     test_rank_tokens();
     test_wan_grids();
+    test_grid_choice();
     TEST_MAIN_END();
 }
