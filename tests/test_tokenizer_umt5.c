@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/text/prompt_clean.h"
 #include "lib/text/tokenizer_t5.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
@@ -167,8 +168,37 @@ static void test_umt5_ids(const t5_tokenizer *t)
           padded[2] == 0 && padded[5] == 0);
 }
 
+/* WanPipeline's whitespace_clean: re.sub(r"\s+", " ", text).strip() (results from Python). */
+static void test_prompt_clean(void)
+{
+    static const struct { const char *in, *out; } cases[] = {
+        {"a photo of a cat", "a photo of a cat"},
+        {"  a \t\n photo  ", "a photo"},
+        {"\x1c" "a" "\x1f" "b\x0b\x0c" "c", "a b c"},          /* \s includes U+001C..1F */
+        {"a\xe3\x80\x80\xe3\x80\x80" "b", "a b"},             /* U+3000 */
+        {"a\xc2\xa0" "b\xc2\x85" "c\xe2\x80\xa8" "d", "a b c d"}, /* NBSP, NEL, U+2028 */
+        {"a\xe2\x80\x8b" "b", "a\xe2\x80\x8b" "b"},           /* U+200B is not \s */
+        {"\xe6\x9d\xb1\xe4\xba\xac  caf\xc3\xa9", "\xe6\x9d\xb1\xe4\xba\xac caf\xc3\xa9"},
+        {" \t\n ", ""},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        size_t n = 0;
+        cpdit_error err;
+        CHECK(prompt_whitespace_clean(cases[i].in, strlen(cases[i].in), &out, &n, &err) ==
+              CPDIT_OK);
+        CHECK_MSG(out && n == strlen(cases[i].out) && strcmp(out, cases[i].out) == 0,
+                  "case %zu: \"%s\"", i, out ? out : "(null)");
+        free(out);
+    }
+    CHECK(prompt_has_html_entity("a &amp; b", 9) && prompt_has_html_entity("&#39;", 5));
+    CHECK(!prompt_has_html_entity("a & b", 5) && !prompt_has_html_entity("a&", 2));
+}
+
 int main(void)
 {
+    test_prompt_clean();
     size_t len = 0;
     char *json = umt5_json("true", &len);
     t5_tokenizer *t = NULL;
