@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <time.h> /* the load time is printed, never asserted */
 
 #include "lib/text/prompt_clean.h"
 #include "lib/text/tokenizer_t5.h"
@@ -35,7 +35,6 @@
 #define ID_SPACE_ZZ (UMT5_SPM_PIECES - 1) /* ▁zz: the last SentencePiece piece */
 #define ID_EXTRA_0 (UMT5_VOCAB - 1)
 #define ID_EXTRA_299 UMT5_SPM_PIECES
-#define LOAD_SECONDS_MAX 20.0 /* generous on a loaded 2-core machine */
 
 /* Appends to a growing buffer; aborts the test on allocation failure. */
 typedef struct sbuf {
@@ -209,7 +208,6 @@ int main(void)
     double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     fprintf(stderr, "UMT5-sized tokenizer.json (%zu bytes, %d pieces) loaded in %.2f s CPU\n",
             len, UMT5_VOCAB, secs);
-    CHECK(secs < LOAD_SECONDS_MAX);
     if (t)
         test_umt5_ids(t);
     t5_tokenizer_free(t);

@@ -123,6 +123,8 @@ static void run_updates(FILE *f, int *lineno, const char *name, double shift,
     CHECK(unipc_state_init(&st, s, NELEM, ws, &err) == CPDIT_OK);
     for (int k = 0; k < 3; k++)
         CHECK(unipc_state_init(&sst[k], s, shard_len[k], sws[k], &err) == CPDIT_OK);
+    unipc_state empty; /* a rank that holds no elements: no workspace, steps all the same */
+    CHECK(unipc_state_init(&empty, s, 0, NULL, &err) == CPDIT_OK);
     float x[NELEM], xs[NELEM], v[NELEM];
     uint32_t rng = SEED;
     lcg_floats(&rng, x, NELEM);
@@ -151,6 +153,7 @@ static void run_updates(FILE *f, int *lineno, const char *name, double shift,
             CHECK(unipc_step(&sst[k], xs + off, v + off, &err) == CPDIT_OK);
             off += shard_len[k];
         }
+        CHECK(unipc_step(&empty, NULL, NULL, &err) == CPDIT_OK);
         int bad = 0;
         for (int j = 0; j < NELEM; j++) {
             const double e = fabs((double)x[j] - (double)want[j]) / fmax(fabs(want[j]), 1.0);
@@ -167,6 +170,7 @@ static void run_updates(FILE *f, int *lineno, const char *name, double shift,
     }
     CHECK_MSG(sharded_same, "%s %g %d: the sharded run differs from the whole", name, shift,
               s->num_steps);
+    CHECK(empty.step_index == s->num_steps && empty.this_order == st.this_order);
     CHECK(unipc_step(&st, x, v, &err) == CPDIT_ERR_INPUT); /* past the last step */
     CHECK_STR_CONTAINS(err.what, "steps are done");
 }

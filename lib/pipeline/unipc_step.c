@@ -124,8 +124,8 @@ static void bh_coefficients(const unipc_schedule *s, int t, int s0, int order, b
     }
 }
 
-/* sum_k rho[k]·(older_k - m0)/rk[k] for element j, k in file order (older_0 the newest of the
- * older ones); x0s[k] points at the k-th older prediction. */
+/* sum_k rho[k]·(older[k][j] - m0)/rk[k], k = 0 .. c->older - 1 summed in that order, for
+ * element j; older[k] is the (k+1)-th newest x0 prediction before m0 (n floats each). */
 static float residual(const bh_coeffs *c, float *const *older, size_t j, float m0)
 {
     float res = 0.0f;
@@ -160,6 +160,8 @@ cpdit_status unipc_state_init(unipc_state *st, const unipc_schedule *s, size_t n
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "scheduler", "no workspace");
     st->sched = s;
     st->n = n;
+    if (!workspace) /* n == 0: a rank that holds no elements still keeps the step count */
+        return CPDIT_OK;
     for (int k = 0; k < s->config.solver_order; k++)
         st->x0[k] = workspace + (size_t)k * n;
     st->last_sample = workspace + (size_t)s->config.solver_order * n;
