@@ -61,8 +61,10 @@ static int config_by_name(const char *name, double shift, unipc_config *c)
     unipc_config_wan(c, shift);
     if (strcmp(name, "wan") == 0)
         return 1;
-    if (strcmp(name, "bh1") == 0)
+    if (strcmp(name, "bh1") == 0) {
         c->solver_type = UNIPC_SOLVER_BH1;
+        c->final_sigmas = UNIPC_FINAL_SIGMA_MIN;
+    }
     else if (strcmp(name, "order1") == 0)
         c->solver_order = 1;
     else if (strcmp(name, "order3") == 0)
@@ -320,6 +322,10 @@ static void test_closed_forms(void)
     CHECK_STR_CONTAINS(err.what, "at least 1");
     c.solver_order = 4;
     CHECK(unipc_schedule_create(&s, &c, 4, &err) == CPDIT_ERR_INPUT);
+    c.solver_order = 2;
+    c.solver_type = UNIPC_SOLVER_BH1; /* with the final sigma 0: NaN in diffusers, refused */
+    CHECK(unipc_schedule_create(&s, &c, 4, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "bh1");
     unipc_schedule_free(&s);
     /* the static-shift Euler: shift 1 is linspace(1, 1/1000, N) itself */
     flow_schedule_config fc;
@@ -416,6 +422,7 @@ static void test_config_files(void)
         {"\"shift_terminal\": 0.1", "shift_terminal"},
         {"\"solver_p\": {}", "solver_p"},
         {"\"solver_type\": \"bh3\"", "solver_type"},
+        {"\"solver_type\": \"bh1\"", "bh1"}, /* with the default final sigma zero */
         {"\"final_sigmas_type\": \"one\"", "final_sigmas_type"},
         {"\"timestep_spacing\": \"cosine\"", "timestep_spacing"},
         {"\"solver_order\": 4", "solver_order"},

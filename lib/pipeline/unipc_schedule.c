@@ -52,6 +52,11 @@ cpdit_status unipc_config_validate(const unipc_config *c, const char *where, cpd
         return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
                                "key \"solver_order\": %d is not supported (1 to %d)",
                                c->solver_order, UNIPC_MAX_ORDER);
+    if (c->solver_type == UNIPC_SOLVER_BH1 && c->final_sigmas == UNIPC_FINAL_ZERO)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
+                               "keys \"solver_type\" \"bh1\" and \"final_sigmas_type\" "
+                               "\"zero\": diffusers' last step is NaN there (B(h) = h = -inf "
+                               "times 0); use bh2 or sigma_min");
     if (c->n_disable_corrector < 0 || c->n_disable_corrector > UNIPC_MAX_DISABLED)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
                                "key \"disable_corrector\": at most %d entries",

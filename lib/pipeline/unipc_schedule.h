@@ -23,8 +23,10 @@
  *   predictor UniP of order min(solver_order, N - i [lower_order_final], steps so far + 1).
  * Every scalar coefficient is one float32 rounding per operation in Python's evaluation order
  * (log and expm1 correctly rounded, as torch's are); the 2x2 / 3x3 solve for the corrector's
- * rhos is Gaussian elimination with partial pivoting in float32 (LAPACK's differs by an ulp
- * in some cases: about 5e-7 relative on the samples, see tests/test_unipc_schedule.c).
+ * rhos is torch.linalg.solve's: LU with partial pivoting of R^T, then the transposed
+ * triangular solves, in float32 (bit-identical to torch for the 2x2 system of order 2).
+ * torch's own float32 log is off by an ulp for about 1% of inputs, which moves some samples
+ * by about 5e-7 relative (measured; see tests/test_unipc_schedule.c).
  *
  * The step is elementwise: a rank steps only the latent elements it holds, no communication,
  * so it works on CP-sharded tokens (every rank computes the same scalars).
@@ -87,7 +89,8 @@ void unipc_config_wan(unipc_config *c, double flow_shift);
  * use_exponential_sigmas, use_beta_sigmas, use_dynamic_shifting, shift_terminal, solver_p);
  * unknown solver_type / final_sigmas_type / timestep_spacing; bad numbers (see validate). */
 cpdit_status unipc_config_from(const model_config *cfg, unipc_config *c, cpdit_error *err);
-/* num_train_timesteps >= 1, flow_shift > 0 and finite, 1 <= solver_order <= UNIPC_MAX_ORDER. */
+/* num_train_timesteps >= 1, flow_shift > 0 and finite, 1 <= solver_order <= UNIPC_MAX_ORDER,
+ * not bh1 with a final sigma of zero (diffusers' last step is NaN then). */
 cpdit_status unipc_config_validate(const unipc_config *c, const char *where, cpdit_error *err);
 /* DIR/scheduler/scheduler_config.json for a pipeline root, DIR/scheduler_config.json for the
  * scheduler folder itself. */

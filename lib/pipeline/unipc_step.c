@@ -36,44 +36,61 @@ static float lambda_of(float sigma)
     return log32(alpha) - log32(sigma);
 }
 
-/* a·x = b for n <= UNIPC_MAX_ORDER in float32: Gaussian elimination with partial pivoting
- * (the first largest |pivot|), then back substitution. a, b are overwritten. */
+/* a·x = b (n <= UNIPC_MAX_ORDER, float32) as torch.linalg.solve computes it for a row-major
+ * a: LU with partial pivoting (the first largest |pivot|) of m = a^T, P·m = L·U, then
+ * U^T·w = b, L^T·v = w (unit diagonal), x = P^T·v (LAPACK getrs with trans). */
 static void solve_small(int n, float a[UNIPC_MAX_ORDER][UNIPC_MAX_ORDER],
-                        float b[UNIPC_MAX_ORDER], float x[UNIPC_MAX_ORDER])
+                        const float b[UNIPC_MAX_ORDER], float x[UNIPC_MAX_ORDER])
 {
+    float m[UNIPC_MAX_ORDER][UNIPC_MAX_ORDER], w[UNIPC_MAX_ORDER], v[UNIPC_MAX_ORDER];
+    int perm[UNIPC_MAX_ORDER];
+    for (int i = 0; i < n; i++) {
+        perm[i] = i;
+        for (int j = 0; j < n; j++)
+            m[i][j] = a[j][i];
+    }
     for (int c = 0; c < n; c++) {
         int p = c;
         for (int r = c + 1; r < n; r++)
-            if (fabsf(a[r][c]) > fabsf(a[p][c]))
+            if (fabsf(m[r][c]) > fabsf(m[p][c]))
                 p = r;
         if (p != c) {
             for (int k = 0; k < n; k++) {
-                const float t = a[c][k];
-                a[c][k] = a[p][k];
-                a[p][k] = t;
+                const float t = m[c][k];
+                m[c][k] = m[p][k];
+                m[p][k] = t;
             }
-            const float t = b[c];
-            b[c] = b[p];
-            b[p] = t;
+            const int t = perm[c];
+            perm[c] = perm[p];
+            perm[p] = t;
         }
         for (int r = c + 1; r < n; r++) {
-            const float f = a[r][c] / a[c][c];
-            for (int k = c; k < n; k++) {
-                const float prod = f * a[c][k];
-                a[r][k] = a[r][k] - prod;
+            const float f = m[r][c] / m[c][c];
+            m[r][c] = f;
+            for (int k = c + 1; k < n; k++) {
+                const float prod = f * m[c][k];
+                m[r][k] = m[r][k] - prod;
             }
-            const float prod = f * b[c];
-            b[r] = b[r] - prod;
         }
     }
-    for (int r = n - 1; r >= 0; r--) {
-        float acc = b[r];
-        for (int c = r + 1; c < n; c++) {
-            const float prod = a[r][c] * x[c];
+    for (int i = 0; i < n; i++) { /* U^T w = b */
+        float acc = b[i];
+        for (int k = 0; k < i; k++) {
+            const float prod = m[k][i] * w[k];
             acc = acc - prod;
         }
-        x[r] = acc / a[r][r];
+        w[i] = acc / m[i][i];
     }
+    for (int i = n - 1; i >= 0; i--) { /* L^T v = w */
+        float acc = w[i];
+        for (int k = i + 1; k < n; k++) {
+            const float prod = m[k][i] * v[k];
+            acc = acc - prod;
+        }
+        v[i] = acc;
+    }
+    for (int i = 0; i < n; i++)
+        x[perm[i]] = v[i];
 }
 
 /* The coefficients for `order` >= 1; corrector: rhos_c = R⁻¹ b (0.5 for order 1), else
