@@ -191,7 +191,7 @@ static const cli_command commands[] = {
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
      "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
      cmd_forward},
-    {"tokenize", "print the CLIP and T5 token ids of a prompt",
+    {"tokenize", "print the CLIP and T5 (or Wan's UMT5) token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with the special tokens\n"
@@ -199,7 +199,9 @@ static const cli_command commands[] = {
      "(CLIP: vocab.json, merges.txt) and tokenizer_2/ (T5: tokenizer.json or spiece.model).\n"
      "builtin:NAME uses the built-in model's tokenizers (cached as for `cpdit run`).\n"
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
-     "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
+     "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n"
+     "A Wan folder (model_index.json _class_name Wan*) prints one line, `umt5: <ids>`: its\n"
+     "tokenizer/ (UMT5) on the prompt after WanPipeline's whitespace cleaning.\n",
      cmd_tokenize},
     {"bench", "benchmarks that print tables (attention, kernel, ops, vae)",
      "usage: cpdit bench attention [--batch B] [--txt T] [--img I] [--heads H] [--head-dim D]\n"
