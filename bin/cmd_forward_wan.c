@@ -381,12 +381,16 @@ static void report(const wan_run *r, const forward_options *o, double t_load, do
             "cpdit: forward: wan, %s, %s attention%s; batch %d, %d video tokens (%d x %d x %d) "
             "+ %d text tokens\n"
             "cpdit: forward: load %.3f s, forward %.3f s (slowest rank); %.1f GFLOP linear + "
-            "%.1f GFLOP attention = %.1f GFLOP/s; %zu parameters\n",
+            "%.1f GFLOP attention = %.1f GFLOP/s; %zu parameters; weights %s, %s, %.1f MiB "
+            "held\n",
             cp_grid_describe(r->grid, gd, sizeof gd), cp_attention_config_name(&r->attn),
             r->attn.anything ? " (anything)" : "", r->in.B, r->in.S, r->in.pf, r->in.ph,
             r->in.pw, r->in.L, t_load, max_fwd, lin * 1e-9, att * 1e-9,
             max_fwd > 0 ? (lin + att) * 1e-9 / max_fwd : 0.0,
-            wan_transformer_param_count(r->model));
+            wan_transformer_param_count(r->model),
+            o->weight_format ? o->weight_format : "native",
+            wan_transformer_weights_resident(r->model) ? "made once" : "streamed per block",
+            wan_transformer_weight_bytes(r->model) / 1048576.0);
 }
 
 cpdit_status wan_transformer_forward_command(const forward_options *o, cpdit_error *err)

@@ -126,6 +126,11 @@ size_t wan_transformer_weight_bytes(const wan_transformer *m)
     return m->wl_open ? weight_loader_bytes(&m->wl) : 0;
 }
 
+int wan_transformer_weights_resident(const wan_transformer *m)
+{
+    return m->wl_open && m->wl.prepared && m->wl.resident;
+}
+
 size_t wan_transformer_workspace_bytes(const wan_transformer *m)
 {
     return m->acts_bytes;

@@ -91,6 +91,10 @@ size_t wan_transformer_param_count(const wan_transformer *m);
 size_t wan_transformer_weight_bytes(const wan_transformer *m);
 size_t wan_transformer_workspace_bytes(const wan_transformer *m);
 
+/* 1 when the linear layers were made once and kept (resident), 0 when they are streamed per
+ * block (or not made yet). */
+int wan_transformer_weights_resident(const wan_transformer *m);
+
 /* One rank's inputs, host fp32 row-major. */
 typedef struct wan_inputs {
     int batch;                          /* B */
