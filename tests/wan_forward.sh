@@ -61,12 +61,12 @@ done
 fail=0
 ref_args=""   # (model, inputs, expected) triples for one run of the reference script
 ref_names=""
-check() { # NAME COMMAND...: run, report
-    name=$1; shift
+check() { # WHAT COMMAND...: run, report
+    what=$1; shift
     if out=$("$@" 2>&1); then
-        echo "ok: $name: $out"
+        echo "ok: $what: $out"
     else
-        echo "FAIL: $name: $out"; fail=1
+        echo "FAIL: $what: $out"; fail=1
     fi
 }
 
@@ -111,8 +111,7 @@ case_run W --heads 12 --head-dim 128 --layers 1 --in 16 --text 4096 --ffn 8960 -
 if [ -n "$PY" ] && [ -n "$ref_args" ]; then
     # shellcheck disable=SC2086
     if "$PY" "$REF" $ref_args; then
-        for name in $ref_names; do
-            n=$name # check() sets name
+        for n in $ref_names; do
             check "$n vs PyTorch" "$TOOL" compare "$tmp/$n.out" "$tmp/$n.ref" --tol $TOL_REF
             check "$n (bf16 path) vs PyTorch" "$TOOL" compare "$tmp/$n.bf16" "$tmp/$n.ref" \
                 --tol $TOL_BF16

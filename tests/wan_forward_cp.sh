@@ -10,6 +10,8 @@
 # Model Q: 12 heads x 8 (Wan2.1-1.3B's head count), 1 layer, BF16; inputs Q: batch 1, latent
 #   2x8x8 = 32 tokens (divides 2, 4, 8, not 3 or 6), 5 text tokens; inputs U: the odd latent
 #   5x6x10 = 75 tokens (divides 3, not 2, 4, 6, 8). 12 heads do not split over Ulysses 8.
+# The default (bf16) path and, on about a third of the grids, the fp32 path (--weight-format
+# fp32: fp32 activations through the CP exchanges), each against 1 rank on the same path.
 # Also data-parallel groups (batch 2 of P over 2 groups) and a strict grid on tokens that do
 # not divide: refused with exit 2 naming --anything on every rank, or run and equal.
 # The text tokens are not sharded (every rank holds all of them). Needs no PyTorch.
@@ -50,14 +52,19 @@ fi
 "$MPI_RUN" -np 1 true >/dev/null 2>&1
 [ $? -eq 77 ] && { echo "SKIP: no mpirun"; exit 77; }
 
-for i in Q U; do
-    "$CPDIT" forward --model "$tmp/$(model_of $i)" --component transformer \
+for i in P Q U; do
+    [ $i = P ] || "$CPDIT" forward --model "$tmp/$(model_of $i)" --component transformer \
         --inputs "$tmp/$i.in" --output "$tmp/$i.1" || { echo "FAIL: $i on 1 rank"; exit 1; }
+    "$CPDIT" forward --model "$tmp/$(model_of $i)" --component transformer \
+        --inputs "$tmp/$i.in" --output "$tmp/$i.1.fp32" --weight-format fp32 ||
+        { echo "FAIL: $i on 1 rank (fp32 path)"; exit 1; }
 done
 
 fail=0
-grid() { # INPUTS NP ARGS...: run on NP ranks, compare with 1 rank
+grid() { # INPUTS NP ARGS...: run on NP ranks, compare with 1 rank on the same path
     i=$1; np=$2; shift 2
+    want=$tmp/$i.1
+    case " $* " in *" --weight-format fp32 "*) want=$tmp/$i.1.fp32 ;; esac
     rm -f "$tmp/out"
     if ! "$MPI_RUN" -np "$np" "$CPDIT" forward --model "$tmp/$(model_of "$i")" \
         --component transformer --inputs "$tmp/$i.in" --output "$tmp/out" "$@" \
@@ -65,7 +72,7 @@ grid() { # INPUTS NP ARGS...: run on NP ranks, compare with 1 rank
         echo "FAIL: $i -np $np $*: cpdit forward failed:"; sed 's/^/  /' "$tmp/log" | head -20
         fail=1; return
     fi
-    if r=$("$TOOL" compare "$tmp/out" "$tmp/$i.1" --tol $TOL 2>&1); then
+    if r=$("$TOOL" compare "$tmp/out" "$want" --tol $TOL 2>&1); then
         echo "ok: $i -np $np $*: $r"
     else
         echo "FAIL: $i -np $np $*: $r"; fail=1
@@ -75,40 +82,40 @@ grid() { # INPUTS NP ARGS...: run on NP ranks, compare with 1 rank
 # 2 ranks: 1x2 and 2x1
 grid P 2 --ring 2 --attention ring
 grid P 2 --ring 2 --attention ring-allgather
-grid P 2 --ulysses 2 --attention ulysses --anything
+grid P 2 --ulysses 2 --attention ulysses --anything --weight-format fp32
 grid Q 2 --ulysses 2 --attention ulysses
-grid U 2 --ring 2 --attention ring --anything
+grid U 2 --ring 2 --attention ring --anything --weight-format fp32
 grid Q 2 --ring 2 --attention unified                 # degenerate unified grids: 2x1, 1x3
 grid P 2                                              # data parallel: one item per group
 # 3 ranks
 grid P 3 --ring 3 --attention ring
 grid P 3 --ulysses 3 --attention ulysses
-grid Q 3 --ring 3 --attention ring-allgather --anything
+grid Q 3 --ring 3 --attention ring-allgather --anything --weight-format fp32
 grid Q 3 --ulysses 3 --attention ulysses --anything
-grid U 3 --ring 3 --attention ring-allgather
+grid U 3 --ring 3 --attention ring-allgather --weight-format fp32
 grid Q 3 --ulysses 3 --attention unified-allgather --anything
 # 4 ranks: 2x2, 1x4, 4x1
 grid P 4 --ring 2 --ulysses 2 --attention unified --anything
 grid P 4 --ring 2 --ulysses 2 --attention unified-allgather --anything
 grid Q 4 --ulysses 4 --attention ulysses
 grid Q 4 --ring 4 --attention ring
-grid Q 4 --ring 2 --ulysses 2 --attention unified
+grid Q 4 --ring 2 --ulysses 2 --attention unified --weight-format fp32
 grid U 4 --ring 4 --attention ring-allgather --anything
-grid U 4 --ring 2 --ulysses 2 --attention unified-allgather --anything
+grid U 4 --ring 2 --ulysses 2 --attention unified-allgather --anything --weight-format fp32
 grid P 4 --ring 2 --attention ring                    # 2 data-parallel groups x ring 2
 # 6 ranks: 2x3, 3x2
 grid P 6 --ring 2 --ulysses 3 --attention unified
 grid P 6 --ring 3 --ulysses 2 --attention unified-allgather --anything
-grid Q 6 --ring 3 --ulysses 2 --attention unified --anything
+grid Q 6 --ring 3 --ulysses 2 --attention unified --anything --weight-format fp32
 grid Q 6 --ring 6 --attention ring-allgather --anything
-grid U 6 --ring 2 --ulysses 3 --attention ulysses --anything
+grid U 6 --ring 2 --ulysses 3 --attention ulysses --anything --weight-format fp32
 # 8 ranks: 2x4, 1x8, 8x1
 grid Q 8 --ring 2 --ulysses 4 --attention unified
-grid Q 8 --ulysses 8 --attention ulysses --anything
+grid Q 8 --ulysses 8 --attention ulysses --anything --weight-format fp32
 grid Q 8 --ring 8 --attention ring
 grid P 8 --ring 8 --attention ring-allgather --anything
 grid P 8 --ring 4 --ulysses 2 --attention ulysses --anything
-grid U 8 --ring 2 --ulysses 4 --attention unified-allgather --anything
+grid U 8 --ring 2 --ulysses 4 --attention unified-allgather --anything --weight-format fp32
 
 # a strict grid on tokens that do not divide (75 over 4): refused with exit 2 and a message
 # naming --anything, no output written; or run as if --anything had been given
