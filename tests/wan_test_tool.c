@@ -3,10 +3,13 @@
  *
  *   wan_test_tool make-model DIR [--heads H] [--head-dim D] [--layers L] [--in C] [--out C]
  *                 [--text T] [--freq N] [--ffn N] [--patch t,h,w] [--cross-attn-norm 0|1]
- *                 [--eps X] [--dtype F32|BF16|F16] [--seed N]
+ *                 [--eps X] [--dtype F32|BF16|F16] [--seed N] [--shards N]
  *       A random WanTransformer3DModel (text-to-video) in the diffusers layout:
  *       DIR/config.json (every key of diffusers' __init__, image_dim / added_kv_proj_dim null)
- *       and DIR/diffusion_pytorch_model.safetensors under diffusers' tensor names.
+ *       and DIR/diffusion_pytorch_model.safetensors under diffusers' tensor names; with
+ *       --shards N > 1 the same tensors in N files diffusion_pytorch_model-0000i-of-0000N
+ *       .safetensors listed by diffusion_pytorch_model.safetensors.index.json, as the
+ *       published Wan checkpoints are.
  *       Weights: linears and the Conv3d patch embedding uniform with std 1/sqrt(fan_in),
  *       biases small, RMSNorm / LayerNorm weights 1 + small noise, LayerNorm biases small,
  *       scale_shift_tables with std 1/sqrt(dim) (as diffusers initialises them); stored in
@@ -45,6 +48,8 @@
 #define NORM_NOISE 0.2
 #define MAX_BATCH 64
 #define CONFIG_MAX 8192
+#define MAX_SHARDS 99
+#define WEIGHTS_BASE "diffusion_pytorch_model"
 
 static uint64_t rng;
 
@@ -173,28 +178,65 @@ static void build_model(tlist *t, const model_args *a)
          sqrt(3.0 / E));
 }
 
-static int write_list(const char *path, const tlist *t, cpdit_dtype dtype)
+/* Write tensors [from, to) of t to path in dtype. */
+static int write_list(const char *path, const tlist *t, int from, int to, cpdit_dtype dtype)
 {
-    safetensors_write_tensor *w = calloc((size_t)t->n, sizeof *w);
+    safetensors_write_tensor *w = calloc((size_t)(to - from) + 1, sizeof *w);
     if (!w)
         return 1;
-    for (int i = 0; i < t->n; i++) {
-        w[i].name = t->names[i];
-        w[i].dtype = dtype;
-        w[i].ndim = t->ndim[i];
-        w[i].shape = t->shapes[i];
-        w[i].data = t->data[i];
-        w[i].src_dtype = CPDIT_DTYPE_F32;
+    for (int i = from; i < to; i++) {
+        safetensors_write_tensor *x = &w[i - from];
+        x->name = t->names[i];
+        x->dtype = dtype;
+        x->ndim = t->ndim[i];
+        x->shape = t->shapes[i];
+        x->data = t->data[i];
+        x->src_dtype = CPDIT_DTYPE_F32;
     }
     cpdit_error err;
     cpdit_error_clear(&err);
-    cpdit_status st = safetensors_write(path, w, (size_t)t->n, NULL, 0, &err);
+    cpdit_status st = safetensors_write(path, w, (size_t)(to - from), NULL, 0, &err);
     free(w);
     if (st) {
         fprintf(stderr, "wan_test_tool: %s: %s\n", err.where, err.what);
         return 1;
     }
     return 0;
+}
+
+static size_t tensor_bytes(const tlist *t, int i, cpdit_dtype dtype)
+{
+    size_t n = cpdit_dtype_size(dtype);
+    for (int d = 0; d < t->ndim[i]; d++)
+        n *= (size_t)t->shapes[i][d];
+    return n;
+}
+
+/* The tensors of t in `shards` files of consecutive tensors, and the index naming them. */
+static int write_sharded(const char *dir, const tlist *t, int shards, cpdit_dtype dtype)
+{
+    char path[4096], file[64];
+    snprintf(path, sizeof path, "%s/" WEIGHTS_BASE ".safetensors.index.json", dir);
+    FILE *idx = fopen(path, "w");
+    if (!idx) {
+        perror(path);
+        return 1;
+    }
+    size_t total = 0;
+    for (int i = 0; i < t->n; i++)
+        total += tensor_bytes(t, i, dtype);
+    fprintf(idx, "{\n  \"metadata\": {\"total_size\": %zu},\n  \"weight_map\": {", total);
+    int rc = 0;
+    for (int s = 0; s < shards && !rc; s++) {
+        const int from = (int)((long)t->n * s / shards), to = (int)((long)t->n * (s + 1) / shards);
+        snprintf(file, sizeof file, WEIGHTS_BASE "-%05d-of-%05d.safetensors", s + 1, shards);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        rc = write_list(path, t, from, to, dtype);
+        for (int i = from; i < to; i++)
+            fprintf(idx, "%s\n    \"%s\": \"%s\"", i ? "," : "", t->names[i], file);
+    }
+    fprintf(idx, "\n  }\n}\n");
+    return fclose(idx) || rc ? 1 : 0;
 }
 
 static int write_config(const char *dir, const model_args *a)
@@ -225,6 +267,7 @@ static int make_model(int argc, char **argv)
     if (argc < 3)
         return 2;
     const char *dir = argv[2];
+    int shards = 1;
     model_args a = {.heads = 2, .head_dim = 16, .layers = 1, .in = 16, .out = 0, .text = 32,
                     .freq = 256, .ffn = 64, .patch = {1, 2, 2}, .cross_attn_norm = 1,
                     .eps = 1e-6, .dtype = CPDIT_DTYPE_BF16};
@@ -247,6 +290,7 @@ static int make_model(int argc, char **argv)
         else if (!strcmp(k, "--eps")) a.eps = atof(v);
         else if (!strcmp(k, "--dtype")) a.dtype = cpdit_dtype_from_name(v);
         else if (!strcmp(k, "--seed")) rng = 24680 + 7919 * (uint64_t)atoll(v);
+        else if (!strcmp(k, "--shards")) shards = atoi(v);
         else if (!strcmp(k, "--patch")) {
             if (sscanf(v, "%d,%d,%d", &a.patch[0], &a.patch[1], &a.patch[2]) != 3) {
                 fprintf(stderr, "wan_test_tool: --patch: expected t,h,w, got '%s'\n", v);
@@ -261,7 +305,7 @@ static int make_model(int argc, char **argv)
         a.out = a.in;
     if (a.heads < 1 || a.head_dim < 2 || a.head_dim % 2 || a.layers < 0 || a.in < 1 ||
         a.text < 1 || a.freq < 2 || a.ffn < 1 || a.patch[0] < 1 || a.patch[1] < 1 ||
-        a.patch[2] < 1 || a.dtype == CPDIT_DTYPE_INVALID) {
+        a.patch[2] < 1 || a.dtype == CPDIT_DTYPE_INVALID || shards < 1 || shards > MAX_SHARDS) {
         fprintf(stderr, "wan_test_tool: make-model: bad sizes or dtype\n");
         return 2;
     }
@@ -272,8 +316,9 @@ static int make_model(int argc, char **argv)
     t.n = 0;
     build_model(&t, &a);
     char path[4096];
-    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
-    int rc = write_list(path, &t, a.dtype);
+    snprintf(path, sizeof path, "%s/" WEIGHTS_BASE ".safetensors", dir);
+    int rc = shards > 1 ? write_sharded(dir, &t, shards, a.dtype)
+                        : write_list(path, &t, 0, t.n, a.dtype);
     for (int i = 0; i < t.n; i++)
         free(t.data[i]);
     return rc;
