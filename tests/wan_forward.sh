@@ -23,7 +23,7 @@
 # file; E under a pipeline root (model_index.json + transformer/) = the component folder; A
 # with a config that leaves every defaulted key out and out_channels null = A; B with its
 # weights streamed block by block (--weight-memory 1K, with and without prefetch) = resident,
-# on both paths.
+# on both paths; one timestep of shape (1) for a batch of 2 = that value given per item.
 # Without PyTorch those comparisons are skipped; what still runs: the fp32 and bf16 paths agree
 # within 1e-2 and are finite, the output has the latent's shape, and bad inputs are refused
 # with exit 2 and a message naming the key or tensor (latent not divisible by the patch, text
@@ -159,6 +159,14 @@ mkdir "$tmp/A_def" && grep -v '"eps"\|"freq_dim"\|"qk_norm"\|"rope_max_seq_len"\
     ln -s "$tmp/A/diffusion_pytorch_model.safetensors" "$tmp/A_def/" &&
     same "A with diffusers' defaults left out, out_channels null = A" "$tmp/A_def" \
         "$tmp/A.in" "$tmp/A.out"
+"$TOOL" make-inputs "$tmp/B.same.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 --width 4 \
+    --text-len 6 --seed 2 --timestep same &&
+    "$TOOL" make-inputs "$tmp/B.single.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 \
+        --width 4 --text-len 6 --seed 2 --timestep single &&
+    forward "$tmp/B" "$tmp/B.same.in" "$tmp/B.same.out" &&
+    same "B with timestep (1) for batch 2 = the same timestep per item" "$tmp/B" \
+        "$tmp/B.single.in" "$tmp/B.same.out" ||
+    { echo "FAIL: B with timestep (1)"; fail=1; }
 for path in native fp32; do
     want=$tmp/B.out
     [ $path = native ] && want=$tmp/B.bf16

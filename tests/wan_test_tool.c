@@ -17,12 +17,14 @@
  *       freq 256, ffn 64, patch 1,2,2, cross_attn_norm 1, eps 1e-6.
  *   wan_test_tool make-inputs FILE --model DIR [--batch B] [--frames F] [--height H]
  *                 [--width W] [--text-len L] [--text-valid N] [--seed N] [--channels C]
- *                 [--text-dim T]
+ *                 [--text-dim T] [--timestep same|single]
  *       The forward's arguments under diffusers' names: hidden_states (B, in, F, H, W) and
  *       encoder_hidden_states (B, L, text_dim) uniform in [-1.7, 1.7) (tokens from N on zero,
  *       as WanPipeline pads the prompt embeddings), timestep (B) in diffusers units, distinct
  *       values in (50, 950). Defaults: 1 x 2 x 4 x 4, 5 text tokens, all valid; C and T from
- *       the config unless given (to make inputs that do not fit it).
+ *       the config unless given (to make inputs that do not fit it). --timestep same: every
+ *       item gets the first item's timestep; single: that one value as timestep (1), which
+ *       diffusers broadcasts over the batch.
  *   wan_test_tool compare GOT.safetensors WANT.safetensors [--tensor sample] [--tol X]
  *       Prints max|got - want| / max|want| and exits 0 when it is <= tol (default 1e-5),
  *       1 otherwise (also for missing tensors, different shapes or non-finite values).
@@ -341,6 +343,7 @@ static int make_inputs(int argc, char **argv)
         return 2;
     const char *file = argv[2], *model = NULL;
     int B = 1, Fr = 2, H = 4, W = 4, L = 5, valid = -1, C = 0, T = 0;
+    const char *tmode = "";
     rng = 13579;
     for (int i = 3; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -353,6 +356,7 @@ static int make_inputs(int argc, char **argv)
         else if (!strcmp(k, "--text-valid")) valid = atoi(v);
         else if (!strcmp(k, "--channels")) C = atoi(v);
         else if (!strcmp(k, "--text-dim")) T = atoi(v);
+        else if (!strcmp(k, "--timestep")) tmode = v;
         else if (!strcmp(k, "--seed")) rng = 13579 + 104729 * (uint64_t)atoll(v);
         else {
             fprintf(stderr, "wan_test_tool: make-inputs: unknown option %s\n", k);
@@ -395,7 +399,17 @@ static int make_inputs(int argc, char **argv)
         }
     for (int b = 0; b < B; b++) /* spread over (50, 950), one value per item */
         ts[b] = (float)(500.0 + 450.0 * ((b + 0.5 + 0.4 * urand()) / B * 2.0 - 1.0));
-    const int64_t s_hs[] = {B, C, Fr, H, W}, s_ehs[] = {B, L, T}, s_t[] = {B};
+    int64_t nt = B;
+    if (!strcmp(tmode, "same") || !strcmp(tmode, "single")) {
+        for (int b = 1; b < B; b++)
+            ts[b] = ts[0];
+        if (!strcmp(tmode, "single"))
+            nt = 1;
+    } else if (tmode[0]) {
+        fprintf(stderr, "wan_test_tool: make-inputs: --timestep %s: use same or single\n", tmode);
+        return 2;
+    }
+    const int64_t s_hs[] = {B, C, Fr, H, W}, s_ehs[] = {B, L, T}, s_t[] = {nt};
     const safetensors_write_tensor t[3] = {
         {"hidden_states", CPDIT_DTYPE_F32, 5, s_hs, hs, CPDIT_DTYPE_F32},
         {"encoder_hidden_states", CPDIT_DTYPE_F32, 3, s_ehs, ehs, CPDIT_DTYPE_F32},
