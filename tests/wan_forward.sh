@@ -5,18 +5,25 @@
 # folders in the diffusers layout (tests/wan_test_tool):
 #   A  3 heads x 16 (RoPE t,h,w = 8,4,4), 2 layers, F32, batch 2, latent 3x4x6 (18 tokens),
 #      7 text tokens of which the last 2 are zero (as WanPipeline pads)
-#   B  2 heads x 20 (RoPE 8,6,6), 2 layers, BF16, batch 2, latent 2x6x4 (12 tokens), 6 text
+#   B  2 heads x 20 (RoPE 8,6,6), 2 layers, BF16, batch 2, latent 2x6x4 (12 tokens), 6 text,
+#      freq_dim 64
 #   C  odd latent 5x6x10 (F x H x W; 75 tokens, patch 1x2x2), 2 heads x 24 (8,8,8), 1 layer,
 #      16 -> 12 channels, BF16, 9 text tokens
 #   D  cross_attn_norm false (no norm2 weights), 3 heads x 12 (4,4,4), 2 layers, F32, batch 3,
-#      latent 2x4x4, 4 text tokens
+#      latent 2x4x4, 4 text tokens, eps 1e-2 (large enough that a hard-coded 1e-6 shows)
 #   E  patch 2x1x2 (non-default; Conv3d kernel and unpatchify order), 2 heads x 16, 1 layer,
-#      8 channels, BF16, latent 4x3x6 (2x3x3 tokens), 5 text tokens
+#      8 channels, F16, latent 4x3x6 (2x3x3 tokens), 5 text tokens
 #   W  Wan2.1-1.3B width, 1 layer: 12 heads x 128 (RoPE 44,42,42), ffn 8960, text 4096, BF16,
 #      latent 2x4x6 (12 tokens), 8 text tokens
 # Tolerance vs the reference: max|cpdit - ref| / max|ref| <= 1e-4 for the fp32 path
 # (--weight-format fp32); <= 1e-2 for the default bf16 path (weights as stored, the linear
-# layers' inputs rounded to bf16).
+# layers' inputs rounded to bf16); the fp32 path also within 1e-4 of the reference computed in
+# float64.
+# Without PyTorch too (exact equality, tol 0): E's weights in 3 shards with an index = one
+# file; E under a pipeline root (model_index.json + transformer/) = the component folder; A
+# with a config that leaves every defaulted key out and out_channels null = A; B with its
+# weights streamed block by block (--weight-memory 1K, with and without prefetch) = resident,
+# on both paths; one timestep of shape (1) for a batch of 2 = that value given per item.
 # Without PyTorch those comparisons are skipped; what still runs: the fp32 and bf16 paths agree
 # within 1e-2 and are finite, the output has the latent's shape, and bad inputs are refused
 # with exit 2 and a message naming the key or tensor (latent not divisible by the patch, text
@@ -96,14 +103,14 @@ case_run() { # NAME MAKE-MODEL-ARGS -- MAKE-INPUTS-ARGS
 
 case_run A --heads 3 --head-dim 16 --layers 2 --in 16 --text 32 --ffn 96 --dtype F32 \
     --seed 1 -- --batch 2 --frames 3 --height 4 --width 6 --text-len 7 --text-valid 5 --seed 1
-case_run B --heads 2 --head-dim 20 --layers 2 --in 16 --text 24 --ffn 80 --dtype BF16 \
-    --seed 2 -- --batch 2 --frames 2 --height 6 --width 4 --text-len 6 --seed 2
+case_run B --heads 2 --head-dim 20 --layers 2 --in 16 --text 24 --ffn 80 --freq 64 \
+    --dtype BF16 --seed 2 -- --batch 2 --frames 2 --height 6 --width 4 --text-len 6 --seed 2
 case_run C --heads 2 --head-dim 24 --layers 1 --in 16 --out 12 --text 40 --ffn 72 \
     --dtype BF16 --seed 3 -- --batch 1 --frames 5 --height 6 --width 10 --text-len 9 --seed 3
 case_run D --heads 3 --head-dim 12 --layers 2 --in 8 --text 16 --ffn 48 --cross-attn-norm 0 \
-    --dtype F32 --seed 4 -- --batch 3 --frames 2 --height 4 --width 4 --text-len 4 --seed 4
+    --eps 0.01 --dtype F32 --seed 4 -- --batch 3 --frames 2 --height 4 --width 4 --text-len 4 --seed 4
 case_run E --heads 2 --head-dim 16 --layers 1 --in 8 --text 16 --ffn 64 --patch 2,1,2 \
-    --dtype BF16 --seed 5 -- --batch 1 --frames 4 --height 3 --width 6 --text-len 5 --seed 5
+    --dtype F16 --seed 5 -- --batch 1 --frames 4 --height 3 --width 6 --text-len 5 --seed 5
 case_run W --heads 12 --head-dim 128 --layers 1 --in 16 --text 4096 --ffn 8960 --dtype BF16 \
     --seed 6 -- --batch 1 --frames 2 --height 4 --width 6 --text-len 8 --seed 6
 
@@ -119,7 +126,57 @@ if [ -n "$PY" ] && [ -n "$ref_args" ]; then
     else
         echo "FAIL: the reference script failed"; fail=1
     fi
+    # shellcheck disable=SC2086
+    if "$PY" "$REF" $(echo $ref_args | sed 's/\.ref\( \|$\)/.ref64\1/g') --float64; then
+        for n in $ref_names; do
+            check "$n vs PyTorch in float64" "$TOOL" compare "$tmp/$n.out" "$tmp/$n.ref64" \
+                --tol $TOL_REF
+        done
+    else
+        echo "FAIL: the reference script (--float64) failed"; fail=1
+    fi
 fi
+
+# ---- the same model in other folder layouts: exactly the same result
+same() { # WHAT MODEL INPUTS WANT [OPTIONS]
+    what=$1 m=$2 i=$3 w=$4; shift 4
+    rm -f "$tmp/same.out"
+    if forward "$m" "$i" "$tmp/same.out" "$@"; then
+        check "$what" "$TOOL" compare "$tmp/same.out" "$w" --tol 0
+    else
+        echo "FAIL: $what: cpdit forward failed"; fail=1
+    fi
+}
+"$TOOL" make-model "$tmp/E_shards" --heads 2 --head-dim 16 --layers 1 --in 8 --text 16 \
+    --ffn 64 --patch 2,1,2 --dtype F16 --seed 5 --shards 3 &&
+    same "E in 3 shards + index.json = one file" "$tmp/E_shards" "$tmp/E.in" "$tmp/E.out"
+mkdir -p "$tmp/root" && cp -r "$tmp/E" "$tmp/root/transformer" &&
+    printf '{"_class_name": "WanPipeline", "transformer": ["diffusers", "WanTransformer3DModel"]}\n' \
+        >"$tmp/root/model_index.json" &&
+    same "E under a pipeline root = the component folder" "$tmp/root" "$tmp/E.in" "$tmp/E.out"
+mkdir "$tmp/A_def" && grep -v '"eps"\|"freq_dim"\|"qk_norm"\|"rope_max_seq_len"\|"cross_attn_norm"\|"added_kv_proj_dim"\|"image_dim"\|"patch_size"' \
+    "$tmp/A/config.json" | sed 's/"out_channels": 16/"out_channels": null/' >"$tmp/A_def/config.json" &&
+    ln -s "$tmp/A/diffusion_pytorch_model.safetensors" "$tmp/A_def/" &&
+    same "A with diffusers' defaults left out, out_channels null = A" "$tmp/A_def" \
+        "$tmp/A.in" "$tmp/A.out"
+"$TOOL" make-inputs "$tmp/B.same.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 --width 4 \
+    --text-len 6 --seed 2 --timestep same &&
+    "$TOOL" make-inputs "$tmp/B.single.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 \
+        --width 4 --text-len 6 --seed 2 --timestep single &&
+    forward "$tmp/B" "$tmp/B.same.in" "$tmp/B.same.out" &&
+    same "B with timestep (1) for batch 2 = the same timestep per item" "$tmp/B" \
+        "$tmp/B.single.in" "$tmp/B.same.out" ||
+    { echo "FAIL: B with timestep (1)"; fail=1; }
+for path in native fp32; do
+    want=$tmp/B.out
+    [ $path = native ] && want=$tmp/B.bf16
+    for pf in "" --no-weight-prefetch; do
+        same "B streamed ($path${pf:+, $pf}) = resident" "$tmp/B" "$tmp/B.in" "$want" \
+            --weight-format $path --weight-memory 1K --verbose $pf 2>"$tmp/stream.log"
+        grep -q "streamed per block" "$tmp/stream.log" ||
+            { echo "FAIL: B streamed ($path${pf:+, $pf}): not streamed:"; cat "$tmp/stream.log"; fail=1; }
+    done
+done
 
 # ---- bad input: exit 2, a message naming what is wrong
 refused() { # NAME PATTERN MODEL INPUTS

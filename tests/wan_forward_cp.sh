@@ -9,10 +9,11 @@
 #   Ulysses groups of 2, 4 or 8 uneven (some ranks without a head).
 # Model Q: 12 heads x 8 (Wan2.1-1.3B's head count), 1 layer, BF16; inputs Q: batch 1, latent
 #   2x8x8 = 32 tokens (divides 2, 4, 8, not 3 or 6), 5 text tokens; inputs U: the odd latent
-#   5x6x10 = 75 tokens (divides 3, not 2, 4, 6, 8). 12 heads do not split over Ulysses 8.
+#   5x6x10 = 75 tokens (divides 3, not 2, 4, 6, 8); inputs S: latent 1x4x6 = 6 tokens (on 8
+#   ranks 2 hold no video token). 12 heads do not split over Ulysses 8.
 # The default (bf16) path and, on about a third of the grids, the fp32 path (--weight-format
 # fp32: fp32 activations through the CP exchanges), each against 1 rank on the same path.
-# Also data-parallel groups (batch 2 of P over 2 groups) and a strict grid on tokens that do
+# Also data-parallel groups (batch 2 of P over 2 groups, and over 3: one group without an item) and a strict grid on tokens that do
 # not divide: refused with exit 2 naming --anything on every rank, or run and equal.
 # The text tokens are not sharded (every rank holds all of them). Needs no PyTorch.
 # Exit 77 without mpirun or without a Wan forward in this cpdit.
@@ -35,11 +36,13 @@ trap 'rm -rf "$tmp"' EXIT
     "$TOOL" make-inputs "$tmp/Q.in" --model "$tmp/Q" --batch 1 --frames 2 --height 8 \
         --width 8 --text-len 5 --seed 12 &&
     "$TOOL" make-inputs "$tmp/U.in" --model "$tmp/Q" --batch 1 --frames 5 --height 6 \
-        --width 10 --text-len 5 --seed 13 ||
+        --width 10 --text-len 5 --seed 13 &&
+    "$TOOL" make-inputs "$tmp/S.in" --model "$tmp/Q" --batch 1 --frames 1 --height 4 \
+        --width 6 --text-len 5 --seed 14 ||
     { echo "FAIL: making the test models"; exit 1; }
 
 # inputs -> model
-model_of() { case $1 in U) echo Q ;; *) echo "$1" ;; esac; }
+model_of() { case $1 in U | S) echo Q ;; *) echo "$1" ;; esac; }
 
 if ! msg=$("$CPDIT" forward --model "$tmp/P" --component transformer --inputs "$tmp/P.in" \
     --output "$tmp/P.1" 2>&1); then
@@ -52,7 +55,7 @@ fi
 "$MPI_RUN" -np 1 true >/dev/null 2>&1
 [ $? -eq 77 ] && { echo "SKIP: no mpirun"; exit 77; }
 
-for i in P Q U; do
+for i in P Q U S; do
     [ $i = P ] || "$CPDIT" forward --model "$tmp/$(model_of $i)" --component transformer \
         --inputs "$tmp/$i.in" --output "$tmp/$i.1" || { echo "FAIL: $i on 1 rank"; exit 1; }
     "$CPDIT" forward --model "$tmp/$(model_of $i)" --component transformer \
@@ -94,6 +97,7 @@ grid Q 3 --ring 3 --attention ring-allgather --anything --weight-format fp32
 grid Q 3 --ulysses 3 --attention ulysses --anything
 grid U 3 --ring 3 --attention ring-allgather --weight-format fp32
 grid Q 3 --ulysses 3 --attention unified-allgather --anything
+grid P 3                                              # data parallel: a group without an item
 # 4 ranks: 2x2, 1x4, 4x1
 grid P 4 --ring 2 --ulysses 2 --attention unified --anything
 grid P 4 --ring 2 --ulysses 2 --attention unified-allgather --anything
@@ -116,6 +120,8 @@ grid Q 8 --ring 8 --attention ring
 grid P 8 --ring 8 --attention ring-allgather --anything
 grid P 8 --ring 4 --ulysses 2 --attention ulysses --anything
 grid U 8 --ring 2 --ulysses 4 --attention unified-allgather --anything --weight-format fp32
+grid S 8 --ring 8 --attention ring --anything --weight-format fp32  # 2 ranks without tokens
+grid S 8 --ring 2 --ulysses 4 --attention unified --anything
 
 # a strict grid on tokens that do not divide (75 over 4): refused with exit 2 and a message
 # naming --anything, no output written; or run as if --anything had been given

@@ -3,10 +3,13 @@
  *
  *   wan_test_tool make-model DIR [--heads H] [--head-dim D] [--layers L] [--in C] [--out C]
  *                 [--text T] [--freq N] [--ffn N] [--patch t,h,w] [--cross-attn-norm 0|1]
- *                 [--eps X] [--dtype F32|BF16|F16] [--seed N]
+ *                 [--eps X] [--dtype F32|BF16|F16] [--seed N] [--shards N]
  *       A random WanTransformer3DModel (text-to-video) in the diffusers layout:
  *       DIR/config.json (every key of diffusers' __init__, image_dim / added_kv_proj_dim null)
- *       and DIR/diffusion_pytorch_model.safetensors under diffusers' tensor names.
+ *       and DIR/diffusion_pytorch_model.safetensors under diffusers' tensor names; with
+ *       --shards N > 1 the same tensors in N files diffusion_pytorch_model-0000i-of-0000N
+ *       .safetensors listed by diffusion_pytorch_model.safetensors.index.json, as the
+ *       published Wan checkpoints are.
  *       Weights: linears and the Conv3d patch embedding uniform with std 1/sqrt(fan_in),
  *       biases small, RMSNorm / LayerNorm weights 1 + small noise, LayerNorm biases small,
  *       scale_shift_tables with std 1/sqrt(dim) (as diffusers initialises them); stored in
@@ -14,12 +17,14 @@
  *       freq 256, ffn 64, patch 1,2,2, cross_attn_norm 1, eps 1e-6.
  *   wan_test_tool make-inputs FILE --model DIR [--batch B] [--frames F] [--height H]
  *                 [--width W] [--text-len L] [--text-valid N] [--seed N] [--channels C]
- *                 [--text-dim T]
+ *                 [--text-dim T] [--timestep same|single]
  *       The forward's arguments under diffusers' names: hidden_states (B, in, F, H, W) and
  *       encoder_hidden_states (B, L, text_dim) uniform in [-1.7, 1.7) (tokens from N on zero,
  *       as WanPipeline pads the prompt embeddings), timestep (B) in diffusers units, distinct
  *       values in (50, 950). Defaults: 1 x 2 x 4 x 4, 5 text tokens, all valid; C and T from
- *       the config unless given (to make inputs that do not fit it).
+ *       the config unless given (to make inputs that do not fit it). --timestep same: every
+ *       item gets the first item's timestep; single: that one value as timestep (1), which
+ *       diffusers broadcasts over the batch.
  *   wan_test_tool compare GOT.safetensors WANT.safetensors [--tensor sample] [--tol X]
  *       Prints max|got - want| / max|want| and exits 0 when it is <= tol (default 1e-5),
  *       1 otherwise (also for missing tensors, different shapes or non-finite values).
@@ -45,6 +50,8 @@
 #define NORM_NOISE 0.2
 #define MAX_BATCH 64
 #define CONFIG_MAX 8192
+#define MAX_SHARDS 99
+#define WEIGHTS_BASE "diffusion_pytorch_model"
 
 static uint64_t rng;
 
@@ -173,28 +180,65 @@ static void build_model(tlist *t, const model_args *a)
          sqrt(3.0 / E));
 }
 
-static int write_list(const char *path, const tlist *t, cpdit_dtype dtype)
+/* Write tensors [from, to) of t to path in dtype. */
+static int write_list(const char *path, const tlist *t, int from, int to, cpdit_dtype dtype)
 {
-    safetensors_write_tensor *w = calloc((size_t)t->n, sizeof *w);
+    safetensors_write_tensor *w = calloc((size_t)(to - from) + 1, sizeof *w);
     if (!w)
         return 1;
-    for (int i = 0; i < t->n; i++) {
-        w[i].name = t->names[i];
-        w[i].dtype = dtype;
-        w[i].ndim = t->ndim[i];
-        w[i].shape = t->shapes[i];
-        w[i].data = t->data[i];
-        w[i].src_dtype = CPDIT_DTYPE_F32;
+    for (int i = from; i < to; i++) {
+        safetensors_write_tensor *x = &w[i - from];
+        x->name = t->names[i];
+        x->dtype = dtype;
+        x->ndim = t->ndim[i];
+        x->shape = t->shapes[i];
+        x->data = t->data[i];
+        x->src_dtype = CPDIT_DTYPE_F32;
     }
     cpdit_error err;
     cpdit_error_clear(&err);
-    cpdit_status st = safetensors_write(path, w, (size_t)t->n, NULL, 0, &err);
+    cpdit_status st = safetensors_write(path, w, (size_t)(to - from), NULL, 0, &err);
     free(w);
     if (st) {
         fprintf(stderr, "wan_test_tool: %s: %s\n", err.where, err.what);
         return 1;
     }
     return 0;
+}
+
+static size_t tensor_bytes(const tlist *t, int i, cpdit_dtype dtype)
+{
+    size_t n = cpdit_dtype_size(dtype);
+    for (int d = 0; d < t->ndim[i]; d++)
+        n *= (size_t)t->shapes[i][d];
+    return n;
+}
+
+/* The tensors of t in `shards` files of consecutive tensors, and the index naming them. */
+static int write_sharded(const char *dir, const tlist *t, int shards, cpdit_dtype dtype)
+{
+    char path[4096], file[64];
+    snprintf(path, sizeof path, "%s/" WEIGHTS_BASE ".safetensors.index.json", dir);
+    FILE *idx = fopen(path, "w");
+    if (!idx) {
+        perror(path);
+        return 1;
+    }
+    size_t total = 0;
+    for (int i = 0; i < t->n; i++)
+        total += tensor_bytes(t, i, dtype);
+    fprintf(idx, "{\n  \"metadata\": {\"total_size\": %zu},\n  \"weight_map\": {", total);
+    int rc = 0;
+    for (int s = 0; s < shards && !rc; s++) {
+        const int from = (int)((long)t->n * s / shards), to = (int)((long)t->n * (s + 1) / shards);
+        snprintf(file, sizeof file, WEIGHTS_BASE "-%05d-of-%05d.safetensors", s + 1, shards);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        rc = write_list(path, t, from, to, dtype);
+        for (int i = from; i < to; i++)
+            fprintf(idx, "%s\n    \"%s\": \"%s\"", i ? "," : "", t->names[i], file);
+    }
+    fprintf(idx, "\n  }\n}\n");
+    return fclose(idx) || rc ? 1 : 0;
 }
 
 static int write_config(const char *dir, const model_args *a)
@@ -225,6 +269,7 @@ static int make_model(int argc, char **argv)
     if (argc < 3)
         return 2;
     const char *dir = argv[2];
+    int shards = 1;
     model_args a = {.heads = 2, .head_dim = 16, .layers = 1, .in = 16, .out = 0, .text = 32,
                     .freq = 256, .ffn = 64, .patch = {1, 2, 2}, .cross_attn_norm = 1,
                     .eps = 1e-6, .dtype = CPDIT_DTYPE_BF16};
@@ -247,6 +292,7 @@ static int make_model(int argc, char **argv)
         else if (!strcmp(k, "--eps")) a.eps = atof(v);
         else if (!strcmp(k, "--dtype")) a.dtype = cpdit_dtype_from_name(v);
         else if (!strcmp(k, "--seed")) rng = 24680 + 7919 * (uint64_t)atoll(v);
+        else if (!strcmp(k, "--shards")) shards = atoi(v);
         else if (!strcmp(k, "--patch")) {
             if (sscanf(v, "%d,%d,%d", &a.patch[0], &a.patch[1], &a.patch[2]) != 3) {
                 fprintf(stderr, "wan_test_tool: --patch: expected t,h,w, got '%s'\n", v);
@@ -261,7 +307,7 @@ static int make_model(int argc, char **argv)
         a.out = a.in;
     if (a.heads < 1 || a.head_dim < 2 || a.head_dim % 2 || a.layers < 0 || a.in < 1 ||
         a.text < 1 || a.freq < 2 || a.ffn < 1 || a.patch[0] < 1 || a.patch[1] < 1 ||
-        a.patch[2] < 1 || a.dtype == CPDIT_DTYPE_INVALID) {
+        a.patch[2] < 1 || a.dtype == CPDIT_DTYPE_INVALID || shards < 1 || shards > MAX_SHARDS) {
         fprintf(stderr, "wan_test_tool: make-model: bad sizes or dtype\n");
         return 2;
     }
@@ -272,8 +318,9 @@ static int make_model(int argc, char **argv)
     t.n = 0;
     build_model(&t, &a);
     char path[4096];
-    snprintf(path, sizeof path, "%s/diffusion_pytorch_model.safetensors", dir);
-    int rc = write_list(path, &t, a.dtype);
+    snprintf(path, sizeof path, "%s/" WEIGHTS_BASE ".safetensors", dir);
+    int rc = shards > 1 ? write_sharded(dir, &t, shards, a.dtype)
+                        : write_list(path, &t, 0, t.n, a.dtype);
     for (int i = 0; i < t.n; i++)
         free(t.data[i]);
     return rc;
@@ -296,6 +343,7 @@ static int make_inputs(int argc, char **argv)
         return 2;
     const char *file = argv[2], *model = NULL;
     int B = 1, Fr = 2, H = 4, W = 4, L = 5, valid = -1, C = 0, T = 0;
+    const char *tmode = "";
     rng = 13579;
     for (int i = 3; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -308,6 +356,7 @@ static int make_inputs(int argc, char **argv)
         else if (!strcmp(k, "--text-valid")) valid = atoi(v);
         else if (!strcmp(k, "--channels")) C = atoi(v);
         else if (!strcmp(k, "--text-dim")) T = atoi(v);
+        else if (!strcmp(k, "--timestep")) tmode = v;
         else if (!strcmp(k, "--seed")) rng = 13579 + 104729 * (uint64_t)atoll(v);
         else {
             fprintf(stderr, "wan_test_tool: make-inputs: unknown option %s\n", k);
@@ -350,7 +399,17 @@ static int make_inputs(int argc, char **argv)
         }
     for (int b = 0; b < B; b++) /* spread over (50, 950), one value per item */
         ts[b] = (float)(500.0 + 450.0 * ((b + 0.5 + 0.4 * urand()) / B * 2.0 - 1.0));
-    const int64_t s_hs[] = {B, C, Fr, H, W}, s_ehs[] = {B, L, T}, s_t[] = {B};
+    int64_t nt = B;
+    if (!strcmp(tmode, "same") || !strcmp(tmode, "single")) {
+        for (int b = 1; b < B; b++)
+            ts[b] = ts[0];
+        if (!strcmp(tmode, "single"))
+            nt = 1;
+    } else if (tmode[0]) {
+        fprintf(stderr, "wan_test_tool: make-inputs: --timestep %s: use same or single\n", tmode);
+        return 2;
+    }
+    const int64_t s_hs[] = {B, C, Fr, H, W}, s_ehs[] = {B, L, T}, s_t[] = {nt};
     const safetensors_write_tensor t[3] = {
         {"hidden_states", CPDIT_DTYPE_F32, 5, s_hs, hs, CPDIT_DTYPE_F32},
         {"encoder_hidden_states", CPDIT_DTYPE_F32, 3, s_ehs, ehs, CPDIT_DTYPE_F32},
