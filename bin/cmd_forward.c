@@ -596,7 +596,14 @@ int cmd_forward(int argc, char **argv)
         o.world_rank = rank;
         o.world_size = size;
         cpdit_backend_set_verbose(o.verbose && rank == 0); /* e.g. what attention auto picks */
-        if (!strcmp(o.component, "transformer")) {
+        if (!strcmp(o.component, "transformer") && wan_forward_is_wan(o.model)) {
+            cpdit_error err; /* Wan: bin/cmd_forward_wan.c */
+            cpdit_error_clear(&err);
+            cpdit_status st = wan_transformer_forward_command(&o, &err);
+            if (st && rank == 0)
+                cli_report(&err);
+            rc = exit_code(st);
+        } else if (!strcmp(o.component, "transformer")) {
             rc = run_transformer(&o);
         } else if (vae_forward_command) {
             cpdit_error err;
