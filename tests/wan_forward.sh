@@ -51,8 +51,8 @@ forward() { # MODEL INPUTS OUTPUT [OPTIONS]: the fp32 path unless OPTIONS say ot
 "$TOOL" make-model "$tmp/probe" --layers 1 --dtype F32 >/dev/null &&
     "$TOOL" make-inputs "$tmp/probe.in" --model "$tmp/probe" >/dev/null ||
     { echo "FAIL: wan_test_tool"; exit 1; }
-msg=$(forward "$tmp/probe" "$tmp/probe.in" "$tmp/probe.out" 2>&1)
-if [ $? -ne 0 ] && echo "$msg" | grep -q 'does not include\|expected "FluxTransformer2DModel"'; then
+if ! msg=$(forward "$tmp/probe" "$tmp/probe.in" "$tmp/probe.out" 2>&1) &&
+    echo "$msg" | grep -q 'does not include\|expected "FluxTransformer2DModel"'; then
     echo "SKIP: this cpdit has no Wan forward: $msg"
     exit 77
 fi
@@ -67,6 +67,7 @@ done
 
 fail=0
 ref_args=""   # (model, inputs, expected) triples for one run of the reference script
+ref64_args="" # the same for its --float64 run
 ref_names=""
 check() { # WHAT COMMAND...: run, report
     what=$1; shift
@@ -98,6 +99,7 @@ case_run() { # NAME MAKE-MODEL-ARGS -- MAKE-INPUTS-ARGS
     check "$name bf16 path vs fp32 path" "$TOOL" compare "$tmp/$name.bf16" "$tmp/$name.out" \
         --tol $TOL_BF16
     ref_args="$ref_args $tmp/$name $tmp/$name.in $tmp/$name.ref"
+    ref64_args="$ref64_args $tmp/$name $tmp/$name.in $tmp/$name.ref64"
     ref_names="$ref_names $name"
 }
 
@@ -127,7 +129,8 @@ if [ -n "$PY" ] && [ -n "$ref_args" ]; then
         echo "FAIL: the reference script failed"; fail=1
     fi
     # shellcheck disable=SC2086
-    if "$PY" "$REF" $(echo $ref_args | sed 's/\.ref\( \|$\)/.ref64\1/g') --float64; then
+    # shellcheck disable=SC2086
+    if "$PY" "$REF" $ref64_args --float64; then
         for n in $ref_names; do
             check "$n vs PyTorch in float64" "$TOOL" compare "$tmp/$n.out" "$tmp/$n.ref64" \
                 --tol $TOL_REF
@@ -159,14 +162,16 @@ mkdir "$tmp/A_def" && grep -v '"eps"\|"freq_dim"\|"qk_norm"\|"rope_max_seq_len"\
     ln -s "$tmp/A/diffusion_pytorch_model.safetensors" "$tmp/A_def/" &&
     same "A with diffusers' defaults left out, out_channels null = A" "$tmp/A_def" \
         "$tmp/A.in" "$tmp/A.out"
-"$TOOL" make-inputs "$tmp/B.same.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 --width 4 \
-    --text-len 6 --seed 2 --timestep same &&
+if "$TOOL" make-inputs "$tmp/B.same.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 \
+    --width 4 --text-len 6 --seed 2 --timestep same &&
     "$TOOL" make-inputs "$tmp/B.single.in" --model "$tmp/B" --batch 2 --frames 2 --height 6 \
         --width 4 --text-len 6 --seed 2 --timestep single &&
-    forward "$tmp/B" "$tmp/B.same.in" "$tmp/B.same.out" &&
+    forward "$tmp/B" "$tmp/B.same.in" "$tmp/B.same.out"; then
     same "B with timestep (1) for batch 2 = the same timestep per item" "$tmp/B" \
-        "$tmp/B.single.in" "$tmp/B.same.out" ||
-    { echo "FAIL: B with timestep (1)"; fail=1; }
+        "$tmp/B.single.in" "$tmp/B.same.out"
+else
+    echo "FAIL: B with timestep (1): making the inputs or the per-item run failed"; fail=1
+fi
 for path in native fp32; do
     want=$tmp/B.out
     [ $path = native ] && want=$tmp/B.bf16
