@@ -6,7 +6,8 @@
  *   max_exact + (log(n.float() / max_exact) / math.log(max_distance / max_exact)
  *                * (num_buckets - max_exact)).to(long)
  * so that the boundaries land where transformers puts them (tests/data/t5_buckets_expected.txt
- * holds torch's buckets for a range of configs).
+ * holds torch's buckets for a range of configs). The attention mask joins the bias as
+ * transformers' extended mask does: (1 - mask) * finfo(float32).min added to it.
  */
 #include "config.h"
 
@@ -65,4 +66,23 @@ void t5_position_bias(float *bias, const float *table, int num_buckets, int max_
                 row[j] = table[(size_t)bucket_of[j - i + Sq - 1] * H + h];
         }
     free(bucket_of);
+}
+
+void t5_mask_to_bias(float *key_add, const int32_t *mask, int Sk)
+{
+    for (int j = 0; j < Sk; j++)
+        key_add[j] = (1.0f - (float)mask[j]) * T5_MASK_MIN;
+}
+
+void t5_position_bias_masked(float *bias, const float *table, int num_buckets, int max_distance,
+                             int H, int Sq, int Sk, const float *key_add)
+{
+    t5_position_bias(bias, table, num_buckets, max_distance, H, Sq, Sk);
+    if (!key_add)
+        return;
+    for (size_t r = 0; r < (size_t)H * Sq; r++) {
+        float *row = bias + r * Sk;
+        for (int j = 0; j < Sk; j++)
+            row[j] += key_add[j];
+    }
 }
