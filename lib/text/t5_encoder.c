@@ -278,21 +278,24 @@ static cpdit_status run_linear(const t5_encoder *m, const text_param *w, cpdit_b
 }
 
 /* Make w->bias (H, S, S) the bias of block `table`'s table for run r (with its mask), unless it
- * already is: built on the host, then uploaded (the upload is ordered after the attention
- * calls queued before it). */
+ * already is: built on the host (in place for a host-memory backend), else uploaded (the upload
+ * is ordered after the attention calls queued before it). */
 static void prepare_bias(const t5_encoder *m, t5_work *w, int table, int r, int S)
 {
     const t5_encoder_config *c = &m->cfg;
     if (w->bias_table == table && w->bias_run == r)
         return;
     const size_t H = (size_t)c->num_heads;
+    /* a host-memory backend's buffer is written in place */
+    float *dst = m->be->host_memory ? w->bias : w->host;
     if (w->mask)
         t5_mask_to_bias(w->key_add, w->mask + (size_t)w->run_start[r] * S, S);
-    t5_position_bias_masked(w->host, m->blocks[table].rel_bias.f32,
+    t5_position_bias_masked(dst, m->blocks[table].rel_bias.f32,
                             c->relative_attention_num_buckets,
                             c->relative_attention_max_distance, (int)H, S, S,
                             w->mask ? w->key_add : NULL);
-    m->be->upload(w->bias, w->host, H * S * S * sizeof(float));
+    if (dst != w->bias)
+        m->be->upload(w->bias, w->host, H * S * S * sizeof(float));
     w->bias_table = table;
     w->bias_run = r;
 }
