@@ -12,7 +12,9 @@
  *   - prompt embeds: rows after each true length exactly 0, the kept rows equal to the masked
  *     forward over all L tokens within TRIM_TOL (the encoder runs on max(len) tokens); a mask
  *     that is not a prefix takes the full path (kept rows bitwise equal);
- *   - bad input: a mask value of 2 (INPUT, naming attention_mask).
+ *   - bad input: a mask value of 2 (INPUT, naming attention_mask);
+ *   - umt5_prompt_tokenize (toy tokenizer): <pad> padding, mask on the real ids, </s> kept on
+ *     truncation.
  * Models: tiny random fixtures (tests/text_encoder_fixtures.h), fp32 weights, cpu backend.
  */
 #include "config.h"
@@ -268,6 +270,38 @@ done:
     free(dl0t5);
 }
 
+/* umt5_prompt_tokenize with the toy tokenizer: ids padded with <pad>, mask 1 on the real ids
+ * (the text's tokens and </s>), truncation keeps </s>. */
+static void test_tokenize(void)
+{
+    char *dir = tmp_path(g_tmp, "tok");
+    cpdit_error err;
+    CHECK(fixture_write_t5_tokenizer(dir) == 0);
+    t5_tokenizer *tok = NULL;
+    CHECK_MSG(t5_tokenizer_load(dir, &tok, &err) == CPDIT_OK, "%s", err.what);
+    if (tok) {
+        enum { TL = 8, CAP = 16 };
+        int32_t ids[CAP], mask[CAP], want[CAP];
+        size_t n = 0;
+        int cut = -1;
+        CHECK(t5_tokenizer_encode_padded(tok, "a b", 3, TL, want, &n, NULL, &err) == CPDIT_OK);
+        CHECK(umt5_prompt_tokenize(tok, "a b", TL, ids, mask, &cut, &err) == CPDIT_OK);
+        CHECK(n >= 2 && n < TL && cut == 0 && memcmp(ids, want, TL * sizeof *ids) == 0);
+        for (int s = 0; s < TL; s++)
+            CHECK(mask[s] == ((size_t)s < n) && (mask[s] || ids[s] == 0));
+        CHECK(ids[n - 1] == 1); /* </s> */
+        CHECK(umt5_prompt_tokenize(tok, "a b c d e a b c d e", 10, ids, mask, &cut, &err) ==
+              CPDIT_OK);
+        CHECK(cut == 0 || (cut == 1 && ids[9] == 1));
+        CHECK(umt5_prompt_tokenize(tok, "a b c d e a b c d e a b", 4, ids, mask, &cut, &err) ==
+              CPDIT_OK);
+        CHECK(cut == 1 && ids[3] == 1 && mask[0] && mask[3]);
+        CHECK(umt5_prompt_tokenize(tok, "a", 0, ids, mask, NULL, &err) == CPDIT_ERR_INPUT);
+    }
+    t5_tokenizer_free(tok);
+    free(dir);
+}
+
 int main(void)
 {
     g_tmp = tmpdir_make("umt5");
@@ -277,6 +311,7 @@ int main(void)
     }
     test_config();
     test_forward();
+    test_tokenize();
     tmpdir_remove(g_tmp);
     free(g_tmp);
     TEST_MAIN_END();
