@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "lib/core/cpdit_error.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 typedef struct clip_fixture {
     int vocab, hidden, intermediate, layers, heads, max_positions, eos_token_id;
