@@ -13,8 +13,8 @@
  *     forward over all L tokens within TRIM_TOL (the encoder runs on max(len) tokens); a mask
  *     that is not a prefix takes the full path (kept rows bitwise equal);
  *   - bad input: a mask value of 2 (INPUT, naming attention_mask);
- *   - umt5_prompt_tokenize (toy tokenizer): <pad> padding, mask on the real ids, </s> kept on
- *     truncation.
+ *   - umt5_prompt_tokenize (toy tokenizer): whitespace cleaned, <pad> padding, mask on the real
+ *     ids, </s> kept on truncation.
  * Models: tiny random fixtures (tests/text_encoder_fixtures.h), fp32 weights, cpu backend.
  */
 #include "config.h"
@@ -290,6 +290,10 @@ static void test_tokenize(void)
         for (int s = 0; s < TL; s++)
             CHECK(mask[s] == ((size_t)s < n) && (mask[s] || ids[s] == 0));
         CHECK(ids[n - 1] == 1); /* </s> */
+        int32_t ids2[CAP], mask2[CAP]; /* WanPipeline's whitespace clean first */
+        CHECK(umt5_prompt_tokenize(tok, " a \t\n b  ", TL, ids2, mask2, NULL, &err) == CPDIT_OK);
+        CHECK(memcmp(ids2, ids, TL * sizeof *ids) == 0 &&
+              memcmp(mask2, mask, TL * sizeof *mask) == 0);
         CHECK(umt5_prompt_tokenize(tok, "a b c d e a b c d e", 10, ids, mask, &cut, &err) ==
               CPDIT_OK);
         CHECK(cut == 0 || (cut == 1 && ids[9] == 1));

@@ -80,15 +80,16 @@ static int cmd_make_inputs(int argc, char **argv)
     int lens[MAX_ITEMS], B = 0;
     if (argc < 3 || !lens_s || S < 1 || V <= FIRST_WORD_ID || dt == CPDIT_DTYPE_INVALID)
         return usage();
-    for (const char *p = lens_s; *p && B < MAX_ITEMS; p = strchr(p, ',') ? strchr(p, ',') + 1 : "") {
+    for (const char *p = lens_s; *p && B < MAX_ITEMS; B++) {
         lens[B] = atoi(p);
         if (lens[B] < 0 || lens[B] > S)
             return usage();
-        B++;
+        p = strchr(p, ',') ? strchr(p, ',') + 1 : "";
     }
     if (B < 1)
         return usage();
-    float *ids = malloc(sizeof(float) * (size_t)B * S), *mask = malloc(sizeof(float) * (size_t)B * S);
+    float *ids = malloc(sizeof(float) * (size_t)B * S);
+    float *mask = malloc(sizeof(float) * (size_t)B * S);
     for (int b = 0; b < B; b++)
         for (int s = 0; s < S; s++) {
             seed = seed * 1664525u + 1013904223u;

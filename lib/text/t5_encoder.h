@@ -1,7 +1,7 @@
 /* t5_encoder.h — transformers' T5EncoderModel (FLUX.1's text_encoder_2/, T5 v1.1 XXL) and
- * UMT5EncoderModel (Wan 2.1's text_encoder/, umt5-xxl) through the backend table: activations in the table's act_dtype (fp32 on "cpu", bf16 on "cpu-bf16"
- * and "cuda"), parameters (embedding, norms, the relative-position bias) fp32, inputs and
- * outputs host fp32.
+ * UMT5EncoderModel (Wan 2.1's text_encoder/, umt5-xxl) through the backend table: activations
+ * in the table's act_dtype (fp32 on "cpu", bf16 on "cpu-bf16" and "cuda"), parameters
+ * (embedding, norms, the relative-position bias) fp32, inputs and outputs host fp32.
  *
  * Forward, as modeling_t5.py / modeling_umt5.py define it, with an optional attention mask
  * (FluxPipeline passes none, so the <pad> tokens after </s> are attended to like any other;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/text/prompt_clean.h"
 #include "lib/text/umt5_prompt.h"
 
 #define WHERE "UMT5 prompt embeddings"
@@ -113,9 +114,13 @@ cpdit_status umt5_prompt_tokenize(const t5_tokenizer *tok, const char *prompt, i
     if (L < 1)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, WHERE,
                                "max_sequence_length %d: need at least 1", L);
-    size_t n_real = 0;
-    cpdit_status st = t5_tokenizer_encode_padded(tok, prompt, strlen(prompt), (size_t)L, ids,
-                                                 &n_real, truncated, err);
+    char *clean = NULL;
+    size_t n_clean = 0, n_real = 0;
+    cpdit_status st = prompt_whitespace_clean(prompt, strlen(prompt), &clean, &n_clean, err);
+    if (!st)
+        st = t5_tokenizer_encode_padded(tok, clean, n_clean, (size_t)L, ids, &n_real, truncated,
+                                        err);
+    free(clean);
     if (st)
         return st;
     for (int s = 0; s < L; s++)

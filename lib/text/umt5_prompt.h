@@ -8,9 +8,9 @@
  *   hidden (B, L, D)    = UMT5EncoderModel(ids, mask).last_hidden_state;
  *   embeds[b, s, :]     = hidden[b, s, :] for s < seq_len[b], exactly 0 after.
  * The encoder is a t5_encoder (t5_encoder.h) loaded from text_encoder/ (model_type "umt5";
- * a plain T5 folder works too). WanPipeline's prompt_clean (ftfy, HTML unescape, whitespace
- * runs) happens before tokenizing and is the caller's; so is the repetition for
- * num_videos_per_prompt.
+ * a plain T5 folder works too). WanPipeline's prompt_clean happens before tokenizing:
+ * umt5_prompt_tokenize does its whitespace part (prompt_clean.h; not the HTML unescape). The
+ * repetition for num_videos_per_prompt is the caller's.
  *
  * Shortcut: when every mask row is a prefix (ones, then zeros: what a tokenizer gives), the
  * encoder runs on the first max(seq_len) tokens only. The rows kept are the same as over all L
@@ -39,10 +39,10 @@ extern "C" {
 cpdit_status umt5_prompt_embeds(const t5_encoder *m, const int32_t *ids, const int32_t *mask,
                                 int B, int L, float *embeds, int *seq_lens, cpdit_error *err);
 
-/* The tokenizer's part for one prompt (already cleaned): ids[L] padded with <pad>, truncated to
- * L with </s> kept (t5_tokenizer_encode_padded), mask[L] = 1 for the real ids, 0 for the
- * padding; *truncated (may be NULL) says whether the prompt was cut. Errors: those of
- * t5_tokenizer_encode_padded; L < 1 (INPUT). */
+/* The tokenizer's part for one prompt, as WanPipeline: prompt_whitespace_clean (prompt_clean.h),
+ * then ids[L] padded with <pad>, truncated to L with </s> kept (t5_tokenizer_encode_padded),
+ * mask[L] = 1 for the real ids, 0 for the padding; *truncated (may be NULL) says whether the
+ * prompt was cut. Errors: those of t5_tokenizer_encode_padded; L < 1 (INPUT); out of memory. */
 cpdit_status umt5_prompt_tokenize(const t5_tokenizer *tok, const char *prompt, int L,
                                   int32_t *ids, int32_t *mask, int *truncated,
                                   cpdit_error *err);
