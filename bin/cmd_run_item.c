@@ -27,7 +27,7 @@
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
 #include "topology/cost_model.h"

@@ -9,7 +9,7 @@
 #include "lib/builtin/builtin_model.h"
 #include "lib/io/model_folder.h"
 
-#define MLP_RATIO 4 /* FLUX_MLP_RATIO in lib/flux/flux_transformer.h */
+#define MLP_RATIO 4 /* FLUX_MLP_RATIO in lib/models/flux/flux_transformer.h */
 #define MAX_SIDE 16384
 
 cpdit_status model_shape_from_config(model_shape *s, const flux_transformer_config *c,

@@ -9,7 +9,7 @@
 
 #include "jobs/job_run.h"
 #include "kernels/backend.h"
-#include "lib/flux/flux_shard.h"
+#include "lib/models/flux/flux_shard.h"
 
 #define WHERE_SHAPES "probe: model shapes"
 #define REPS 5

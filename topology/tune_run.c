@@ -7,8 +7,8 @@
 
 #include "jobs/job_run.h"
 #include "lib/cp/grid.h"
-#include "lib/flux/flux_shard.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_shard.h"
+#include "lib/models/flux/flux_transformer.h"
 
 #define TUNE_WEIGHT_CACHE_BYTES ((size_t)1 << 30) /* as the pipeline keeps (pipeline.c) */
 #define TUNE_SIGMA 0.5f

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "lib/cp/cp_attention.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "lib/pipeline/flow_schedule.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/text/text_encode.h"

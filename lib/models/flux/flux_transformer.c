@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lib/flux/flux_internal.h"
+#include "lib/models/flux/flux_internal.h"
 #include "lib/io/model_config.h"
 #include "lib/io/model_folder.h"
 
