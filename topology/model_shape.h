@@ -11,7 +11,7 @@
 #define CPDIT_MODEL_SHAPE_H
 
 #include "lib/core/cpdit_error.h"
-#include "lib/io/component_config.h"
+#include "lib/models/flux/flux_config.h"
 
 #ifdef __cplusplus
 extern "C" {
