@@ -20,7 +20,7 @@
 #include "lib/models/flux/flux_shard.h"
 #include "lib/models/flux/flux_transformer.h"
 #include "lib/pipeline/image_postprocess.h"
-#include "lib/pipeline/latent_pack.h"
+#include "lib/models/flux/flux_latents.h"
 #include "lib/text/text_encode.h"
 #include "lib/io/safetensors.h"
 #include "lib/pipeline/torch_rng.h"
