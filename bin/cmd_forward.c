@@ -24,6 +24,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/models/flux/flux_shard.h"
 #include "lib/models/flux/flux_transformer.h"
+#include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/weights/weight_shared_mpi.h"
@@ -147,17 +148,15 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
 
 /* ------------------------------------------------------------------ rank agreement */
 
-/* Collective over world: if any rank's st is not OK, the lowest such rank prints its error;
- * every rank gets the worst status back (INPUT beats RUNTIME: the user can fix it). */
+/* Collective over world (cpdit_comm_agree): when any rank failed, rank 0 prints the lowest
+ * failing rank's message; every rank gets that rank's status back. */
 static cpdit_status agree(cpdit_status st, const cpdit_error *err, const forward_options *o)
 {
-    int mine[2] = {st ? o->world_rank : o->world_size, (int)st};
-    int first = 0, worst = 0;
-    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first < o->world_size && first == o->world_rank)
-        cli_report(err);
-    return (cpdit_status)worst;
+    cpdit_error e = *err;
+    st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, &e);
+    if (st && o->world_rank == 0)
+        cli_report(&e);
+    return st;
 }
 
 static int exit_code(cpdit_status st)

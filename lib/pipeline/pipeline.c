@@ -354,30 +354,13 @@ static float *alloc_floats(size_t n)
     return malloc((n ? n : 1) * sizeof(float));
 }
 
-/* Every rank of comm learns whether any rank failed so far (st != OK), so that one rank's
- * failure (e.g. the dump on CP rank 0) never leaves the others waiting in a collective.
- * Returns st, or a RUNTIME error when only another rank failed. comm NULL or of one rank:
- * returns st. */
-static cpdit_status comm_agree(cpdit_comm *comm, cpdit_status st, cpdit_error *err)
-{
-    if (!comm || comm->size == 1)
-        return st;
-    long long worst = (long long)st;
-    cpdit_error cerr;
-    if (cpdit_comm_allreduce(comm, &worst, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &cerr) != CPDIT_OK)
-        return st ? st : cpdit_error_set(err, cerr.status, cerr.where, "%s", cerr.what);
-    if (st == CPDIT_OK && worst != CPDIT_OK)
-        return cpdit_error_set(err, (cpdit_status)worst, "pipeline",
-                               "another rank of the context-parallel or CFG group failed");
-    return st;
-}
-
-/* comm_agree over the CP group, then over the CFG pair (when CFG-parallel). */
+/* cpdit_comm_agree over the CP group, then over the CFG pair (when CFG-parallel), so that
+ * one rank's failure (e.g. the dump on CP rank 0) never leaves the others waiting. */
 static cpdit_status group_agree(const cp_grid *g, cpdit_comm *cfg_comm, cpdit_status st,
                                 cpdit_error *err)
 {
-    st = comm_agree(g ? g->cp : NULL, st, err);
-    return comm_agree(cfg_comm, st, err);
+    st = cpdit_comm_agree(g ? g->cp : NULL, st, err);
+    return cpdit_comm_agree(cfg_comm, st, err);
 }
 
 /* Is the layout uneven, or do the heads not divide the Ulysses degree? Then the strict
