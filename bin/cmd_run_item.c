@@ -183,7 +183,7 @@ int run_item(const run_item_options *o_given)
         st = job_agree_status(MPI_COMM_WORLD, st, &err);
     }
     if (!st && (g->dp_index == 0 || (cfg_comm && g->dp_index == 1))) {
-        st = pipeline_generate(p, &prm, &run, &rgb, &err);
+        st = cli_end_job_if_broken(pipeline_generate(p, &prm, &run, &rgb, &err), &err);
         if (!st && g->cp_rank == 0 && g->dp_index == 0) {
             st = pipeline_make_dirs(o->output, &err);
             char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
@@ -245,7 +245,7 @@ int run_item(const run_item_options *o_given)
                                                                  : "CP rank 0");
         }
     } else if (!st && vae_world) { /* no part in the item: join its decode */
-        pipeline_vae_world_idle(p, &run, NULL);
+        cli_end_job_if_broken(pipeline_vae_world_idle(p, &run, &err), &err);
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
     /* the render can fail on one group only: agree on the worst code, report once */

@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <mpi.h>
-
 #include "lib/io/atomic_file.h"
 #include "lib/builtin/builtin_model.h"
 #include "lib/io/component_config.h"
@@ -323,6 +321,17 @@ cpdit_status pipeline_check_finite(const float *x, size_t n, const char *what, c
                            "weights or its numerics are broken; no image written", what, bad, n);
 }
 
+cpdit_status pipeline_broken(cpdit_error *err, int rank, const char *what)
+{
+    if (err) {
+        char msg[CPDIT_ERROR_WHAT_MAX];
+        snprintf(msg, sizeof msg, "%s", err->what);
+        cpdit_error_set(err, CPDIT_ERR_BROKEN, err->where, "%s (rank %d of the group, %s)", msg,
+                        rank, what);
+    }
+    return CPDIT_ERR_BROKEN;
+}
+
 /* Everything one generate call allocates, freed in one place. */
 typedef struct gen_buffers {
     float *pooled, *pooled_neg;   /* (pooled_dim) */
@@ -589,7 +598,9 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
         cpdit_error_clear(&werr);
         cpdit_status wst = pipeline_vae_world_round(p, run, z, lh, lw, z ? &pix : NULL,
                                                     &tm->vae_load_s, z ? err : &werr);
-        if (z)
+        if (!z && wst == CPDIT_ERR_BROKEN) /* no item of its own, but the job must end */
+            *err = werr;
+        if (z || wst == CPDIT_ERR_BROKEN)
             st = wst;
         *rgb = pix;
         goto done;
@@ -603,15 +614,8 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
         goto done;
     flux_unpack_latents(b.noise, b.packed, 1, C, lh, lw); /* noise buffer reused for z */
     st = pipeline_load_vae(p, &tm->vae_load_s, err);
-    if (vae_par) { /* a rank that cannot load the VAE must not leave the others waiting */
-        long long bad = st != CPDIT_OK;
-        cpdit_error aerr;
-        if (cpdit_comm_allreduce(g->cp, &bad, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &aerr))
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        if (bad && st == CPDIT_OK)
-            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
-                                 "the VAE could not be loaded on another rank of the CP group");
-    }
+    if (vae_par) /* a rank that cannot load the VAE must not leave the others waiting */
+        st = cpdit_comm_agree(g->cp, st, err);
     if (st)
         goto done;
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
@@ -632,12 +636,8 @@ static cpdit_status generate(pipeline *p, const pipeline_params *prm, const pipe
         else
             st = vae_decode_group(p->vae, vae_par ? g : NULL, b.noise, 1, lh, lw, b.image, err);
     }
-    if (st == CPDIT_ERR_RUNTIME && vae_par) {
-        char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
-        fprintf(stderr, "%s (rank %d of the CP group, VAE decode; aborting the job)\n",
-                cpdit_error_format(err, msg, sizeof msg), cp_rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (st == CPDIT_ERR_RUNTIME && vae_par)
+        st = pipeline_broken(err, cp_rank, "VAE decode");
     if (cp_rank == 0) {
         p->decode_seconds += pipeline_now_seconds() - t_dec;
         p->decodes++;
@@ -661,12 +661,8 @@ forward_failed:
     /* Bad inputs fail identically on every rank (the forward agrees on shapes before its
      * first collective); a runtime failure (memory, communication) on one rank would leave
      * the others inside a collective: end the job rather than hang. */
-    if (st == CPDIT_ERR_RUNTIME && ((g && g->cp_size > 1) || cfg_par)) {
-        char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
-        fprintf(stderr, "%s (rank %d of the CP group; aborting the job)\n",
-                cpdit_error_format(err, msg, sizeof msg), cp_rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (st == CPDIT_ERR_RUNTIME && ((g && g->cp_size > 1) || cfg_par))
+        st = pipeline_broken(err, cp_rank, "transformer forward");
     goto done;
 }
 
@@ -675,8 +671,16 @@ cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pi
 {
     int joined = 0;
     cpdit_status st = generate(p, prm, run, rgb, &joined, err);
-    if (run->vae_world && !joined) /* failed, stopped, CFG's second branch: join with nothing */
-        pipeline_vae_world_idle(p, run, NULL);
+    if (run->vae_world && !joined && st != CPDIT_ERR_BROKEN) {
+        /* failed, stopped, CFG's second branch: join with nothing */
+        cpdit_error werr;
+        cpdit_error_clear(&werr);
+        if (pipeline_vae_world_idle(p, run, &werr) == CPDIT_ERR_BROKEN) {
+            if (err)
+                *err = werr;
+            st = CPDIT_ERR_BROKEN;
+        }
+    }
     return st;
 }
 

@@ -151,13 +151,17 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
 /* Generate one image. On CP rank 0, *rgb receives a malloc'd (height, width, 3) uint8
  * image; elsewhere *rgb is NULL. Collective over run->grid->cp. NaN or Inf in the sampled
  * latents or in the decoded image is a RUNTIME error on CP rank 0 ("... values are not
- * finite"), never an image. */
+ * finite"), never an image. Bad inputs fail alike on every rank (INPUT); a runtime failure on
+ * one rank inside a collective stage (the forward, the split decode) is CPDIT_ERR_BROKEN on
+ * that rank: its peers may be waiting in a collective it will not enter, so the caller must
+ * end the whole job (the library never aborts). */
 cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
                                uint8_t **rgb, cpdit_error *err);
 
 /* Join one decode round of run->vae_world with no image of this rank's own (a data-parallel
  * group without an item in this round). Collective (see pipeline_run.vae_world); a no-op when
- * run->vae_world is NULL. Returns CPDIT_OK, or the VAE's load failure. err may be NULL. */
+ * run->vae_world is NULL. Returns CPDIT_OK, the VAE's load failure, or CPDIT_ERR_BROKEN (a
+ * failure inside the round: end the job, as after pipeline_generate). err may be NULL. */
 cpdit_status pipeline_vae_world_idle(pipeline *p, const pipeline_run *run, cpdit_error *err);
 
 /* mkdir -p dir. INPUT for an empty or too long name, RUNTIME when a folder cannot be made. */

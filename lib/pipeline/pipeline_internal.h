@@ -40,6 +40,11 @@ cpdit_status pipeline_check_finite(const float *x, size_t n, const char *what, c
 cpdit_status pipeline_dump_image(const char *dir, const float *image, int C, int H, int W,
                                  cpdit_error *err);
 
+/* A runtime failure (err) on this rank while its peers may be inside a collective: err becomes
+ * CPDIT_ERR_BROKEN, its message naming the rank and the stage ("(rank 1 of the group, VAE
+ * decode)"). Returns CPDIT_ERR_BROKEN. err may be NULL. */
+cpdit_status pipeline_broken(cpdit_error *err, int rank, const char *what);
+
 /* Load p's VAE on this rank if it is not loaded yet (weight format and backend: p's);
  * *load_s += the seconds it took (load_s may be NULL). */
 cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err);
@@ -51,7 +56,8 @@ cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err);
  * gets its (lh·8, lw·8, 3) RGB8 pixels in *rgb (malloc'd) and its decode time added to
  * p->decode_seconds. Returns the owner's item status (a VAE that cannot be loaded on some rank
  * fails every image of the round); on a rank without an image: CPDIT_OK, or the load failure.
- * A runtime failure inside the decode ends the job (MPI_Abort), as after a failed forward. */
+ * A failure inside the decode (a collective may then be broken) is CPDIT_ERR_BROKEN, on every
+ * rank where it happened: the program must end the job, as after a failed forward. */
 cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, const float *z,
                                       int lh, int lw, uint8_t **rgb, double *load_s,
                                       cpdit_error *err);
