@@ -29,6 +29,7 @@
 #include "lib/builtin/builtin_model.h"
 #include "lib/text/clip_text_model.h"
 #include "lib/pipeline/flow_schedule.h"
+#include "lib/models/flux/flux_scheduler.h"
 #include "lib/models/flux/flux_transformer.h"
 #include "lib/io/model_folder.h"
 #include "lib/io/safetensors.h"
