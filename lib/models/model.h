@@ -140,6 +140,7 @@ struct model_family {
     const char *transformer_class; /* _class_name of transformer/config.json */
     const char *decoder_class;     /* the decoder the pipeline runs ("AutoencoderKL") */
     model_output_kind output;
+    int single_file;               /* 1: also opens a lone .safetensors transformer file */
 
     /* ---- config, weights, text encoders (open fills m->impl) */
     cpdit_status (*open)(model *m, const char *dir, const model_open_options *o,
