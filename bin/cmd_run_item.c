@@ -27,7 +27,7 @@
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
-#include "lib/models/flux/flux_transformer.h"
+#include "lib/models/model.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
 #include "topology/cost_model.h"
@@ -137,7 +137,7 @@ int run_item(const run_item_options *o_given)
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
     if (!st) {
         if (!prm.steps)
-            prm.steps = pipeline_is_guidance_distilled(p) ? 28 : 4;
+            prm.steps = pipeline_default_steps(p);
         st = pipeline_check_params(p, &prm, &err);
     }
     pipeline_run run;
@@ -222,7 +222,7 @@ int run_item(const run_item_options *o_given)
                 printf("%s\n", out_path);
             long n_dec = 0;
             const double t_dec = pipeline_decode_seconds(p, &n_dec);
-            flux_weight_stats ws;
+            model_weight_stats ws;
             pipeline_weight_stats(p, &ws);
             char how[96];
             if (ws.resident)

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 typedef struct model_family model_family;
-typedef struct model model;
+typedef struct cpdit_model cpdit_model;
 typedef struct model_text model_text;   /* one prompt's embeddings, the family's layout */
 typedef struct model_shard model_shard; /* one item's tokens on this rank of a CP group */
 typedef struct model_schedule model_schedule;
@@ -143,44 +143,44 @@ struct model_family {
     int single_file;               /* 1: also opens a lone .safetensors transformer file */
 
     /* ---- config, weights, text encoders (open fills m->impl) */
-    cpdit_status (*open)(model *m, const char *dir, const model_open_options *o,
+    cpdit_status (*open)(cpdit_model *m, const char *dir, const model_open_options *o,
                          cpdit_error *err);
-    void (*close)(model *m);
-    void (*weight_stats)(const model *m, model_weight_stats *s);
-    size_t (*param_count)(const model *m);
+    void (*close)(cpdit_model *m);
+    void (*weight_stats)(const cpdit_model *m, model_weight_stats *s);
+    size_t (*param_count)(const cpdit_model *m);
     /* the text encoders' weights (first and second encoder; zeroed when absent) */
-    void (*text_weight_stats)(const model *m, text_weight_stats *a, text_weight_stats *b);
-    int (*default_steps)(const model *m);  /* sampler steps of a folder without a request */
-    int (*guidance_distilled)(const model *m);
+    void (*text_weight_stats)(const cpdit_model *m, text_weight_stats *a, text_weight_stats *b);
+    int (*default_steps)(const cpdit_model *m);  /* sampler steps of a folder without a request */
+    int (*guidance_distilled)(const cpdit_model *m);
 
     /* ---- one item: geometry, text, latents, schedule */
     /* text_tokens 0: the family's default. INPUT errors name "width", "height", "frames",
      * "max_sequence_length". */
-    cpdit_status (*geometry)(const model *m, int width, int height, int frames, int text_tokens,
+    cpdit_status (*geometry)(const cpdit_model *m, int width, int height, int frames, int text_tokens,
                              model_geometry *g, cpdit_error *err);
-    cpdit_status (*encode_text)(model *m, const char *prompt, int text_tokens, model_text **out,
+    cpdit_status (*encode_text)(cpdit_model *m, const char *prompt, int text_tokens, model_text **out,
                                 cpdit_error *err);
     /* embeddings of the right shapes filled from a fixed hash (timing: tune, bench) */
-    cpdit_status (*text_synthetic)(const model *m, int text_tokens, unsigned seed,
+    cpdit_status (*text_synthetic)(const cpdit_model *m, int text_tokens, unsigned seed,
                                    model_text **out, cpdit_error *err);
     void (*text_free)(model_text *t);
     /* latents (1, C, [F',] H', W') <-> tokens (S, token_dim); no aliasing */
     void (*pack)(const model_geometry *g, const float *latents, float *tokens);
     void (*unpack)(const model_geometry *g, const float *tokens, float *latents);
-    cpdit_status (*schedule_open)(const model *m, const model_geometry *g, int steps,
+    cpdit_status (*schedule_open)(const cpdit_model *m, const model_geometry *g, int steps,
                                   model_schedule **out, cpdit_error *err);
 
     /* ---- the transformer on a CP-sharded token set */
     /* grid NULL: this rank holds everything. texts[n_texts]: the prompts the forwards may
      * use (positive, negative), each sharded as the family shards text. attn: variant and
      * anything (backend and kernel: the model's); uneven shares switch on "anything". */
-    cpdit_status (*shard_open)(model *m, const model_geometry *g, const cp_grid *grid,
+    cpdit_status (*shard_open)(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
                                const cp_attention_config *attn, const model_text *const *texts,
                                int n_texts, model_shard **out, cpdit_error *err);
     /* this rank's share [start, start + len) of the S sampler tokens */
     void (*shard_range)(const model_shard *s, long long *start, long long *len);
     /* v (len, token_dim) = the transformer on x (len, token_dim) with texts[text] */
-    cpdit_status (*forward)(model *m, model_shard *s, int text, const float *x,
+    cpdit_status (*forward)(cpdit_model *m, model_shard *s, int text, const float *x,
                             const model_step *step, float *v, cpdit_error *err);
     /* tokens (S, token_dim) on every rank of the group from each rank's x (len, token_dim) */
     cpdit_status (*gather)(model_shard *s, const float *x, float *tokens, cpdit_error *err);
@@ -195,7 +195,7 @@ struct model_family {
 };
 
 /* An opened model. */
-struct model {
+struct cpdit_model {
     const model_family *family;
     char *dir;                 /* the folder it was opened from */
     const cpdit_backend *be;   /* every component runs on it */
@@ -216,9 +216,9 @@ const model_family *const *model_families(int *n);
 
 /* Open the model at dir (builtin:NAME resolved by the caller) with its family's open; *out
  * NULL on failure. Free with model_close. */
-cpdit_status model_open(model **out, const char *dir, const model_open_options *o,
+cpdit_status model_open(cpdit_model **out, const char *dir, const model_open_options *o,
                         cpdit_error *err);
-void model_close(model *m); /* NULL is fine */
+void model_close(cpdit_model *m); /* NULL is fine */
 
 #ifdef __cplusplus
 }

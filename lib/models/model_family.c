@@ -72,7 +72,7 @@ cpdit_status model_family_find(const char *path, const model_family **out, cpdit
     return CPDIT_OK;
 }
 
-cpdit_status model_open(model **out, const char *dir, const model_open_options *o,
+cpdit_status model_open(cpdit_model **out, const char *dir, const model_open_options *o,
                         cpdit_error *err)
 {
     *out = NULL;
@@ -84,7 +84,7 @@ cpdit_status model_open(model **out, const char *dir, const model_open_options *
     cpdit_status st = model_family_find(dir, &f, err);
     if (st)
         return st;
-    model *m = calloc(1, sizeof *m);
+    cpdit_model *m = calloc(1, sizeof *m);
     if (!m || !(m->dir = strdup(dir))) {
         free(m);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "model", "out of memory");
@@ -100,7 +100,7 @@ cpdit_status model_open(model **out, const char *dir, const model_open_options *
     return CPDIT_OK;
 }
 
-void model_close(model *m)
+void model_close(cpdit_model *m)
 {
     if (!m)
         return;

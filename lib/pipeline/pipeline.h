@@ -1,4 +1,5 @@
-/* pipeline.h — FLUX.1 text-to-image for one item on one context-parallel group.
+/* pipeline.h — text-to-image for one item on one context-parallel group, for any model family
+ * (lib/models/model.h); the data flow as FLUX.1's family does it:
  *
  *   prompt ─ tokenizers + CLIP-L (pooled) + T5 (tokens)          replicated on every CP rank
  *   seed ─ torch-compatible noise (B, 16, H/8, W/8) → pack 2x2 → image tokens (B, S, 64)
@@ -126,9 +127,9 @@ void pipeline_close(pipeline *p);
 const cpdit_backend *pipeline_backend(const pipeline *p);
 
 /* The transformer's weights: resident or streamed, slots shared, time and bytes spent making
- * them (flux_transformer_weight_stats). */
-struct flux_weight_stats;
-void pipeline_weight_stats(const pipeline *p, struct flux_weight_stats *s);
+ * them (the family's weight_stats, lib/models/model.h). */
+struct model_weight_stats;
+void pipeline_weight_stats(const pipeline *p, struct model_weight_stats *s);
 
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */
@@ -142,6 +143,8 @@ void pipeline_text_weight_stats(const pipeline *p, text_weight_stats *clip,
                                 text_weight_stats *t5);
 /* 1 when the transformer embeds guidance (FLUX.1-dev), 0 for schnell-like models. */
 int pipeline_is_guidance_distilled(const pipeline *p);
+/* The family's sampler steps for a folder without a request (FLUX.1: 28 dev, 4 schnell). */
+int pipeline_default_steps(const pipeline *p);
 
 /* Validate parameters without running (sizes multiple of 16, steps, ...): INPUT errors
  * whose where names the parameter ("width", "steps", ...). */

@@ -43,7 +43,7 @@ static cpdit_status world_decode_one(pipeline *p, const pipeline_run *run, int o
     const cp_grid *w = run->vae_world;
     const int me = w->cp_rank, n = w->cp_size;
     const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
-    const int C = p->latent_channels, f = vae_decoder_upscale(p->vae), oc = vc->out_channels;
+    const int C = vc->latent_channels, f = vae_decoder_upscale(p->vae), oc = vc->out_channels;
     const size_t nz = (size_t)C * olh * olw, npix = (size_t)oc * olh * f * olw * f;
     cpdit_error cerr;
     cpdit_error_clear(&cerr);

@@ -56,12 +56,12 @@ struct model_shard {
     float *txt_ids, *img_ids;   /* (tlen, 3), (ilen, 3) */
 };
 
-static flux_model *fm_of(const model *m)
+static flux_model *fm_of(const cpdit_model *m)
 {
     return (flux_model *)m->impl;
 }
 
-static const flux_transformer_config *tc_of(const model *m)
+static const flux_transformer_config *tc_of(const cpdit_model *m)
 {
     return flux_transformer_config_of(fm_of(m)->tr);
 }
@@ -74,7 +74,7 @@ static float *alloc_floats(size_t n)
 /* ------------------------------------------------------------------ open */
 
 /* The transformer: weight budget, format, arena, backend; made now (every rank together). */
-static cpdit_status open_transformer(model *m, flux_model *fm, const char *dir,
+static cpdit_status open_transformer(cpdit_model *m, flux_model *fm, const char *dir,
                                      const model_open_options *o, cpdit_error *err)
 {
     cpdit_status st = flux_transformer_open(&fm->tr, dir, err);
@@ -130,7 +130,7 @@ static cpdit_status check_pipeline(flux_model *fm, const char *dir, cpdit_error 
  * in bf16), else streamed per layer. With an arena, one copy per node; without one and
  * without an explicit budget, the encoders' own default (several unshared ranks would each
  * take the free memory otherwise). */
-static cpdit_status open_text(model *m, flux_model *fm, const char *dir,
+static cpdit_status open_text(cpdit_model *m, flux_model *fm, const char *dir,
                               const model_open_options *o, cpdit_error *err)
 {
     text_encoder_options topt = text_encoder_options_default();
@@ -165,7 +165,7 @@ static cpdit_status open_text(model *m, flux_model *fm, const char *dir,
     return CPDIT_OK;
 }
 
-static void flux_close(model *m)
+static void flux_close(cpdit_model *m)
 {
     flux_model *fm = fm_of(m);
     if (!fm)
@@ -177,7 +177,7 @@ static void flux_close(model *m)
     m->impl = NULL;
 }
 
-static cpdit_status flux_open(model *m, const char *dir, const model_open_options *o,
+static cpdit_status flux_open(cpdit_model *m, const char *dir, const model_open_options *o,
                               cpdit_error *err)
 {
     flux_model *fm = calloc(1, sizeof *fm);
@@ -190,7 +190,7 @@ static cpdit_status flux_open(model *m, const char *dir, const model_open_option
     return st;
 }
 
-static void flux_weight_stats_of(const model *m, model_weight_stats *s)
+static void flux_weight_stats_of(const cpdit_model *m, model_weight_stats *s)
 {
     flux_weight_stats_to_model(s, fm_of(m)->tr);
 }
@@ -212,12 +212,12 @@ void flux_weight_stats_to_model(model_weight_stats *s, const flux_transformer *t
     s->stream_sharers = w.stream_sharers;
 }
 
-static size_t flux_params(const model *m)
+static size_t flux_params(const cpdit_model *m)
 {
     return flux_transformer_param_count(fm_of(m)->tr);
 }
 
-static void flux_text_stats(const model *m, text_weight_stats *clip, text_weight_stats *t5)
+static void flux_text_stats(const cpdit_model *m, text_weight_stats *clip, text_weight_stats *t5)
 {
     const flux_model *fm = fm_of(m);
     memset(clip, 0, sizeof *clip);
@@ -228,12 +228,12 @@ static void flux_text_stats(const model *m, text_weight_stats *clip, text_weight
     t5_encoder_weight_stats(text_encoders_t5(fm->text), t5);
 }
 
-static int flux_distilled(const model *m)
+static int flux_distilled(const cpdit_model *m)
 {
     return tc_of(m)->guidance_embeds ? 1 : 0;
 }
 
-static int flux_default_steps(const model *m)
+static int flux_default_steps(const cpdit_model *m)
 {
     return flux_distilled(m) ? STEPS_DEV : STEPS_SCHNELL;
 }
@@ -242,7 +242,7 @@ static int flux_default_steps(const model *m)
 
 /* (H/8, W/8) latents of 16 channels (4 x the packed tokens' in_channels / 4), packed 2x2 into
  * S = (H/16)(W/16) tokens of in_channels; L T5 tokens (default 512 dev / 256 schnell). */
-static cpdit_status flux_geometry(const model *m, int width, int height, int frames,
+static cpdit_status flux_geometry(const cpdit_model *m, int width, int height, int frames,
                                   int text_tokens, model_geometry *g, cpdit_error *err)
 {
     memset(g, 0, sizeof *g);
@@ -278,7 +278,7 @@ static void flux_text_free(model_text *t)
     free(t);
 }
 
-static cpdit_status text_alloc(const model *m, int L, model_text **out, cpdit_error *err)
+static cpdit_status text_alloc(const cpdit_model *m, int L, model_text **out, cpdit_error *err)
 {
     const flux_transformer_config *tc = tc_of(m);
     model_text *t = calloc(1, sizeof *t);
@@ -299,7 +299,7 @@ static cpdit_status text_alloc(const model *m, int L, model_text **out, cpdit_er
 }
 
 /* CLIP pooled + T5 tokens of one prompt, as FluxPipeline.encode_prompt. */
-static cpdit_status flux_encode_text(model *m, const char *prompt, int L, model_text **out,
+static cpdit_status flux_encode_text(cpdit_model *m, const char *prompt, int L, model_text **out,
                                      cpdit_error *err)
 {
     cpdit_status st = text_alloc(m, L, out, err);
@@ -323,7 +323,7 @@ static void fill_hash(float *p, size_t n, unsigned seed)
     }
 }
 
-static cpdit_status flux_text_synthetic(const model *m, int L, unsigned seed, model_text **out,
+static cpdit_status flux_text_synthetic(const cpdit_model *m, int L, unsigned seed, model_text **out,
                                         cpdit_error *err)
 {
     cpdit_status st = text_alloc(m, L, out, err);
@@ -344,7 +344,7 @@ static void flux_unpack(const model_geometry *g, const float *tokens, float *lat
     flux_unpack_latents(latents, tokens, 1, g->latent_channels, g->latent_h, g->latent_w);
 }
 
-static cpdit_status flux_schedule(const model *m, const model_geometry *g, int steps,
+static cpdit_status flux_schedule(const cpdit_model *m, const model_geometry *g, int steps,
                                   model_schedule **out, cpdit_error *err)
 {
     return flux_schedule_open(out, &fm_of(m)->sched, steps, g->tokens, err);
@@ -396,7 +396,7 @@ static cpdit_status take_ids(model_shard *s, const model_geometry *g, int tstart
     return st;
 }
 
-static cpdit_status flux_shard_open(model *m, const model_geometry *g, const cp_grid *grid,
+static cpdit_status flux_shard_open(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
                                     const cp_attention_config *attn,
                                     const model_text *const *texts, int n_texts,
                                     model_shard **out, cpdit_error *err)
@@ -451,7 +451,7 @@ static void flux_shard_range(const model_shard *s, long long *start, long long *
     *len = s->ilen;
 }
 
-static cpdit_status flux_forward(model *m, model_shard *s, int text, const float *x,
+static cpdit_status flux_forward(cpdit_model *m, model_shard *s, int text, const float *x,
                                  const model_step *step, float *v, cpdit_error *err)
 {
     if (text < 0 || text >= s->n_texts)
