@@ -131,6 +131,7 @@ typedef struct model_forward_result {
     int batch;                 /* B */
     long long text_tokens, tokens; /* of the inputs (text, image/video) */
     size_t params;
+    size_t pss_bytes;          /* this process's PSS with the weights still held */
     model_weight_stats ws;
     char grid[128];            /* "dp 1 x ring 2 x ulysses 1" */
 } model_forward_result;

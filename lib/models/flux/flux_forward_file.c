@@ -390,6 +390,7 @@ cpdit_status flux_forward_file(const model_forward_file *a, model_forward_result
         res->tokens = r.in.I;
         res->params = flux_transformer_param_count(r.model);
         flux_weight_stats_to_model(&res->ws, r.model);
+        res->pss_bytes = weight_process_pss_bytes();
         cp_grid_describe(r.grid, res->grid, sizeof res->grid);
     }
     cp_grid_destroy(r.grid);
