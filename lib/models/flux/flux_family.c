@@ -96,9 +96,9 @@ static cpdit_status open_transformer(cpdit_model *m, flux_model *fm, const char 
 
 /* The pipeline's checks: 2x2-packed latents, a velocity of their shape, an AutoencoderKL of
  * those channels with FLUX's 8x upscale and RGB out, the scheduler config. */
-static cpdit_status check_pipeline(flux_model *fm, const char *dir, cpdit_error *err)
+static cpdit_status check_packing(const flux_transformer_config *tc, const char *dir,
+                                  cpdit_error *err)
 {
-    const flux_transformer_config *tc = flux_transformer_config_of(fm->tr);
     if (tc->in_channels % (FLUX_PACK * FLUX_PACK) || tc->patch_size != 1)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
                                "transformer in_channels %d / patch_size %d: the FLUX pipeline "
@@ -109,11 +109,18 @@ static cpdit_status check_pipeline(flux_model *fm, const char *dir, cpdit_error 
                                "transformer out_channels %d != in_channels %d: the FLUX "
                                "pipeline needs a velocity of the latents' shape",
                                tc->out_channels, tc->in_channels);
+    return CPDIT_OK;
+}
+
+static cpdit_status check_pipeline(flux_model *fm, const char *dir, cpdit_error *err)
+{
+    cpdit_status st = check_packing(flux_transformer_config_of(fm->tr), dir, err);
+    if (st)
+        return st;
     /* The VAE's config is checked now, on every rank (not after the sampler): channels, and
      * the 8x upscale that image sizes (multiples of 16) and latent sizes (H/8) assume. */
     autoencoder_kl_config vc;
-    cpdit_status st = vae_config_load(dir, &vc, err);
-    if (st)
+    if ((st = vae_config_load(dir, &vc, err)))
         return st;
     const int upscale = 1 << (vc.n_blocks - 1);
     if (vc.latent_channels != fm->latent_channels || upscale != FLUX_VAE_SCALE ||
@@ -250,7 +257,9 @@ static cpdit_status flux_geometry(const cpdit_model *m, int width, int height, i
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "frames",
                                "%d: FLUX makes images (0 or 1 frames)", frames);
     int lh, lw;
-    cpdit_status st = flux_latent_dims(height, width, &lh, &lw, err);
+    cpdit_status st = check_packing(tc_of(m), m->dir, err);
+    if (!st)
+        st = flux_latent_dims(height, width, &lh, &lw, err);
     if (st)
         return st;
     const int L = text_tokens > 0 ? text_tokens
