@@ -54,7 +54,8 @@ typedef struct flow_schedule_config {
 
 /* The scheduler's defaults. */
 void flow_schedule_config_defaults(flow_schedule_config *c);
-/* FLUX.1's presets (scheduler_config.json of dev and schnell): lib/models/flux/flux_scheduler.h. */
+/* FLUX.1's presets (scheduler_config.json of dev and schnell) are the FLUX family's
+ * (lib/models/flux/). */
 
 /* Read a loaded scheduler_config.json (defaults for missing keys) and validate it. Errors
  * (INPUT, where = the file): a "_class_name" other than FlowMatchEulerDiscreteScheduler,
