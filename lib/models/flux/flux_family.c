@@ -32,6 +32,7 @@ typedef struct flux_model {
     flux_transformer *tr;
     text_encoders *text;        /* NULL: transformer only */
     flow_schedule_config sched;
+    int have_sched;             /* opened with the pipeline's components */
     int latent_channels;        /* in_channels / 4 */
     cp_attention_ws attn_ws;    /* CP attention's workspace, kept between steps and items */
 } flux_model;
@@ -129,7 +130,9 @@ static cpdit_status check_pipeline(flux_model *fm, const char *dir, cpdit_error 
                                "vae: latent_channels %d (transformer latents: %d), upscale %d "
                                "(FLUX: %d), out_channels %d (RGB: 3)", vc.latent_channels,
                                fm->latent_channels, upscale, FLUX_VAE_SCALE, vc.out_channels);
-    return flow_schedule_config_load(dir, &fm->sched, err);
+    cpdit_status sst = flow_schedule_config_load(dir, &fm->sched, err);
+    fm->have_sched = !sst;
+    return sst;
 }
 
 /* CLIP-L and T5 in what the budget leaves after the transformer's weights: its resident
@@ -356,6 +359,11 @@ static void flux_unpack(const model_geometry *g, const float *tokens, float *lat
 static cpdit_status flux_schedule(const cpdit_model *m, const model_geometry *g, int steps,
                                   model_schedule **out, cpdit_error *err)
 {
+    if (!fm_of(m)->have_sched) {
+        *out = NULL;
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, m->dir,
+                               "opened without the pipeline's components: no scheduler");
+    }
     return flux_schedule_open(out, &fm_of(m)->sched, steps, g->tokens, err);
 }
 
