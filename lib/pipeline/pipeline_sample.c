@@ -10,6 +10,7 @@
  */
 #include "lib/pipeline/pipeline_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,9 @@
 #include "lib/pipeline/disk_reads.h"
 #include "lib/pipeline/torch_rng.h"
 
+/* Tests only (tests/pipeline_broken.sh): CP rank N of every group fails its first forward
+ * with a runtime error, as a rank that runs out of memory there would. */
+#define TEST_FAIL_FORWARD_ENV "CPDIT_TEST_FAIL_FORWARD"
 /* Message tag of the CFG-parallel velocity swap. */
 #define CFG_TAG 77
 /* Latent tensor ranks in --dump: (1, C, H', W') for an image, (1, C, F', H', W') for video. */
@@ -191,6 +195,13 @@ static const cfg_strategy cfg_strategies[PIPELINE_CFG_MODES] = {
 
 /* ------------------------------------------------------------------ the sampler */
 
+/* Is this the forward TEST_FAIL_FORWARD_ENV makes fail? */
+static int test_fails_here(const pipeline_item *it, int step)
+{
+    const char *e = getenv(TEST_FAIL_FORWARD_ENV);
+    return e && *e && step == 0 && atoi(e) == it->cp_rank;
+}
+
 /* Step i's time and storage reads into the item's timings; progress on the group leader. */
 static void step_done(pipeline_item *it, int i, double t_step, long long read)
 {
@@ -222,7 +233,10 @@ cpdit_status pipeline_sample(pipeline *p, pipeline_item *it, cpdit_error *err)
             return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "stopped");
         const model_step step = {i, it->sched->sigmas[i], it->sched->timesteps[i],
                                  it->prm->guidance};
-        cpdit_status st = cfg_strategies[it->cfg](p, it, &step, err);
+        cpdit_status st = test_fails_here(it, i)
+                              ? cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
+                                                "forward failed (%s)", TEST_FAIL_FORWARD_ENV)
+                              : cfg_strategies[it->cfg](p, it, &step, err);
         if (st) {
             /* Bad inputs fail identically on every rank (the forward agrees on shapes before
              * its first collective); a runtime failure (memory, communication) on one rank
