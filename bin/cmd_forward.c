@@ -259,7 +259,9 @@ static cpdit_status run_vae(const forward_options *o, cpdit_error *err)
 
 /* --component NAME -> what runs it (every rank; rank 0 prints the agreed error). A family's
  * own command for a component (class_name: its transformer class) comes before the generic
- * entry of that component. */
+ * entry of that component. A component is one line here, a command of this signature, e.g.
+ *   {"transformer", "WanTransformer3DModel", wan_transformer_forward_command},
+ *   {"text_encoder", NULL, text_encoder_forward_command}, */
 static const struct forward_component {
     const char *name;
     const char *class_name; /* NULL: any family */

@@ -204,7 +204,7 @@ int run_item(const run_item_options *o_given)
     if (!st && rank == 0 && o->verbose) /* minutes at full size: say where they went */
         fprintf(stderr, "cpdit: model loaded in %.3f s\n", MPI_Wtime() - t_open);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
-                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
+                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length, 0};
     if (!st) {
         if (!prm.steps)
             prm.steps = pipeline_default_steps(p);

@@ -126,7 +126,7 @@ static cpdit_status check_params(const pipeline *p, const pipeline_params *prm,
     if (prm->max_sequence_length < 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "max_sequence_length", "%d is negative",
                                prm->max_sequence_length);
-    cpdit_status st = p->m->family->geometry(p->m, prm->width, prm->height, 0,
+    cpdit_status st = p->m->family->geometry(p->m, prm->width, prm->height, prm->frames,
                                              prm->max_sequence_length, g, err);
     if (st)
         return st;

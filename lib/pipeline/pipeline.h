@@ -41,6 +41,7 @@ typedef struct pipeline_params {
     float guidance;              /* distilled guidance (dev: embedded; ignored by schnell) */
     float true_cfg;              /* > 1 with a negative prompt: true classifier-free guidance */
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
+    int frames;                  /* video frames of a video family; 0 = an image */
 } pipeline_params;
 
 /* Called on CP rank 0 after each sampler step (step counts from 1); read_bytes: what this
