@@ -16,7 +16,6 @@
 #include "lib/builtin/builtin_model.h"
 #include "lib/cp/comm.h"
 #include "lib/io/safetensors.h"
-#include "lib/weights/weight_loader.h"
 #include "lib/vae/vae_decoder.h"
 
 /* Largest image side the pipeline accepts (pixels). */
@@ -60,7 +59,9 @@ cpdit_status pipeline_open_with(pipeline **out, const char *model, const pipelin
      * loader), kept for every step when they fit the budget; the text encoders in what it
      * leaves; the scheduler's and the decoder's configs checked now, on every rank (the
      * decoder's weights are loaded only by the ranks that decode, on their first image) */
-    model_open_options mo = {p->be, p->attn_kernel, wo->format, wo->budget, wo->arena, 0, 1};
+    const model_open_options mo = {.backend = p->be, .attention_kernel = p->attn_kernel,
+                                   .format = wo->format, .budget = wo->budget,
+                                   .arena = wo->arena, .text_encoders = 1};
     if (!st)
         st = model_open(&p->m, dir, &mo, err);
     if (st) {
