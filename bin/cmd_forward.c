@@ -24,6 +24,7 @@
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/models/model.h"
+#include "lib/models/model_detect.h"
 
 #define SUB "forward"
 
@@ -258,15 +259,15 @@ static cpdit_status run_vae(const forward_options *o, cpdit_error *err)
 }
 
 /* --component NAME -> what runs it (every rank; rank 0 prints the agreed error). A family's
- * own command for a component (class_name: its transformer class) comes before the generic
- * entry of that component. A component is one line here, a command of this signature, e.g.
- *   {"transformer", "WanTransformer3DModel", wan_transformer_forward_command},
- *   {"text_encoder", NULL, text_encoder_forward_command}, */
+ * own command for a component (family: its name, lib/models/model_detect.h) comes before the
+ * generic entry of that component. A component is one line here, a command of this
+ * signature, e.g. {"text_encoder", NULL, text_encoder_forward_command}. */
 static const struct forward_component {
     const char *name;
-    const char *class_name; /* NULL: any family */
+    const char *family; /* NULL: any family; else model_detect.h's name of the model's */
     cpdit_status (*run)(const forward_options *o, cpdit_error *err);
 } components[] = {
+    {"transformer", "wan", wan_transformer_forward_command}, /* bin/cmd_forward_wan.c */
     {"transformer", NULL, run_transformer},
     {"vae", NULL, run_vae},
 };
@@ -292,19 +293,21 @@ static int component_known(const char *name)
     return 0;
 }
 
-/* The entry for --component (and, where entries name a class, the model's class). */
+/* The entry for --component (and, where entries name a family, the model's family). */
 static const struct forward_component *find_component(const forward_options *o)
 {
-    const model_family *f = NULL;
+    char family[MODEL_DETECT_NAME_MAX] = "";
+    int looked = 0;
     for (size_t i = 0; i < N_COMPONENTS; i++) {
         const struct forward_component *c = &components[i];
         if (strcmp(c->name, o->component))
             continue;
-        if (!c->class_name)
+        if (!c->family)
             return c;
-        if (!f && model_family_find(o->model, &f, NULL))
-            f = NULL;
-        if (f && !strcmp(f->transformer_class, c->class_name))
+        if (!looked && model_family_of(o->model, family, NULL)) /* not a folder: no family */
+            family[0] = '\0';
+        looked = 1;
+        if (!strcmp(family, c->family))
             return c;
     }
     return NULL;

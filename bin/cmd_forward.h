@@ -46,4 +46,10 @@ int cmd_forward(int argc, char **argv);
  * the VAE module; referenced weakly here so that a build without it still links. */
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err);
 
+/* The Wan transformer's forward (bin/cmd_forward_wan.c), called on every rank after MPI_Init
+ * for a model of the wan family (cmd_forward.c's component table: model_detect.h's name).
+ * Returns as vae_forward_command. */
+cpdit_status wan_transformer_forward_command(const forward_options *opt, cpdit_error *err);
+int wan_forward_is_wan(const char *model);
+
 #endif
