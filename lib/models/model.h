@@ -88,6 +88,7 @@ typedef struct model_geometry {
     int latent_channels;        /* C */
     int latent_frames;          /* F' (0 for an image: latents (1, C, H', W')) */
     int latent_h, latent_w;     /* H', W' */
+    int patch_t, patch_h, patch_w; /* latent values per token along (F', H', W') (FLUX: 1, 2, 2) */
     long long tokens;           /* S: the sequence tokens the sampler updates */
     int token_dim;              /* features per token */
     int text_tokens;            /* L: text tokens per prompt */

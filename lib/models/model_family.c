@@ -10,9 +10,11 @@
 #include "lib/models/model_detect.h"
 
 extern const model_family flux_family;
+extern const model_family wan_family;
 
 static const model_family *const families[] = {
     &flux_family,
+    &wan_family,
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 

@@ -275,6 +275,8 @@ static cpdit_status flux_geometry(const cpdit_model *m, int width, int height, i
     g->latent_channels = fm_of(m)->latent_channels;
     g->latent_h = lh;
     g->latent_w = lw;
+    g->patch_t = 1;
+    g->patch_h = g->patch_w = FLUX_PACK;
     g->tokens = (long long)(lh / FLUX_PACK) * (lw / FLUX_PACK);
     g->token_dim = tc_of(m)->in_channels;
     g->text_tokens = L;
