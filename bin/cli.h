@@ -22,6 +22,12 @@ typedef struct cli_command {
 /* Print "cpdit: <where>: <what>" to stderr and return the exit code of err's status. */
 int cli_report(const cpdit_error *err);
 
+/* How the job ends after a library call: when st is CPDIT_ERR_BROKEN (a runtime failure on
+ * this rank while its peers may be inside a collective, e.g. a failed forward on one rank of a
+ * CP group), print err with "(aborting the job)" and end every rank of the job (MPI_Abort):
+ * waiting would hang. Any other status: returns st. */
+cpdit_status cli_end_job_if_broken(cpdit_status st, const cpdit_error *err);
+
 /* Print "cpdit: <sub>: <message>" plus "(see 'cpdit help <sub>')" and return CLI_EXIT_USAGE. */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -2,6 +2,7 @@
 #include "bin/cli.h"
 
 #include <errno.h>
+#include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,17 @@ int cli_report(const cpdit_error *err)
     if (!err || err->status == CPDIT_OK)
         return CLI_EXIT_RUNTIME;
     return err->status == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME;
+}
+
+cpdit_status cli_end_job_if_broken(cpdit_status st, const cpdit_error *err)
+{
+    if (st != CPDIT_ERR_BROKEN)
+        return st;
+    char buf[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
+    fprintf(stderr, "%s (aborting the job)\n", cpdit_error_format(err, buf, sizeof buf));
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, CLI_EXIT_RUNTIME);
+    return st;
 }
 
 int cli_usage_error(const char *sub, const char *fmt, ...)

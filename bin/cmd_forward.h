@@ -47,8 +47,8 @@ int cmd_forward(int argc, char **argv);
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err);
 
 /* The Wan transformer's forward (bin/cmd_forward_wan.c), called on every rank after MPI_Init
- * when wan_forward_is_wan(model) says the transformer's config.json names
- * WanTransformer3DModel. Returns as vae_forward_command. */
+ * for a model of the wan family (cmd_forward.c's component table: model_detect.h's name).
+ * Returns as vae_forward_command. */
 cpdit_status wan_transformer_forward_command(const forward_options *opt, cpdit_error *err);
 int wan_forward_is_wan(const char *model);
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "bin/cmd_forward.h"
+#include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
@@ -86,17 +87,6 @@ static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
     return st;
 }
 
-/* Collective: the worst status of all ranks; the first failing rank's message lands in err on
- * every rank. */
-static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
-{
-    int mine[2] = {st ? rank : size, (int)st}, first = 0, worst = 0;
-    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first < size)
-        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
-    return (cpdit_status)worst;
-}
 
 static cpdit_status write_output(const char *path, const vae_decoder *d, const float *img,
                                  int B, int h, int w, cpdit_error *err)
@@ -128,23 +118,25 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
                                   &z, &B, &h, &w, err);
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
-    st = agree(st, err, rank, size);
+    st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, err);
     if (st == CPDIT_OK) {
         const cpdit_backend *grid_be = NULL;
         st = cpdit_backend_resolve(opt->backend, &grid_be, err);
         if (!st)
             st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &g, err);
-        st = agree(st, err, rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, err);
     }
     const double t0 = now_s();
     if (st == CPDIT_OK)
-        st = agree(vae_decode_group(d, g, z, B, h, w, img, err), err, rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, vae_decode_group(d, g, z, B, h, w, img, err),
+                                  err);
     if (st == CPDIT_OK && opt->verbose && rank == 0)
         fprintf(stderr, "cpdit: forward: vae decode over %d ranks: %.3f s\n", size,
                 now_s() - t0);
     if (st == CPDIT_OK)
-        st = agree(rank == 0 ? write_output(opt->output, d, img, B, h, w, err) : CPDIT_OK, err,
-                   rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD,
+                                  rank == 0 ? write_output(opt->output, d, img, B, h, w, err)
+                                            : CPDIT_OK, err);
     cp_grid_destroy(g);
     free(z);
     free(img);

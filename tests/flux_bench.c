@@ -47,8 +47,8 @@
 
 #include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
-#include "lib/flux/flux_shard.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_shard.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "lib/cp/grid_mpi.h"
 #include "kernels/host_runtime.h"
 #include "lib/weights/weight_shared_mpi.h"

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/flux/flux_internal.h"
+#include "lib/models/flux/flux_internal.h"
 
 #define TIMESTEP_MAX_PERIOD 10000.0 /* get_timestep_embedding's max_period */
 

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/flux/flux_internal.h"
+#include "lib/models/flux/flux_internal.h"
 
 #define BFL_PREFIX_COMFY "model.diffusion_model."
 

@@ -1,6 +1,6 @@
-/* latent_pack.c — 2x2 packing of FLUX latents into tokens, its inverse, position ids
- * (see latent_pack.h). */
-#include "lib/pipeline/latent_pack.h"
+/* flux_latents.c — 2x2 packing of FLUX latents into tokens, its inverse, position ids
+ * (see flux_latents.h). */
+#include "lib/models/flux/flux_latents.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -22,7 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "lib/flux/flux_internal.h"
+#include "lib/models/flux/flux_internal.h"
 
 /* Chunks of the AdaLN-zero vectors (diffusers' chunk order). */
 enum { MOD_SHIFT_MSA = 0, MOD_SCALE_MSA, MOD_GATE_MSA, MOD_SHIFT_MLP, MOD_SCALE_MLP, MOD_GATE_MLP,

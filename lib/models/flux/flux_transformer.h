@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "lib/io/component_config.h"
+#include "lib/models/flux/flux_config.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/core/cpdit_error.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "lib/flux/flux_internal.h"
+#include "lib/models/flux/flux_internal.h"
 #include "lib/io/model_config.h"
 #include "lib/io/model_folder.h"
 
@@ -471,17 +471,7 @@ static cpdit_status final_layer(flux_transformer *m, const cpdit_backend *be, fw
  * allreduce over the CP group per block. */
 static cpdit_status group_agree(const flux_cp *cp, cpdit_status st, cpdit_error *err)
 {
-    if (!cp || !cp->grid)
-        return st;
-    long long worst = st;
-    cpdit_error local;
-    cpdit_error_clear(&local);
-    if (cpdit_comm_allreduce(cp->grid->cp, &worst, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &local))
-        return st ? st : cpdit_error_set(err, CPDIT_ERR_RUNTIME, local.where, "%s", local.what);
-    if (worst && !st)
-        return cpdit_error_set(err, (cpdit_status)worst, FLUX_WHERE,
-                               "another rank of the CP group failed (its message says why)");
-    return st;
+    return cpdit_comm_agree(cp && cp->grid ? cp->grid->cp : NULL, st, err);
 }
 
 cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backend *be,

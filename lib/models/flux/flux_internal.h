@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "lib/io/safetensors.h"
 #include "lib/weights/weight_loader.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/flux/flux_shard.h"
+#include "lib/models/flux/flux_shard.h"
 
 #define SHARD_WHERE "flux-shard"
 

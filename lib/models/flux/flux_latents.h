@@ -1,4 +1,4 @@
-/* latent_pack.h — FLUX's latent layout: the VAE latents (B, C, H', W') and the transformer's
+/* flux_latents.h — FLUX's latent layout: the VAE latents (B, C, H', W') and the transformer's
  * token sequence (B, (H'/2)(W'/2), 4C), and the image position ids.
  *
  * As FluxPipeline does it (diffusers):
@@ -11,8 +11,8 @@
  * H' = H/8 and W' = W/8 for an image of H x W pixels; FluxPipeline computes
  * 2·(H // 16), so H and W must be multiples of 16 for the image to keep its size.
  */
-#ifndef CPDIT_LATENT_PACK_H
-#define CPDIT_LATENT_PACK_H
+#ifndef CPDIT_FLUX_LATENTS_H
+#define CPDIT_FLUX_LATENTS_H
 
 #include "lib/core/cpdit_error.h"
 
