@@ -79,7 +79,8 @@ static cpdit_status oom(ctx *c)
 }
 
 /* rows x W x C elements with a halo row above and below; returns row 0 (NULL: out of memory,
- * err set). The smallest free pooled buffer that fits, else a new one. */
+ * err set). The smallest free pooled buffer that fits, else a new one (in an empty slot, or
+ * in place of a free buffer too small for it when every slot is taken). */
 static cpdit_buf *take(ctx *c, int rows, int W, int C)
 {
     const size_t row = (size_t)W * C, n = ((size_t)rows + 2) * row;
@@ -90,6 +91,14 @@ static cpdit_buf *take(ctx *c, int rows, int W, int C)
             best = s;
         if (!s->base && !empty)
             empty = s;
+    }
+    for (int i = 0; !best && !empty && i < POOL_SLOTS; i++) { /* recycle a free slot */
+        pool_slot *s = &c->slots[i];
+        if (s->base && !s->in_use) {
+            c->be->free(s->base);
+            s->base = NULL;
+            empty = s;
+        }
     }
     if (!best) {
         cpdit_buf *b = empty ? cpdit_act_alloc(c->be, n) : NULL;

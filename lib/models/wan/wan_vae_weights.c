@@ -336,8 +336,8 @@ typedef struct maker {
     cpdit_error *err;
 } maker;
 
-/* The tensor name with ndim dims equal to shape (a trailing run of 1s may be missing or
- * extra: gammas are (C, 1, 1, 1) or (C, 1, 1)). */
+/* The float tensor name of shape (ndim dims); a vector may have trailing 1s (gammas are
+ * (C, 1, 1, 1) or (C, 1, 1)). */
 static cpdit_status find(maker *m, const char *name, int ndim, const int64_t *shape,
                          const safetensors_tensor **out)
 {
@@ -349,9 +349,10 @@ static cpdit_status find(maker *m, const char *name, int ndim, const int64_t *sh
     size_t want = 1;
     for (int i = 0; i < ndim; i++)
         want *= (size_t)shape[i];
-    int ok = cpdit_dtype_is_float(t->dtype) && t->nelem == want && t->ndim >= 1 &&
-             t->shape[0] == shape[0];
-    for (int i = 0; ok && i < ndim && i < t->ndim; i++)
+    /* the dims must match; a vector (gammas) may carry trailing 1s */
+    int ok = cpdit_dtype_is_float(t->dtype) && t->nelem == want &&
+             (t->ndim == ndim || (ndim == 1 && t->ndim >= 1));
+    for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] == shape[i];
     if (!ok) {
         char got[96], exp[96];
