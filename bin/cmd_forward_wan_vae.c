@@ -24,6 +24,7 @@
 #define OUTPUT_NAME "sample"
 #define MAX_SIDE 16384
 #define MAX_FRAMES 100000
+#define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 
 cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *err);
 
@@ -43,6 +44,25 @@ static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
     if (first < size)
         MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
     return (cpdit_status)worst;
+}
+
+/* --vae-parallel off: rank 0's status to every rank; the others wait without spinning on a
+ * core (rank 0 decodes with every thread of the node). */
+static cpdit_status wait_rank0(cpdit_status st, cpdit_error *err)
+{
+    int status = (int)st;
+    MPI_Request req;
+    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+    for (int done = 0; !done;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done) {
+            const struct timespec pause = {0, WAIT_POLL_NS};
+            nanosleep(&pause, NULL);
+        }
+    }
+    if (status) /* rank 0's message everywhere */
+        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, 0, MPI_COMM_WORLD);
+    return (cpdit_status)status;
 }
 
 /* The decoder and the latent: *z (B, C, T, h, w) malloc'd, dims[5]. */
@@ -141,7 +161,8 @@ cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *er
     } else {
         if (!st && rank == 0)
             st = decode_write(opt, d, NULL, z, dims, rank, err);
-        st = size > 1 ? agree(st, err, rank, size) : st;
+        if (size > 1)
+            st = wait_rank0(st, err);
     }
     cp_grid_destroy(g);
     free(z);
