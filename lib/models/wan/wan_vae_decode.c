@@ -3,12 +3,13 @@
  *
  * Streaming: one latent frame at a time goes through post_quant_conv, conv_in and the mid
  * block, then depth first through the up blocks: every op is per frame except the causal
- * convs, which keep a window of their last WAN_VAE_TAPS input frames (wan_vae_internal.h), and
- * upsample3d, whose time_conv turns one frame into two (each pushed on through the rest of the
+ * convs, which keep a cache of their last WAN_VAE_CACHE_T input frames (wan_vae_internal.h),
+ * and upsample3d, whose time_conv turns one frame into two (each pushed on through the rest of the
  * decoder before the next), except for the clip's first frame, which passes without it
  * (diffusers' first-chunk rule: its feat_cache holds "Rep"). Each RGB frame is gathered on CP
- * rank 0 and handed to the caller as soon as it exists. Memory: the windows (3 frames per
- * causal conv at its level) plus a few frames in flight: flat in T.
+ * rank 0 and handed to the caller as soon as it exists. Memory: the caches (2 frames per
+ * causal conv at its level, as diffusers' feat_cache) plus a few frames in flight (pooled):
+ * flat in T.
  *
  * Layout and exactness as lib/vae/vae_decode.c: each rank holds a band of rows of every frame
  * (cp_shard_balanced over the latent rows, doubled by each upsampling), NHWC with a halo row
@@ -44,7 +45,7 @@ typedef struct pool_slot {
 } pool_slot;
 
 typedef struct window {
-    cpdit_buf *base, *p; /* (rows + 2, W, taps·cin), p = row 0 */
+    cpdit_buf *base, *p; /* a causal conv's cache (rows, W, (taps - 1)·cin); p = base */
     size_t n;            /* elements */
 } window;
 
@@ -184,7 +185,9 @@ static cpdit_status conv2d(ctx *c, const wv_conv *cv, cpdit_buf *y, cpdit_buf *x
 }
 
 /* y (rows, W, cout) = the causal conv cv of the frame x (rows, W, cin) given the frames
- * before it (its window, shifted by one frame here). */
+ * before it: its cache (pixels, (taps - 1)·cin) holds the last taps - 1 input frames (oldest
+ * first; zeros before the clip), stacked with x into a pooled (rows, W, taps·cin) input; then
+ * the cache moves on by one frame. */
 static cpdit_status causal(ctx *c, const wv_conv *cv, cpdit_buf *y, const cpdit_buf *x,
                            int rows, int W)
 {
@@ -192,26 +195,34 @@ static cpdit_status causal(ctx *c, const wv_conv *cv, cpdit_buf *y, const cpdit_
     const size_t pixels = (size_t)rows * W;
     if (cv->taps == 1)
         return conv2d(c, cv, y, (cpdit_buf *)x, rows, W, cv->cin);
-    const int all = cv->taps * cv->cin;
+    const int all = cv->taps * cv->cin, past = all - cv->cin;
     window *wn = &c->win[cv->win];
-    if (!wn->base) { /* first use in this decode: zeros = the frames before the clip */
-        wn->n = ((size_t)rows + 2) * W * all;
-        if (!(wn->base = cpdit_act_alloc(be, wn->n)))
+    if (!wn->base) { /* first use in this decode */
+        wn->n = pixels * past;
+        if (!(wn->base = cpdit_act_alloc(be, wn->n ? wn->n : 1)))
             return oom(c);
-        wn->p = cpdit_buf_at(be, wn->base, (ptrdiff_t)W * all);
+        wn->p = wn->base;
         cpdit_status st = zero(c, wn->base, wn->n);
         if (st)
             return st;
     }
+    cpdit_buf *in = take(c, rows, W, all);
+    if (!in)
+        return CPDIT_ERR_RUNTIME;
     if (pixels) {
-        for (int j = 0; j + 1 < cv->taps; j++)
-            be->copy_rows(cpdit_buf_at(be, wn->p, (ptrdiff_t)j * cv->cin), all,
-                          cpdit_buf_at(be, wn->p, (ptrdiff_t)(j + 1) * cv->cin), all, pixels,
-                          cv->cin);
-        be->copy_rows(cpdit_buf_at(be, wn->p, (ptrdiff_t)(cv->taps - 1) * cv->cin), all, x,
-                      cv->cin, pixels, cv->cin);
+        be->copy_rows(in, all, wn->p, past, pixels, past);
+        be->copy_rows(cpdit_buf_at(be, in, past), all, x, cv->cin, pixels, cv->cin);
     }
-    return conv2d(c, cv, y, wn->p, rows, W, all);
+    cpdit_status st = conv2d(c, cv, y, in, rows, W, all);
+    give(c, in);
+    if (st || !pixels)
+        return st;
+    for (int j = 0; j + 2 < cv->taps; j++) /* drop the oldest frame, append x */
+        be->copy_rows(cpdit_buf_at(be, wn->p, (ptrdiff_t)j * cv->cin), past,
+                      cpdit_buf_at(be, wn->p, (ptrdiff_t)(j + 1) * cv->cin), past, pixels,
+                      cv->cin);
+    be->copy_rows(cpdit_buf_at(be, wn->p, past - cv->cin), past, x, cv->cin, pixels, cv->cin);
+    return CPDIT_OK;
 }
 
 /* y = WanRMS_norm(x) over C channels per pixel (then SiLU when silu), y may be x. */

@@ -1,12 +1,12 @@
 /* wan_vae_internal.h — the Wan VAE decoder's modules as the backend holds them, shared by
  * wan_vae_weights.c (config, making the weights) and wan_vae_decode.c (the forward pass).
  *
- * A causal conv with kt temporal taps becomes ONE 2D conv over kt·Cin channels: its input is a
- * "window" (rows, W, kt·Cin) whose channel block j holds the frame j - (kt - 1) steps back
- * (block kt - 1 = the current frame; zeros before the clip's start), and its packed weights
- * are the Conv3d's (Cout, Cin, kt, K, K) reordered to (Cout, kt·Cin, K, K), channel
- * j·Cin + ci = tap j of input channel ci. The window is the feature cache of diffusers
- * (CACHE_T past frames) plus the current frame. */
+ * A causal conv with kt temporal taps becomes ONE 2D conv over kt·Cin channels: its input
+ * (rows, W, kt·Cin) stacks, per pixel, the kt - 1 previous input frames (its cache: diffusers'
+ * feat_cache of CACHE_T = kt - 1 frames, zeros before the clip) and the current frame, oldest
+ * first; its packed weights are the Conv3d's (Cout, Cin, kt, K, K) reordered to
+ * (Cout, kt·Cin, K, K), channel j·Cin + ci = tap j of input channel ci.
+ */
 #ifndef CPDIT_WAN_VAE_INTERNAL_H
 #define CPDIT_WAN_VAE_INTERNAL_H
 
@@ -24,7 +24,7 @@ typedef struct wv_conv {
     int cin, cout;        /* per frame */
     int taps;             /* 1 (a 1x1x1 conv or a 2D conv) or WAN_VAE_TAPS (causal) */
     int k;                /* spatial kernel: 1 or 3 */
-    int win;              /* its window's index (taps > 1), else -1 */
+    int win;              /* its cache's index (taps > 1), else -1 */
 } wv_conv;
 
 typedef struct wv_res {
