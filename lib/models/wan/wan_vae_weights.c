@@ -13,6 +13,7 @@
 #include "lib/io/model_config.h"
 #include "lib/io/model_folder.h"
 #include "lib/models/wan/wan_vae_internal.h"
+#include "lib/weights/weight_loader.h"
 
 static const float DEFAULT_MEAN[16] = {-0.7571f, -0.7089f, -0.9113f, 0.1075f, -0.1745f, 0.9653f,
                                        -0.1517f, 1.5508f,  0.4134f,  -0.0715f, 0.5517f, -0.3632f,
@@ -434,6 +435,7 @@ static cpdit_status conv_of(maker *m, const char *prefix, wv_conv *cv, int is_2d
         free(f);
     }
     free(re);
+    weight_drop_pages(t->data, t->nbytes); /* the packed copy is what the decode reads */
     if (!packed)
         return cpdit_error_set(m->err, CPDIT_ERR_RUNTIME, "wan vae",
                                "out of memory packing \"%s\"", name);
