@@ -5,7 +5,9 @@
 #   1. fp32: 3 latent frames (5 x 4) -> 9 frames (40 x 32) equal the plain-torch reference
 #      (tests/reference/wan_vae_reference.py, float64, the whole clip at once) within 1e-4
 #      (max abs), and so does WanPipeline's de-normalised-latent path (wan_vae_tool denorm);
-#      B = 2, 5 latent frames (3 x 6) -> 17 frames too; skipped when torch is missing;
+#      B = 2, 5 latent frames (3 x 6) -> 17 frames too, and the tiled decode (enable_tiling's
+#      tiled_decode, 3 x 3 tiles of 32 px every 24 over a 7 x 9 latent); skipped when torch is
+#      missing; a latent within one tile decodes as the plain decode (1e-5);
 #   2. 2, 3, 4 ranks (rows split, one rank without rows at h = 3) equal 1 rank within 1e-5;
 #   3. bf16 weights: native (bf16 convolutions) within 0.05 max abs / 1.5e-2 relative RMS of
 #      the fp32 path; the cpu-bf16 backend (bf16 activations), 1 and 3 ranks, within
@@ -38,6 +40,9 @@ fwd() { # model input output [ranks] [options]
 fwd "$tmp/m" "$tmp/in.st" "$tmp/c1.st" 1 --weight-format fp32
 fwd "$tmp/m" "$tmp/in5.st" "$tmp/c5.st" 1 --weight-format fp32
 "$TOOL" denorm "$tmp/m" "$tmp/in.st" "$tmp/cn.st"
+"$PY" "$REF/make_wan_vae.py" latents "$tmp/int.st" --shape 1,4,3,7,9 --seed 5
+"$TOOL" tiled "$tmp/m" "$tmp/int.st" "$tmp/ct.st" 32 24
+"$TOOL" tiled "$tmp/m" "$tmp/in.st" "$tmp/ct1.st" 64 48
 
 # 1. against the torch reference
 if "$PY" -c 'import torch' >/dev/null 2>&1; then
@@ -47,9 +52,15 @@ if "$PY" -c 'import torch' >/dev/null 2>&1; then
     echo "fp32 vs reference, 3 -> 9 frames:"; "$TOOL" compare "$tmp/c1.st" "$tmp/r1.st" 1e-4
     echo "fp32 vs reference, B 2, 5 -> 17 frames:"; "$TOOL" compare "$tmp/c5.st" "$tmp/r5.st" 1e-4
     echo "de-normalised latents vs reference:"; "$TOOL" compare "$tmp/cn.st" "$tmp/rn.st" 1e-4
+    "$PY" "$REF/wan_vae_reference.py" "$tmp/m" "$tmp/int.st" "$tmp/rt.st" --tiled 32 24
+    echo "tiled (3 x 3 tiles of 32 px every 24) vs reference:"
+    "$TOOL" compare "$tmp/ct.st" "$tmp/rt.st" 1e-4
 else
     echo "SKIP (comparison only): $PY cannot import torch"
 fi
+
+echo "tiled, one tile (64 px over 40 x 32) vs the plain decode:"
+"$TOOL" compare "$tmp/ct1.st" "$tmp/c1.st" 1e-5
 
 # 2. ranks vs one rank
 for n in 2 3 4; do

@@ -6,6 +6,9 @@
  *   wan_vae_tool denorm MODEL IN.safetensors OUT.safetensors
  *       WanPipeline's path: latent_sample de-normalised (wan_vae_latents_denormalize), then
  *       the fp32 decode; writes "sample".
+ *   wan_vae_tool tiled MODEL IN.safetensors OUT.safetensors MIN STRIDE
+ *       the fp32 tiled decode (wan_vae_decode_tiled) with square tiles of MIN pixels every
+ *       STRIDE; writes "sample".
  *   wan_vae_tool rss MODEL T h w
  *       decodes pseudo-random latents (1, z_dim, T, h, w) with every frame handed to a callback
  *       that checks its index and drops it; prints "frames F peak_rss_kb K" (getrusage).
@@ -81,14 +84,15 @@ static int compare(int argc, char **argv)
     return max <= tol && rel <= tol_rel ? 0 : 1;
 }
 
-static int denorm(int argc, char **argv)
+/* denorm and tiled: read latent_sample, decode one way, write sample. */
+static int decode_file(int argc, char **argv, int tiled)
 {
     cpdit_error err;
     wan_vae *d = NULL;
     int64_t s[8];
     int nd = 0;
     size_t n = 0;
-    if (argc < 5)
+    if (argc < (tiled ? 7 : 5))
         return 2;
     float *z = read_tensor(argv[3], "latent_sample", s, &nd, &n, &err);
     if (!z || wan_vae_open(&d, argv[2], &err))
@@ -98,9 +102,16 @@ static int denorm(int argc, char **argv)
     const int f = wan_vae_upscale(c), F = wan_vae_frames(c, T);
     const int64_t shape[5] = {B, c->out_channels, F, (int64_t)h * f, (int64_t)w * f};
     float *out = malloc((size_t)B * c->out_channels * F * h * f * w * f * sizeof *out);
-    wan_vae_latents_denormalize(c, z, B, T, h, w);
+    wan_vae_tiling tl = {0, 0, 0, 0};
+    if (tiled) {
+        tl.min_h = tl.min_w = atoi(argv[5]);
+        tl.stride_h = tl.stride_w = atoi(argv[6]);
+    } else {
+        wan_vae_latents_denormalize(c, z, B, T, h, w);
+    }
     int rc = 0;
-    if (!out || wan_vae_decode_group(d, NULL, z, B, T, h, w, out, &err)) {
+    if (!out || (tiled ? wan_vae_decode_tiled(d, &tl, z, B, T, h, w, out, &err)
+                       : wan_vae_decode_group(d, NULL, z, B, T, h, w, out, &err))) {
         rc = fail(&err);
     } else {
         safetensors_write_tensor wt = {"sample", CPDIT_DTYPE_F32, 5, shape, out,
@@ -169,9 +180,11 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "compare"))
         return compare(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "denorm"))
-        return denorm(argc, argv);
+        return decode_file(argc, argv, 0);
+    if (argc > 1 && !strcmp(argv[1], "tiled"))
+        return decode_file(argc, argv, 1);
     if (argc > 1 && !strcmp(argv[1], "rss"))
         return rss(argc, argv);
-    fprintf(stderr, "usage: wan_vae_tool compare|denorm|rss ...\n");
+    fprintf(stderr, "usage: wan_vae_tool compare|denorm|tiled|rss ...\n");
     return 2;
 }

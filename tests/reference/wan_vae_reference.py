@@ -4,10 +4,13 @@ every causal conv is one conv3d over all frames with kt - 1 zero frames padded o
 side, so the C decoder's frame-by-frame streaming is checked against an independent form.
 
   wan_vae_reference.py MODEL_DIR IN.safetensors OUT.safetensors [--denormalize]
+                       [--tiled MIN STRIDE]
 
 IN holds latent_sample (B, z_dim, T, h, w); OUT gets sample (B, out_channels, F, 8h, 8w),
 F = 1 + 4 (T - 1), clamped to [-1, 1]. --denormalize applies WanPipeline's
 latents / (1 / latents_std) + latents_mean (in float32, as the pipeline does) first.
+--tiled: enable_tiling's tiled_decode with square tiles of MIN pixels every STRIDE (the tiles
+decoded in float64, blended in float32 as diffusers' float32 pipeline would).
 
 Definition (diffusers' AutoencoderKLWan, Wan 2.1, is_residual False):
   post_quant_conv (causal 1x1x1); conv_in (causal 3x3x3); mid: res, attention, res;
@@ -83,7 +86,7 @@ class Ref:
                      padding=1)
         return f.reshape(B, T, -1, 2 * H, 2 * W).permute(0, 2, 1, 3, 4)
 
-    def decode(self, z):
+    def decode(self, z, clamp=True):
         c = self.cfg
         n = len(c["dim_mult"])
         up_t = list(reversed(c["temperal_downsample"]))
@@ -99,7 +102,35 @@ class Ref:
                 x = self.upsample("decoder.up_blocks.%d.upsamplers.0" % i, x, up_t[i])
         x = F.silu(self.rms("decoder.norm_out", x))
         x = self.causal("decoder.conv_out", x)
-        return x.clamp(-1.0, 1.0)
+        return x.clamp(-1.0, 1.0) if clamp else x
+
+    def decode_tiled(self, z, tmin, stride):
+        """enable_tiling(tmin, tmin, stride, stride): latent tiles of tmin / 8 every stride / 8,
+        each decoded whole (unclamped); tile (i, j) blended in place with the blended tile
+        above over its first tmin - stride rows (weights 1 - y/e, y/e) and with the blended
+        tile to its left over its first tmin - stride columns; the first stride pixels of each
+        kept; clamp."""
+        h, w = z.shape[3], z.shape[4]
+        lt, ls, blend = tmin // 8, stride // 8, tmin - stride
+        if not (w > lt or h > lt):
+            return self.decode(z)
+        rows = [[self.decode(z[:, :, :, i:i + lt, j:j + lt], clamp=False).float()
+                 for j in range(0, w, ls)] for i in range(0, h, ls)]
+        for i, row in enumerate(rows):
+            for j, t in enumerate(row):
+                if i > 0:
+                    a = rows[i - 1][j]
+                    e = min(a.shape[3], t.shape[3], blend)
+                    for y in range(e):
+                        t[:, :, :, y] = a[:, :, :, y - e] * (1 - y / e) + t[:, :, :, y] * (y / e)
+                if j > 0:
+                    a = row[j - 1]
+                    e = min(a.shape[4], t.shape[4], blend)
+                    for x in range(e):
+                        t[..., x] = a[..., x - e] * (1 - x / e) + t[..., x] * (x / e)
+        out = torch.cat([torch.cat([t[:, :, :, :stride, :stride] for t in row], dim=4)
+                         for row in rows], dim=3)
+        return out[:, :, :, :8 * h, :8 * w].clamp(-1.0, 1.0)
 
 
 def main(argv):
@@ -113,7 +144,11 @@ def main(argv):
         std = 1.0 / torch.tensor(ref.cfg["latents_std"]).view(1, zc, 1, 1, 1)
         z = z / std + mean
     with torch.no_grad():
-        y = ref.decode(z)
+        if "--tiled" in argv:
+            k = argv.index("--tiled")
+            y = ref.decode_tiled(z, int(argv[k + 1]), int(argv[k + 2]))
+        else:
+            y = ref.decode(z)
     save_safetensors(out, {"sample": y.float()})
     return 0
 

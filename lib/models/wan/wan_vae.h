@@ -121,6 +121,24 @@ cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z,
 cpdit_status wan_vae_decode_group(wan_vae *d, const cp_grid *g, const float *z, int B, int T,
                                   int h, int w, float *out, cpdit_error *err);
 
+/* Tiles of diffusers' AutoencoderKLWan.enable_tiling, in pixels: tiles of min_h x min_w
+ * starting every stride_h / stride_w (defaults 256, 256, 192, 192). */
+typedef struct wan_vae_tiling {
+    int min_h, min_w, stride_h, stride_w;
+} wan_vae_tiling;
+void wan_vae_tiling_defaults(wan_vae_tiling *t);
+
+/* Tiled decode on this rank, as diffusers' AutoencoderKLWan.tiled_decode: APPROXIMATE (each
+ * tile's convs and attention see only the tile), for a rank short of memory: caches of one
+ * tile instead of the whole frame, plus two rows of tiles' decoded clips (host). Latent tiles
+ * of min / 8 rows and columns every stride / 8, each decoded over all T frames, blended with
+ * the tile above and the one to the left over min - stride pixels (in place, in diffusers'
+ * order), cropped to stride, clamped. A latent no larger than one tile is decoded whole
+ * (exactly wan_vae_decode_group on one rank). tiling NULL: the defaults. out (B, out_channels,
+ * F, H, W). Errors as wan_vae_decode_group; a bad tiling (INPUT). */
+cpdit_status wan_vae_decode_tiled(wan_vae *d, const wan_vae_tiling *tiling, const float *z,
+                                  int B, int T, int h, int w, float *out, cpdit_error *err);
+
 #ifdef __cplusplus
 }
 #endif

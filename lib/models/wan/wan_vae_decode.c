@@ -65,6 +65,7 @@ typedef struct ctx {
     window *win;              /* [d->n_windows] */
     int started[WAN_VAE_MAX_LEVELS]; /* upsample3d of block i has seen the clip's first frame */
     int item, frame;          /* the item decoded, the next output frame */
+    int clamp;                /* clamp the frames to [-1, 1] (0: the tiled decode blends first) */
     cpdit_buf *img, *chw;     /* rank 0: one RGB frame (H·W, oc) and (oc, H·W) */
     float *host;              /* rank 0: (oc, H, W) */
     wan_vae_frame_fn fn;
@@ -377,7 +378,7 @@ static cpdit_status emit(ctx *c, const cpdit_buf *y, int rows, int W, int H)
     const size_t pix = (size_t)H * W * oc;
     be->transpose(c->chw, c->img, (size_t)H * W, (size_t)oc);
     be->download_act(c->host, c->chw, pix);
-    for (size_t i = 0; i < pix; i++) /* torch.clamp(out, -1, 1) */
+    for (size_t i = 0; c->clamp && i < pix; i++) /* torch.clamp(out, -1, 1) */
         c->host[i] = c->host[i] < -1.0f ? -1.0f : c->host[i] > 1.0f ? 1.0f : c->host[i];
     if (c->fn && c->fn(c->fn_ctx, c->item, c->frame, c->host, oc, H, W))
         st = cpdit_error_set(c->err, CPDIT_ERR_INPUT, "wan vae",
@@ -524,6 +525,13 @@ cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z,
                                    int h, int w, wan_vae_frame_fn fn, void *fn_ctx,
                                    cpdit_error *err)
 {
+    return wan_vae_decode_frames_clamp(d, g, z, B, T, h, w, 1, fn, fn_ctx, err);
+}
+
+cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, const float *z, int B,
+                                         int T, int h, int w, int clamp, wan_vae_frame_fn fn,
+                                         void *fn_ctx, cpdit_error *err)
+{
     const cpdit_backend *be = d->be ? d->be : cpdit_backend_default();
     const wan_vae_config *cf = &d->cfg;
     const int f = wan_vae_upscale(cf), Cl = cf->z_dim, oc = cf->out_channels;
@@ -541,6 +549,7 @@ cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z,
     c.w = w;
     c.fn = fn;
     c.fn_ctx = fn_ctx;
+    c.clamp = clamp;
     c.comm = g && g->cp_size > 1 ? g->cp : NULL;
     c.grid = c.comm ? g : NULL;
     c.act_type = cpdit_comm_act_type(be->act_dtype);
