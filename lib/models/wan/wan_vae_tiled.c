@@ -114,7 +114,8 @@ static void place(const wan_vae_config *c, const wan_vae_tiling *tl, const tile 
                   int H, int W, int b, int ti, int tj, float *out)
 {
     const int y0 = ti * tl->stride_h, x0 = tj * tl->stride_w;
-    int ny = t->H < tl->stride_h ? t->H : tl->stride_h, nx = t->W < tl->stride_w ? t->W : tl->stride_w;
+    int ny = t->H < tl->stride_h ? t->H : tl->stride_h;
+    int nx = t->W < tl->stride_w ? t->W : tl->stride_w;
     ny = y0 + ny > H ? H - y0 : ny;
     nx = x0 + nx > W ? W - x0 : nx;
     for (int p = 0; p < c->out_channels * F; p++)
