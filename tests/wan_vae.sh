@@ -12,7 +12,8 @@
 #   3. bf16 weights: native (bf16 convolutions) within 0.05 max abs / 1.5e-2 relative RMS of
 #      the fp32 path; the cpu-bf16 backend (bf16 activations), 1 and 3 ranks, within
 #      0.08 / 3e-2;
-#   4. a bad latent shape is refused naming the tensor;
+#   4. a bad latent shape is refused naming the tensor, weights that do not fit the config
+#      naming the file and the tensor;
 #   5. memory: peak RSS decoding 21 latent frames (81 frames) at 16 x 16 (128 x 128) is within
 #      2 MiB of decoding 5 (17 frames); keeping the frames would add 12 MiB.
 # Needs numpy in $PYTHON3 for the model generator (skip 77 without it).
@@ -88,6 +89,14 @@ if fwd "$tmp/m" "$tmp/bad.st" "$tmp/bad_out.st" 1 2>"$tmp/bad.err"; then
     echo "FAIL: a 4-D latent_sample was accepted"; exit 1
 fi
 grep -q 'latent_sample.*(B, 4, T, h, w)' "$tmp/bad.err" || { cat "$tmp/bad.err"; exit 1; }
+# weights that do not fit the config: refused at open, naming the file and the tensor
+cp -r "$tmp/m" "$tmp/mbad"
+sed 's/"base_dim": 8/"base_dim": 16/' "$tmp/m/vae/config.json" >"$tmp/mbad/vae/config.json"
+if fwd "$tmp/mbad" "$tmp/in.st" "$tmp/bad_out.st" 1 2>"$tmp/bad.err"; then
+    echo "FAIL: weights of base_dim 8 accepted for base_dim 16"; exit 1
+fi
+grep -q 'diffusion_pytorch_model.safetensors: tensor "decoder.conv_in.weight".*expected' \
+    "$tmp/bad.err" || { cat "$tmp/bad.err"; exit 1; }
 
 # 5. memory flat in the clip length
 r5=$("$TOOL" rss "$tmp/m" 5 16 16) || exit 1

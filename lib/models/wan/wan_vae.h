@@ -87,8 +87,10 @@ int wan_vae_is_wan(const char *model_dir);
 
 typedef struct wan_vae wan_vae;
 
-/* Config and weights of a model folder (pipeline root with vae/, or the vae folder). The
- * weights are read at the first decode. Errors: config (INPUT), files (INPUT/RUNTIME). */
+/* Config and weights of a model folder (pipeline root with vae/, or the vae folder): every
+ * decoder tensor's name, shape and dtype checked now, the backend's weights made at the first
+ * decode. Errors: config (INPUT), a missing or misshapen tensor (INPUT, naming the file and
+ * the tensor), files (INPUT/RUNTIME). */
 cpdit_status wan_vae_open(wan_vae **out, const char *model_dir, cpdit_error *err);
 void wan_vae_free(wan_vae *d);
 const wan_vae_config *wan_vae_config_of(const wan_vae *d);

@@ -15,6 +15,15 @@
 #include "lib/models/wan/wan_vae_internal.h"
 #include "lib/weights/weight_loader.h"
 
+typedef struct maker {
+    wan_vae *d;
+    const cpdit_backend *be; /* NULL: check names, shapes and dtypes only */
+    cpdit_error *err;
+} maker;
+
+/* Every module's tensors in forward order: made for m->be, or only checked (be NULL). */
+static cpdit_status walk(maker *m);
+
 static const float DEFAULT_MEAN[16] = {-0.7571f, -0.7089f, -0.9113f, 0.1075f, -0.1745f, 0.9653f,
                                        -0.1517f, 1.5508f,  0.4134f,  -0.0715f, 0.5517f, -0.3632f,
                                        -0.1922f, -0.9497f, 0.2503f,  -0.2921f};
@@ -295,11 +304,15 @@ cpdit_status wan_vae_open(wan_vae **out, const char *model_dir, cpdit_error *err
     }
     if (st == CPDIT_OK)
         st = safetensors_set_open(&d->set, d->dir, err);
+    if (st == CPDIT_OK) { /* every tensor's name, shape and dtype now, the weights later */
+        layout(d);
+        maker m = {d, NULL, err};
+        st = walk(&m);
+    }
     if (st != CPDIT_OK) {
         wan_vae_free(d);
         return st;
     }
-    layout(d);
     *out = d;
     return CPDIT_OK;
 }
@@ -330,12 +343,6 @@ void wan_vae_set_weight_format(wan_vae *d, cpdit_weight_format format)
 }
 
 /* ------------------------------------------------------------------ making the weights */
-
-typedef struct maker {
-    wan_vae *d;
-    const cpdit_backend *be;
-    cpdit_error *err;
-} maker;
 
 /* The float tensor name of shape (ndim dims); a vector may have trailing 1s (gammas are
  * (C, 1, 1, 1) or (C, 1, 1)). */
@@ -371,6 +378,8 @@ static cpdit_status find(maker *m, const char *name, int ndim, const int64_t *sh
 static cpdit_status vector_of(maker *m, const safetensors_tensor *t, size_t first, size_t n,
                               float **out)
 {
+    if (!m->be)
+        return CPDIT_OK;
     float *host = malloc(t->nelem * sizeof *host);
     cpdit_status st = host ? safetensors_tensor_read_f32(t, host, t->nelem, m->err)
                            : cpdit_error_set(m->err, CPDIT_ERR_RUNTIME, "wan vae",
@@ -408,9 +417,14 @@ static cpdit_status conv_of(maker *m, const char *prefix, wv_conv *cv, int is_2d
     }
     const safetensors_tensor *t, *tb;
     snprintf(name, sizeof name, "%s.weight", prefix);
+    const int64_t bshape[1] = {cv->cout};
     cpdit_status st = find(m, name, 4 + kt_dims, shape, &t);
     if (st)
         return st;
+    if (!m->be) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        return find(m, name, 1, bshape, &tb);
+    }
     const size_t es = cpdit_dtype_size(t->dtype), kk = (size_t)cv->k * cv->k;
     unsigned char *re = malloc(t->nbytes);
     if (!re)
@@ -440,7 +454,6 @@ static cpdit_status conv_of(maker *m, const char *prefix, wv_conv *cv, int is_2d
         return cpdit_error_set(m->err, CPDIT_ERR_RUNTIME, "wan vae",
                                "out of memory packing \"%s\"", name);
     cv->packed = packed;
-    const int64_t bshape[1] = {cv->cout};
     snprintf(name, sizeof name, "%s.bias", prefix);
     st = find(m, name, 1, bshape, &tb);
     return st ? st : vector_of(m, tb, 0, (size_t)cv->cout, &cv->b);
@@ -470,6 +483,8 @@ static cpdit_status res_of(maker *m, const char *prefix, wv_res *r)
 static cpdit_status matrix_of(maker *m, const safetensors_tensor *t, int r0, int rows, int cols,
                               cpdit_weight **out)
 {
+    if (!m->be)
+        return CPDIT_OK;
     const size_t es = cpdit_dtype_size(t->dtype);
     cpdit_weight_desc desc = {t->dtype, rows, cols,
                               (const unsigned char *)t->data + (size_t)r0 * cols * es, 1,
@@ -509,14 +524,11 @@ static cpdit_status attn_of(maker *m, const char *prefix, wv_attn *a)
     return st;
 }
 
-cpdit_status wan_vae_prepare(wan_vae *d, const cpdit_backend *be, cpdit_error *err)
+static cpdit_status walk(maker *mk)
 {
-    if (d->made_be == be && d->made_format == d->format)
-        return CPDIT_OK;
-    wan_vae_unprepare(d);
-    maker m = {d, be, err};
+    wan_vae *d = mk->d;
+    maker m = *mk;
     char p[WAN_VAE_NAME_MAX];
-    d->made_be = be; /* unprepare frees through it, also after a partial failure */
     cpdit_status st = conv_of(&m, "post_quant_conv", &d->post_quant, 0);
     if (!st)
         st = conv_of(&m, "decoder.conv_in", &d->conv_in, 0);
@@ -543,6 +555,17 @@ cpdit_status wan_vae_prepare(wan_vae *d, const cpdit_backend *be, cpdit_error *e
         st = gamma_of(&m, "decoder.norm_out", d->conv_out.cin, &d->g_out);
     if (!st)
         st = conv_of(&m, "decoder.conv_out", &d->conv_out, 0);
+    return st;
+}
+
+cpdit_status wan_vae_prepare(wan_vae *d, const cpdit_backend *be, cpdit_error *err)
+{
+    if (d->made_be == be && d->made_format == d->format)
+        return CPDIT_OK;
+    wan_vae_unprepare(d);
+    maker m = {d, be, err};
+    d->made_be = be; /* unprepare frees through it, also after a partial failure */
+    cpdit_status st = walk(&m);
     if (st) {
         wan_vae_unprepare(d);
         return st;
