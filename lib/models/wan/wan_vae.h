@@ -115,7 +115,8 @@ typedef int (*wan_vae_frame_fn)(void *ctx, int b, int f, const float *rgb, int C
 /* vae.decode split by rows over the CP group of g (collective; g NULL or 1 rank: this rank
  * alone). Every rank passes the same z (B, z_dim, T, h, w); each output frame goes to fn on CP
  * rank 0 as soon as it is decoded (fn NULL: frames dropped). Equals the one-rank decode to
- * rounding. Errors: sizes (INPUT), memory (RUNTIME). */
+ * rounding. Errors: sizes (INPUT), memory (RUNTIME); as for the FLUX VAE, a failure on one
+ * rank (fn stopping on rank 0 included) may leave the others waiting: callers end the job. */
 cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z, int B, int T,
                                    int h, int w, wan_vae_frame_fn fn, void *ctx,
                                    cpdit_error *err);
