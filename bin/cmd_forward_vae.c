@@ -19,6 +19,10 @@
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
+#include "lib/models/wan/wan_vae.h"
+
+/* A Wan folder (vae/ is AutoencoderKLWan): bin/cmd_forward_wan_vae.c. */
+cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *err);
 
 #define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 #define VAE_INPUT_NAME "latent_sample"
@@ -169,6 +173,8 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
 
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err)
 {
+    if (wan_vae_is_wan(opt->model))
+        return wan_vae_forward_command(opt, err);
     if (opt->world_size > 1 && opt->vae_parallel)
         return forward_parallel(opt, err);
     int status = CPDIT_OK;
