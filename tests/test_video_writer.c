@@ -541,7 +541,10 @@ int main(void)
     test_names_and_options();
     check_fps(dir, 16, 16, 1);
     check_fps(dir, 24000.0 / 1001, 24000, 1001);
+    check_fps(dir, 23.976, 24000, 1001);
+    check_fps(dir, 29.97, 30000, 1001);
     check_fps(dir, 12.5, 25, 2);
+    check_fps(dir, 23.5, 47, 2);
     check_fps(dir, 0, 16, 1);
     tmpdir_remove(dir);
     mkdir(dir, 0700);

@@ -18,7 +18,8 @@
 #define NTSC_DEN 1001
 #define FPS_DEN_FINE 1000
 #define FPS_EXACT_TOL 1e-9
-#define FPS_NTSC_TOL 1e-6
+/* 23.976, 29.97, 59.94 as people write them are NTSC rates */
+#define FPS_NTSC_TOL 5e-4
 /* Metadata keys follow the PNG keyword rules (1-79 bytes). */
 #define TAG_KEY_MAX 79
 #define WEBP_QUALITY_MAX 100.0f

@@ -78,7 +78,7 @@ typedef struct cpdit_video_options {
     cpdit_video_format format;
     double fps;         /* frames per second, 0.01..240; 0 = default 16.
                          * Non-integer rates are kept exactly when they are k*1000/1001
-                         * (23.976...), else rounded to 1/1000 */
+                         * within 5e-4 (23.976, 29.97), else rounded to 1/1000 */
     int crf;            /* mp4: x264 CRF 0..51 (lower = better, 0 = lossless luma); -1 =
                          * CPDIT_VIDEO_DEFAULT_CRF */
     const char *preset; /* mp4: x264 preset (ultrafast ... veryslow); NULL = "medium" */
