@@ -456,6 +456,17 @@ static void test_frames(const char *dir)
                                                           &r, &err), &err, "notes.txt");
     CHECK(exists(note) && count_entries(folder, NULL) == 6);
     CHECK(count_entries(dir, &temps) >= 1 && temps == 0);
+    /* cleanup of leftovers removes only temporary folders of frames */
+    errno = 0;
+    CHECK(cpdit_video_remove_temp_folder(folder) == -1 && errno == EINVAL);
+    char *fake = tmp_path(dir, ".frames.tmp.AbC123"), *moved_note = tmp_path(fake, "notes.txt");
+    CHECK(rename(folder, fake) == 0);
+    errno = 0;
+    CHECK(cpdit_video_remove_temp_folder(fake) == -1 && errno == ENOTEMPTY && exists(moved_note));
+    CHECK(unlink(moved_note) == 0);
+    CHECK(cpdit_video_remove_temp_folder(fake) == 0 && !exists(fake));
+    free(moved_note);
+    free(fake);
     free(note);
     free(clip);
     free(folder);
@@ -525,8 +536,12 @@ static void kill_case(const char *dir, cpdit_video_format f, int w, int h, long 
     CHECK_MSG(!exists(final), "%s: a file is under the final name after SIGKILL", name);
     CHECK_MSG(tmp && exists(tmp), "%s: no temporary file seen", name);
     fprintf(stderr, "killed %s mid-write: only %s left\n", name, tmp ? strrchr(tmp, '/') + 1 : "-");
-    if (tmp)
-        tmpdir_remove(tmp); /* what a resumed job's cleanup does */
+    if (tmp) { /* what a resumed job's cleanup does */
+        struct stat sb;
+        int is_dir = stat(tmp, &sb) == 0 && S_ISDIR(sb.st_mode);
+        CHECK(is_dir ? cpdit_video_remove_temp_folder(tmp) == 0 : unlink(tmp) == 0);
+        CHECK(!exists(tmp));
+    }
     free(tmp);
     free(final);
 }

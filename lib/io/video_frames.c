@@ -60,8 +60,9 @@ static int is_frame_name(const char *name)
     return 1;
 }
 
-/* Remove a flat folder of files (ours: frame PNGs and their temporary files), then the folder. */
-static void remove_flat(const char *dir)
+/* Remove a flat folder of files (ours: frame PNGs and their temporary files), then the folder.
+ * Returns rmdir's result. */
+static int remove_flat(const char *dir)
 {
     DIR *d = opendir(dir);
     if (d) {
@@ -77,7 +78,7 @@ static void remove_flat(const char *dir)
         }
         closedir(d);
     }
-    rmdir(dir);
+    return rmdir(dir);
 }
 
 /* An existing destination must be a folder holding only frame PNGs (or their temporary
@@ -274,6 +275,36 @@ static void frames_abort(cpdit_video_writer *w)
         remove_flat(s->tmp);
     frames_free(s);
     w->state = NULL;
+}
+
+int cpdit_video_remove_temp_folder(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!atomic_file_is_temp_name(slash ? slash + 1 : path)) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int foreign = 0;
+    struct dirent *e;
+    while (!foreign && (e = readdir(d)) != NULL)
+        foreign = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+                  !is_frame_name(e->d_name) && !atomic_file_is_temp_name(e->d_name);
+    closedir(d);
+    if (foreign) {
+        errno = ENOTEMPTY;
+        return -1;
+    }
+    return remove_flat(path);
 }
 
 static void frames_describe(char *buf, size_t size)

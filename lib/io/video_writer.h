@@ -149,6 +149,12 @@ cpdit_status cpdit_video_writer_finish(cpdit_video_writer *w, cpdit_video_result
 /* Drop the clip: remove the temporary file (folder) and free w. NULL is fine. */
 void cpdit_video_writer_abort(cpdit_video_writer *w);
 
+/* Remove the temporary folder a killed png-frames writer left (path's base name has the form
+ * atomic_file_is_temp_name accepts, and it holds only frame PNGs and their temporary files):
+ * what a resumed job's cleanup calls where unlink() says EISDIR. Returns 0, or -1 with errno
+ * (EINVAL: not a temporary name; ENOTDIR; ENOTEMPTY: it holds something else, left alone). */
+int cpdit_video_remove_temp_folder(const char *path);
+
 /* open + add(frames) + finish: frames = (n_frames, height, width, 3) uint8. */
 cpdit_status cpdit_video_write(const char *path, const uint8_t *frames, int n_frames, int height,
                                int width, const cpdit_video_options *opt,
