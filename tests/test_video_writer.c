@@ -103,7 +103,8 @@ static void test_names_and_options(void)
     cpdit_video_options o;
     cpdit_video_options_init(&o, CPDIT_VIDEO_WEBP);
     CHECK(o.fps == CPDIT_VIDEO_DEFAULT_FPS && o.fps == 16.0);
-    CHECK(o.crf == CPDIT_VIDEO_DEFAULT_CRF && o.webp_lossless == 1 && o.webp_loops == 0);
+    CHECK(o.crf == CPDIT_VIDEO_DEFAULT_CRF && o.webp_lossless == 0 && o.webp_loops == 0);
+    CHECK(o.webp_quality == CPDIT_VIDEO_DEFAULT_WEBP_QUALITY);
     char buf[1024];
     cpdit_video_describe(buf, sizeof buf);
     CHECK_STR_CONTAINS(buf, "png-frames");

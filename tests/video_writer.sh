@@ -6,7 +6,8 @@
 #        key as given (prompt with UTF-8 and XML specials, seed, steps, model, grid); ffmpeg
 #        decodes it to raw rgb24 and the mean absolute error vs the source frames must stay
 #        under a bound per case (8-bit levels; x264 CRF given; measured values in the table).
-#   WebP: `webpmux -info` shows the frame count, the canvas, the loop count and the XMP chunk.
+#   WebP: `webpmux -info` shows the frame count, the canvas, the loop count, each frame lossless
+#         or lossy as asked, and the XMP chunk with the metadata.
 # Skips (77) only when neither ffprobe nor webpmux is installed (install-deps.sh --tests
 # installs both: ffmpeg, webp) or this build writes neither format; says which part it skips.
 set -u
@@ -77,9 +78,13 @@ webp_case() {
     grep -q "Loop Count : 0" "$work/$name.info" || bad "$name: loop count not 0"
     grep -q "Features present:.*animation.*XMP metadata" "$work/$name.info" \
         || bad "$name: no animation + XMP metadata"
+    kind=lossy
+    case " $* " in *" --lossless "*) kind=lossless ;; esac
+    n_kind=$(grep -c "^ *[0-9]*:.* $kind\$" "$work/$name.info")
+    [ "$n_kind" = "$t" ] || bad "$name: $n_kind of $t frames are $kind"
     webpmux -get xmp "$out" -o "$work/$name.xmp" >/dev/null 2>&1 \
         && grep -q '<cpdit:seed>42</cpdit:seed>' "$work/$name.xmp" || bad "$name: XMP has no seed"
-    echo "  $name: $t frames ${w}x$h, $(sed -n 's/^bytes=//p' "$work/$name.txt") bytes, webpmux reads it"
+    echo "  $name: $t $kind frames ${w}x$h, $(sed -n 's/^bytes=//p' "$work/$name.txt") bytes, webpmux reads it"
     ran=$((ran + 1))
 }
 
@@ -104,7 +109,8 @@ fi
 if why=$("$TOOL" available webp); then
     if command -v webpmux >/dev/null 2>&1; then
         echo "webp read back by webpmux:"
-        webp_case anim17 17 64 64
+        webp_case anim17 17 64 64 --lossless
+        webp_case lossy17 17 64 64
         webp_case odd5 5 65 33 --lossy 90
     else
         echo "SKIP (webp part): webpmux not found (apt-get install webp)" >&2

@@ -1,6 +1,6 @@
 /* video_writer_tool.c — helper of tests/video_writer.sh (not a test by itself).
  *
- *   video_writer_tool write FORMAT OUT T W H [FPS [CRF]] [--raw RAW] [--lossy Q]
+ *   video_writer_tool write FORMAT OUT T W H [FPS [CRF]] [--raw RAW] [--lossy Q|--lossless]
  *       writes the synthetic clip (video_synth.h) with the test metadata; prints the result
  *       as key=value lines; --raw also writes the source frames as raw rgb24 (T, H, W, 3).
  *   video_writer_tool available FORMAT     exit 0 when this build writes FORMAT, else prints
@@ -56,6 +56,8 @@ static int cmd_write(int argc, char **argv)
     for (int i = 7; i < argc; i++) {
         if (strcmp(argv[i], "--raw") == 0 && i + 1 < argc) {
             raw = argv[++i];
+        } else if (strcmp(argv[i], "--lossless") == 0) {
+            o.webp_lossless = 1;
         } else if (strcmp(argv[i], "--lossy") == 0 && i + 1 < argc) {
             o.webp_lossless = 0;
             o.webp_quality = (float)atof(argv[++i]);

@@ -71,7 +71,7 @@ void cpdit_video_options_init(cpdit_video_options *opt, cpdit_video_format f)
     opt->crf = CPDIT_VIDEO_DEFAULT_CRF;
     opt->preset = NULL;
     opt->threads = 0;
-    opt->webp_lossless = 1;
+    opt->webp_lossless = 0;
     opt->webp_quality = CPDIT_VIDEO_DEFAULT_WEBP_QUALITY;
     opt->webp_loops = 0;
 }

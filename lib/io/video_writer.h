@@ -10,8 +10,8 @@
  *               `ffprobe -show_format` lists every key as given (prompt, seed, ...); the index
  *               (moov) is moved to the front (faststart) so browsers play while loading.
  *               Width and height must be even (4:2:0 chroma); Wan sizes are multiples of 16.
- *   webp        animated WebP through libwebp's WebPAnimEncoder, lossless by default (the
- *               frames decode back exactly) or lossy at a quality; loops forever unless told;
+ *   webp        animated WebP through libwebp's WebPAnimEncoder, lossy at a quality (default
+ *               80) or lossless (the frames decode back exactly); loops forever unless told;
  *               the metadata goes into an XMP chunk. For previews browsers show inline.
  *   png-frames  a folder of frame_00000.png, frame_00001.png, ... (png_writer.h: each PNG
  *               carries the metadata as text chunks). For pipelines that want frames.
@@ -66,8 +66,9 @@ typedef enum cpdit_video_format {
 /* x264 preset used when none is given. */
 #define CPDIT_VIDEO_DEFAULT_PRESET "medium"
 /* WebP quality (0..100) used when none is given: for lossy, the visual quality; for
- * lossless, the compression effort. */
-#define CPDIT_VIDEO_DEFAULT_WEBP_QUALITY 75.0f
+ * lossless, the compression effort. Lossy at 80 is the default: a preview, about half the
+ * bytes and a quarter of the time of lossless (81 frames of 832x480: 10 s against 39 s here). */
+#define CPDIT_VIDEO_DEFAULT_WEBP_QUALITY 80.0f
 
 /* One metadata entry, with the PNG text rules: key 1-79 printable ASCII characters without
  * leading, trailing or doubled spaces; value NUL-terminated UTF-8. The same entries serve all
@@ -79,16 +80,16 @@ typedef struct cpdit_video_options {
     double fps;         /* frames per second, 0.01..240; 0 = default 16.
                          * Non-integer rates are kept exactly when they are k*1000/1001
                          * within 5e-4 (23.976, 29.97), else rounded to 1/1000 */
-    int crf;            /* mp4: x264 CRF 0..51 (lower = better, 0 = lossless luma); -1 =
+    int crf;            /* mp4: x264 CRF 0..51 (lower = better and larger); -1 =
                          * CPDIT_VIDEO_DEFAULT_CRF */
     const char *preset; /* mp4: x264 preset (ultrafast ... veryslow); NULL = "medium" */
     int threads;        /* mp4: encoder threads; 0 = libx264's choice (about 1.5 x cores) */
-    int webp_lossless;  /* webp: 1 = lossless (default), 0 = lossy */
+    int webp_lossless;  /* webp: 1 = lossless (frames decode back exactly), 0 = lossy (default) */
     float webp_quality; /* webp: 0..100; < 0 = CPDIT_VIDEO_DEFAULT_WEBP_QUALITY */
     int webp_loops;     /* webp: times to play, 0 = forever (default) */
 } cpdit_video_options;
 
-/* Defaults for format f (fps 16, CRF 18, preset medium, lossless WebP looping forever). */
+/* Defaults for format f (fps 16, CRF 18, preset medium, lossy WebP at 80 looping forever). */
 void cpdit_video_options_init(cpdit_video_options *opt, cpdit_video_format f);
 
 /* What an index line needs about a written clip. */
