@@ -17,6 +17,7 @@
 #include <libavutil/error.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/log.h>
+#include <libavutil/mem.h>
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
 
@@ -39,6 +40,8 @@ typedef struct mp4_state {
     struct SwsContext *sws;
     AVFrame *frame;
     AVPacket *pkt;
+    uint8_t *rgb_padded; /* (H, W, 3) input copy with SIMD padding after it: swscale reads
+                          * a few bytes past the last pixel */
     int header_written;
 } mp4_state;
 
@@ -96,6 +99,7 @@ static void mp4_free(mp4_state *s)
     sws_freeContext(s->sws);
     av_frame_free(&s->frame);
     av_packet_free(&s->pkt);
+    av_freep(&s->rgb_padded);
     atomic_file_abort(&s->af);
     free(s);
 }
@@ -148,7 +152,8 @@ static cpdit_status open_stream(cpdit_video_writer *w, mp4_state *s, cpdit_error
     s->st = avformat_new_stream(s->oc, NULL);
     s->frame = av_frame_alloc();
     s->pkt = av_packet_alloc();
-    if (!s->st || !s->frame || !s->pkt)
+    s->rgb_padded = av_mallocz((size_t)w->width * w->height * 3 + AV_INPUT_BUFFER_PADDING_SIZE);
+    if (!s->st || !s->frame || !s->pkt || !s->rgb_padded)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, w->path, "mp4: out of memory");
     int rc = avcodec_parameters_from_context(s->st->codecpar, s->enc);
     if (rc < 0)
@@ -252,7 +257,8 @@ static cpdit_status mp4_add(cpdit_video_writer *w, const uint8_t *rgb, cpdit_err
     int rc = av_frame_make_writable(s->frame);
     if (rc < 0)
         return av_fail(err, w->path, "cannot allocate a frame", rc);
-    const uint8_t *src[1] = {rgb};
+    memcpy(s->rgb_padded, rgb, (size_t)w->width * w->height * 3);
+    const uint8_t *src[1] = {s->rgb_padded};
     const int stride[1] = {3 * w->width};
     sws_scale(s->sws, src, stride, 0, w->height, s->frame->data, s->frame->linesize);
     s->frame->pts = w->frames;
