@@ -163,7 +163,8 @@ static const cli_command commands[] = {
      "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
      cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
-     "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
+     "usage: cpdit forward --model DIR --component transformer|vae|text_encoder\n"
+     "                     --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                     [--backend NAME] [--weight-format native|fp32]\n"
@@ -189,7 +190,11 @@ static const cli_command commands[] = {
      "(--no-weight-prefetch: each block made when needed); the ranks of a CP group on one\n"
      "node share the two block slots, each block made by one of them in turn.\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
-     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n"
+     "text_encoder (T5 or Wan's UMT5, DIR/text_encoder/ or the folder itself): input_ids\n"
+     "(B, S) and attention_mask (B, S) (int64, int32 or float; absent = all ones) give\n"
+     "last_hidden_state (B, S, d_model) float32, as transformers' encoder model; rank 0\n"
+     "computes.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 (or Wan's UMT5) token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
