@@ -82,8 +82,10 @@ webp_case() {
     case " $* " in *" --lossless "*) kind=lossless ;; esac
     n_kind=$(grep -c "^ *[0-9]*:.* $kind\$" "$work/$name.info")
     [ "$n_kind" = "$t" ] || bad "$name: $n_kind of $t frames are $kind"
-    webpmux -get xmp "$out" -o "$work/$name.xmp" >/dev/null 2>&1 \
-        && grep -q '<cpdit:seed>42</cpdit:seed>' "$work/$name.xmp" || bad "$name: XMP has no seed"
+    if ! webpmux -get xmp "$out" -o "$work/$name.xmp" >/dev/null 2>&1 ||
+            ! grep -q '<cpdit:seed>42</cpdit:seed>' "$work/$name.xmp"; then
+        bad "$name: XMP has no seed"
+    fi
     echo "  $name: $t $kind frames ${w}x$h, $(sed -n 's/^bytes=//p' "$work/$name.txt") bytes, webpmux reads it"
     ran=$((ran + 1))
 }
