@@ -14,6 +14,7 @@
 
 #include "jobs/job_slurm.h"
 #include "lib/io/atomic_file.h"
+#include "lib/io/video_writer.h"
 
 /* Digits kept for reals (guidance, seconds): enough for any value a user types. */
 #define INDEX_REAL_PRECISION 10
@@ -357,7 +358,8 @@ cpdit_status job_remove_temp_files(const char *dir, int *removed, cpdit_error *e
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
             break;
         }
-        if (unlink(p) == 0) {
+        /* a png-frames writer leaves a temporary folder (lib/io/video_writer.h) */
+        if (unlink(p) == 0 || (errno == EISDIR && cpdit_video_remove_temp_folder(p) == 0)) {
             if (removed)
                 (*removed)++;
         } else if (errno != ENOENT) {

@@ -17,6 +17,7 @@
 #include "jobs/job_slurm.h"
 #include "lib/io/atomic_file.h"
 #include "lib/io/png_writer.h"
+#include "lib/io/video_writer.h"
 
 #define FOLDER_MODE 0777   /* before the umask */
 #define WAIT_POLL_US 20000 /* sleep between polls while waiting for other groups, us */
@@ -201,7 +202,7 @@ static void temp_list_remove(const char *dir, temp_list *t, const char *file, in
         if (!t->names[i] || strcmp(t->targets[i], file) != 0)
             continue;
         char *p = job_path_join(dir, t->names[i]);
-        if (p && unlink(p) == 0)
+        if (p && (unlink(p) == 0 || (errno == EISDIR && cpdit_video_remove_temp_folder(p) == 0)))
             (*removed)++;
         free(p);
         free(t->names[i]);
