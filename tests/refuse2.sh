@@ -1,0 +1,101 @@
+#!/bin/sh
+# refuse2.sh — what cannot work is refused early and clearly, round 2 (issue 28), each case
+# with its exit code and exact message; nothing here decides pass/fail by a fixed sleep:
+#   2. writers never replace what is not a regular file: a FIFO and a link to /dev/null as
+#      the destination of probe, the index, the folder lock, a PNG, the sbatch script and
+#      forward --output are refused with exit 2 and left as they were
+CPDIT=${CPDIT:-./cpdit}
+: "${MPI_RUN:?MPI_RUN is set by make check}"
+top_builddir=$(cd "${top_builddir:-.}" && pwd)
+PY=${PYTHON3:-/usr/bin/python3}
+work=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-refuse2-XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# expect NAME CODE PATTERN -- COMMAND...: exit CODE and PATTERN (grep -E) in stdout+stderr
+expect() {
+    name=$1; want=$2; pat=$3; shift 4
+    "$@" > "$name.log" 2>&1
+    got=$?
+    if [ "$got" != "$want" ]; then
+        fail "$name: exit $got, want $want"; cat "$name.log"
+    elif ! grep -q -E -- "$pat" "$name.log"; then
+        fail "$name: no '$pat' in the output"; cat "$name.log"
+    else
+        echo "ok: $name -> $got"
+    fi
+}
+# mpi-run.sh has a time limit: a hang fails, not stalls
+one="--model builtin:tiny --prompt x --width 32 --height 32 --steps 1 --ring 1 --ulysses 1"
+has_numpy=no
+"$PY" -c "import numpy" 2>/dev/null && has_numpy=yes
+
+# 2. writers: a FIFO, or a link to a character device, is never replaced or written into
+kind_fifo="is a FIFO \(named pipe\), not a regular file"
+kind_link="is a symbolic link to a character device, not a regular file"
+# dests DIR NAME: DIR/NAME.fifo a FIFO, DIR/NAME.link a link to /dev/null
+dests() { mkdir -p "$1" && mkfifo "$1/$2.fifo" && ln -s /dev/null "$1/$2.link"; }
+# intact DIR NAME: both still what they were
+intact() {
+    [ -p "$1/$2.fifo" ] || fail "$1/$2.fifo was replaced: $(ls -l "$1/$2.fifo")"
+    [ -L "$1/$2.link" ] || fail "$1/$2.link was replaced: $(ls -l "$1/$2.link")"
+}
+dests w probe
+expect probe-fifo 2 "^cpdit: w/probe.fifo: cannot write the output file: $kind_fifo" -- \
+    $MPI_RUN -np 1 "$CPDIT" probe --quick --no-compute --quiet --output w/probe.fifo
+expect probe-link 2 "^cpdit: w/probe.link: cannot write the output file: $kind_link" -- \
+    $MPI_RUN -np 1 "$CPDIT" probe --quick --no-compute --quiet --output w/probe.link
+intact w probe
+printf 'model: builtin:tiny\ndefaults: {width: 32, height: 32, steps: 1}\nparallel: {ring: 1, ulysses: 1}\nprompts: [a]\n' > a.yaml
+mkdir ix-fifo ix-link lock-fifo sbatch-fifo
+mkfifo ix-fifo/index.jsonl lock-fifo/.cpdit-lock sbatch-fifo/cpdit-job.sbatch
+ln -s /dev/null ix-link/index.jsonl
+expect index-fifo 2 "^cpdit: --output: the index \"ix-fifo/index.jsonl\": $kind_fifo" -- \
+    $MPI_RUN -np 1 "$CPDIT" run a.yaml --output ix-fifo
+expect index-link 2 "^cpdit: --output: the index \"ix-link/index.jsonl\": $kind_link" -- \
+    "$CPDIT" run a.yaml --check --output ix-link
+expect lock-fifo 2 "^cpdit: lock-fifo/.cpdit-lock: the lock: $kind_fifo" -- \
+    $MPI_RUN -np 1 "$CPDIT" run a.yaml --output lock-fifo
+expect sbatch-fifo 2 "^cpdit: .*/sbatch-fifo/cpdit-job.sbatch: cannot write the output file: $kind_fifo" -- \
+    env PATH=/nonexistent "$CPDIT" submit a.yaml --output sbatch-fifo
+[ -p ix-fifo/index.jsonl ] && [ -L ix-link/index.jsonl ] && [ -p lock-fifo/.cpdit-lock ] &&
+    [ -p sbatch-fifo/cpdit-job.sbatch ] || fail "writers: a FIFO or link was replaced: $(ls -lR)"
+mkdir png-fifo png-link && mkfifo png-fifo/00000-0-x.png && ln -s /dev/null png-link/00000-0-x.png
+for k in fifo link; do
+    eval kind=\$kind_$k
+    expect "png-$k" 2 "^cpdit: png-$k/00000-0-x.png: cannot write the output file: $kind" -- \
+        $MPI_RUN -np 1 "$CPDIT" run $one --output "png-$k"
+done
+[ -p png-fifo/00000-0-x.png ] && [ -L png-link/00000-0-x.png ] || fail "png: replaced: $(ls -l png-*)"
+# st_write FILE NAME SHAPE FILL: a float32 safetensors file with one tensor
+st_write() {
+    "$PY" - "$@" <<'P'
+import json, struct, sys
+path, name, shape, fill = sys.argv[1], sys.argv[2], [int(d) for d in sys.argv[3].split("x")], float(sys.argv[4])
+n = 1
+for d in shape: n *= d
+data = struct.pack("<%df" % n, *([fill] * n))
+h = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, len(data)]}}).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+P
+}
+if command -v "$PY" > /dev/null; then
+    "$CPDIT" builtin write tiny > /dev/null || fail "builtin write"
+    st_write latent.safetensors latent_sample 1x16x2x2 0.5
+    dests fw out
+    for k in fifo link; do
+        eval kind=\$kind_$k
+        expect "forward-$k" 2 "^cpdit: fw/out.$k: cannot write the output file: $kind" -- \
+            $MPI_RUN -np 1 "$CPDIT" forward --model tiny --component vae \
+            --inputs latent.safetensors --output "fw/out.$k"
+    done
+    intact fw out
+else
+    echo "note: no $PY: forward cases skipped"
+fi
+
+[ $status -eq 0 ] && echo "ok: refuse2.sh"
+exit $status
