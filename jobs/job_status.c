@@ -9,6 +9,7 @@
 
 #include "jobs/job_index.h"
 #include "jobs/job_slurm.h"
+#include "lib/io/regular_file.h"
 
 #define FNV64_OFFSET 0xcbf29ce484222325ull
 #define FNV64_PRIME 0x100000001b3ull
@@ -117,7 +118,11 @@ static cpdit_status read_run_record(const char *dir, char **manifest_path, int *
 {
     char *p = job_path_join(dir, JOB_RUN_RECORD_NAME);
     json_error_t jerr;
-    json_t *o = p ? json_load_file(p, 0, &jerr) : NULL;
+    cpdit_error ignored;
+    FILE *rf = p ? cpdit_fopen_regular(p, NULL, &ignored) : NULL; /* never a FIFO */
+    json_t *o = rf ? json_loadf(rf, 0, &jerr) : NULL;
+    if (rf)
+        fclose(rf);
     const char *mp = o ? json_string_value(json_object_get(o, "manifest")) : NULL;
     json_int_t k = o ? json_integer_value(json_object_get(o, "array_task_count")) : 0;
     cpdit_status st = CPDIT_OK;
@@ -212,7 +217,8 @@ cpdit_status job_status_command(const char *output_dir, const char *manifest_pat
             if (strncmp(e->d_name, JOB_LOCK_PREFIX, strlen(JOB_LOCK_PREFIX)) == 0 &&
                 !strstr(e->d_name, ".tmp-") && !strstr(e->d_name, ".stale-")) {
                 char *p = job_path_join(m->output_dir, e->d_name);
-                FILE *f = p ? fopen(p, "r") : NULL;
+                cpdit_error ignored;
+                FILE *f = p ? cpdit_fopen_regular(p, NULL, &ignored) : NULL;
                 char line[256] = "";
                 if (f && fgets(line, sizeof line, f))
                     line[strcspn(line, "\n")] = '\0';

@@ -4,6 +4,9 @@
 #   2. writers never replace what is not a regular file: a FIFO and a link to /dev/null as
 #      the destination of probe, the index, the folder lock, a PNG, the sbatch script and
 #      forward --output are refused with exit 2 and left as they were
+#   1. FIFOs are refused unopened (no hang): as --topology and $CPDIT_TOPOLOGY (plan, run,
+#      tune), as the manifest (run --check, submit --dry-run), as the manifest that
+#      .cpdit-run.json names (status); a character device as --topology is refused unread
 CPDIT=${CPDIT:-./cpdit}
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
@@ -96,6 +99,25 @@ if command -v "$PY" > /dev/null; then
 else
     echo "note: no $PY: forward cases skipped"
 fi
+
+# 1. FIFOs as inputs: refused before any open, so no writer is needed and nothing hangs
+mkfifo topo.fifo man.fifo
+fifo_topo="^cpdit: topo.fifo: the topology file: $kind_fifo"
+plan="plan --ranks 4 --model builtin:tiny --width 32 --height 32"
+expect plan-topology 2 "$fifo_topo" -- timeout 60 "$CPDIT" $plan --topology topo.fifo
+expect plan-topology-env 2 "$fifo_topo" -- env CPDIT_TOPOLOGY=topo.fifo timeout 60 "$CPDIT" $plan
+expect run-topology 2 "$fifo_topo" -- $MPI_RUN -np 1 "$CPDIT" run --model builtin:tiny \
+    --prompt x --width 32 --height 32 --steps 1 --topology topo.fifo
+expect tune-topology-env 2 "$fifo_topo" -- env CPDIT_TOPOLOGY=topo.fifo \
+    $MPI_RUN -np 1 "$CPDIT" tune --model builtin:tiny --width 32 --height 32
+expect plan-dev-zero 2 "^cpdit: /dev/zero: the topology file: is a character device, not a regular file" -- \
+    timeout 60 "$CPDIT" $plan --topology /dev/zero
+fifo_man="^cpdit: man.fifo: cannot open the manifest: $kind_fifo"
+expect run-manifest 2 "$fifo_man" -- timeout 60 "$CPDIT" run man.fifo --check
+expect submit-manifest 2 "$fifo_man" -- timeout 60 "$CPDIT" submit man.fifo --dry-run
+mkdir st-fifo && printf '{"manifest": "%s/man.fifo", "array_task_count": 1}\n' "$work" > st-fifo/.cpdit-run.json
+expect status-manifest 2 "^cpdit: $work/man.fifo: cannot open the manifest: $kind_fifo" -- \
+    timeout 60 "$CPDIT" status st-fifo
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status

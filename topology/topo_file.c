@@ -3,11 +3,13 @@
 #include "topology/topo_file.h"
 
 #include <jansson.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/io/atomic_file.h"
+#include "lib/io/regular_file.h"
 
 static const char *const class_names[TOPO_NCLASS] = {"same_numa", "same_socket", "same_node",
                                                      "cross_node"};
@@ -480,10 +482,14 @@ cpdit_status topo_file_parse(topology *t, const char *text, const char *name, cp
 cpdit_status topo_file_load(topology *t, const char *path, cpdit_error *err)
 {
     memset(t, 0, sizeof *t);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    struct stat sb;
+    if (stat(path, &sb) != 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "cannot open the topology file "
                                                            "(make one with `cpdit probe`)");
+    /* a FIFO is refused unopened (no hang), a device (/dev/zero) unread */
+    FILE *fp = cpdit_fopen_regular(path, "the topology file", err);
+    if (!fp)
+        return err->status;
     json_error_t je;
     json_t *root = json_loadf(fp, 0, &je);
     fclose(fp);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/core/utf8.h"
+#include "lib/io/regular_file.h"
 
 /* Bytes read from the manifest file per fread call. */
 #define READ_CHUNK (64 * 1024)
@@ -77,10 +78,10 @@ cpdit_status manifest_read_file(const char *path, char **bytes, size_t *len, cpd
 {
     *bytes = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    /* a FIFO is refused unopened (no hang, a one-shot writer keeps its data) */
+    FILE *f = cpdit_fopen_regular(path, "cannot open the manifest", err);
     if (!f)
-        return cpdit_error_set(err, errno == ENOENT ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME,
-                               path, "cannot open the manifest: %s", strerror(errno));
+        return err->status;
     size_t cap = READ_CHUNK, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
