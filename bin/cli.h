@@ -25,6 +25,13 @@ int cli_report(const cpdit_error *err);
 /* Print "cpdit: <sub>: <message>" plus "(see 'cpdit help <sub>')" and return CLI_EXIT_USAGE. */
 int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* `forward`'s check of a component's result x[0..n) (tensor "sample") before it is written:
+ * NaN/Inf is an error naming the component, the tensor, the first bad index and the first
+ * non-finite weight under MODEL/COMPONENT (or MODEL when that is not a folder); see
+ * cpdit_check_result_finite (lib/io/tensor_finite.h). */
+cpdit_status cli_check_forward_result(const char *component, const char *model,
+                                      const float *x, size_t n, cpdit_error *err);
+
 /* Parse a whole decimal integer option value in [lo, hi]; on error print a usage error
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
+#include "lib/io/tensor_finite.h"
 
 int cli_report(const cpdit_error *err)
 {
@@ -95,4 +97,14 @@ int cli_parse_size(const char *text, size_t *out)
         return -1;
     *out = (size_t)(v * mult);
     return 0;
+}
+
+cpdit_status cli_check_forward_result(const char *component, const char *model,
+                                      const float *x, size_t n, cpdit_error *err)
+{
+    char dir[4096];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s/%s", model, component);
+    const char *weights = stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : model;
+    return cpdit_check_result_finite(component, "sample", x, n, weights, err);
 }

@@ -508,7 +508,8 @@ static int run_transformer(const forward_options *o)
         st = agree(st, &err, o);
     }
     if (!st) {
-        if (o->world_rank == 0)
+        if (o->world_rank == 0 && !(st = cli_check_forward_result("transformer", o->model,
+            r.out_full, (size_t)r.in.B * r.in.I * out_dim, &err)))
             st = write_output(o->output, r.out_full, r.in.B, r.in.I, out_dim, &err);
         st = agree(st, &err, o);
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bin/cli.h"
 #include "bin/cmd_forward.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
@@ -98,15 +99,17 @@ static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
     return (cpdit_status)worst;
 }
 
-static cpdit_status write_output(const char *path, const vae_decoder *d, const float *img,
-                                 int B, int h, int w, cpdit_error *err)
+static cpdit_status write_output(const forward_options *opt, const vae_decoder *d,
+                                 const float *img, int B, int h, int w, cpdit_error *err)
 {
     const int f = vae_decoder_upscale(d);
     const int64_t shape[4] = {B, vae_decoder_config(d)->out_channels, (int64_t)h * f,
                               (int64_t)w * f};
     safetensors_write_tensor wt = {VAE_OUTPUT_NAME, CPDIT_DTYPE_F32, 4, shape, img,
                                    CPDIT_DTYPE_F32};
-    return safetensors_write(path, &wt, 1, NULL, 0, err);
+    const size_t n = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
+    cpdit_status st = cli_check_forward_result("vae", opt->model, img, n, err);
+    return st ? st : safetensors_write(opt->output, &wt, 1, NULL, 0, err);
 }
 
 static float *alloc_image(const vae_decoder *d, int B, int h, int w)
@@ -143,7 +146,7 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
         fprintf(stderr, "cpdit: forward: vae decode over %d ranks: %.3f s\n", size,
                 now_s() - t0);
     if (st == CPDIT_OK)
-        st = agree(rank == 0 ? write_output(opt->output, d, img, B, h, w, err) : CPDIT_OK, err,
+        st = agree(rank == 0 ? write_output(opt, d, img, B, h, w, err) : CPDIT_OK, err,
                    rank, size);
     cp_grid_destroy(g);
     free(z);
@@ -166,7 +169,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     if (st == CPDIT_OK)
         st = vae_decode(d, z, B, h, w, img, err);
     if (st == CPDIT_OK)
-        st = write_output(opt->output, d, img, B, h, w, err);
+        st = write_output(opt, d, img, B, h, w, err);
     if (opt->verbose && st == CPDIT_OK)
         fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
     free(z);

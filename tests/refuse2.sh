@@ -7,6 +7,8 @@
 #   1. FIFOs are refused unopened (no hang): as --topology and $CPDIT_TOPOLOGY (plan, run,
 #      tune), as the manifest (run --check, submit --dry-run), as the manifest that
 #      .cpdit-run.json names (status); a character device as --topology is refused unread
+#   4. forward on NaN weights (vae on 1 rank, transformer on 2): exit 2 naming the component,
+#      the output tensor, the count, the first index and the first non-finite weight; no file
 CPDIT=${CPDIT:-./cpdit}
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
@@ -72,17 +74,32 @@ for k in fifo link; do
         $MPI_RUN -np 1 "$CPDIT" run $one --output "png-$k"
 done
 [ -p png-fifo/00000-0-x.png ] && [ -L png-link/00000-0-x.png ] || fail "png: replaced: $(ls -l png-*)"
-# st_write FILE NAME SHAPE FILL: a float32 safetensors file with one tensor
+# st_write FILE NAME SHAPE FILL [NAME SHAPE FILL...]: a float32 safetensors file
 st_write() {
     "$PY" - "$@" <<'P'
 import json, struct, sys
-path, name, shape, fill = sys.argv[1], sys.argv[2], [int(d) for d in sys.argv[3].split("x")], float(sys.argv[4])
-n = 1
-for d in shape: n *= d
-data = struct.pack("<%df" % n, *([fill] * n))
-h = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, len(data)]}}).encode()
-h += b" " * (-len(h) % 8)
-open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+path, a, header, blobs, off = sys.argv[1], sys.argv[2:], {}, [], 0
+for name, shape, fill in zip(a[0::3], a[1::3], a[2::3]):
+    shape = [int(d) for d in shape.split("x")]
+    n = 1
+    for d in shape: n *= d
+    b = struct.pack("<%df" % n, *([float(fill)] * n))
+    header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+    blobs.append(b); off += len(b)
+h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+P
+}
+# st_poison FILE TENSOR: every value of TENSOR becomes NaN (F32, BF16 or F16), in place
+st_poison() {
+    "$PY" - "$@" <<'P'
+import json, struct, sys
+path, name = sys.argv[1], sys.argv[2]
+d = bytearray(open(path, "rb").read()); n = struct.unpack("<Q", d[:8])[0]
+t = json.loads(d[8:8 + n])[name]; a, b = t["data_offsets"]
+nan = {"F32": struct.pack("<f", float("nan")), "BF16": b"\xc0\x7f", "F16": b"\x00\x7e"}[t["dtype"]]
+d[8 + n + a:8 + n + b] = nan * ((b - a) // len(nan))
+open(path, "wb").write(bytes(d))
 P
 }
 if command -v "$PY" > /dev/null; then
@@ -118,6 +135,26 @@ expect submit-manifest 2 "$fifo_man" -- timeout 60 "$CPDIT" submit man.fifo --dr
 mkdir st-fifo && printf '{"manifest": "%s/man.fifo", "array_task_count": 1}\n' "$work" > st-fifo/.cpdit-run.json
 expect status-manifest 2 "^cpdit: $work/man.fifo: cannot open the manifest: $kind_fifo" -- \
     timeout 60 "$CPDIT" status st-fifo
+
+# 4. forward on NaN weights: an error naming the component, the output tensor and the first
+#    non-finite weight; no output file
+if command -v "$PY" > /dev/null; then
+    cp -RL tiny nan_vae && st_poison nan_vae/vae/diffusion_pytorch_model.safetensors decoder.conv_out.bias
+    expect forward-nan-vae 2 "^cpdit: vae: output \"sample\": 768 of 768 values are not finite \(NaN or Inf\), the first at index 0; the first non-finite weight is decoder.conv_out.bias \(in nan_vae/vae/diffusion_pytorch_model.safetensors\); nothing written" -- \
+        $MPI_RUN -np 1 "$CPDIT" forward --model nan_vae --component vae \
+        --inputs latent.safetensors --output nan-vae.safetensors
+    cp -RL tiny nan_tr && st_poison nan_tr/transformer/diffusion_pytorch_model.safetensors proj_out.bias
+    st_write tr-in.safetensors hidden_states 1x4x64 0.1 encoder_hidden_states 1x2x64 0.1 \
+        pooled_projections 1x32 0.1 timestep 1 0.5 guidance 1 3.5 img_ids 4x3 0 txt_ids 2x3 0
+    expect forward-nan-transformer 2 "^cpdit: transformer: output \"sample\": 256 of 256 values are not finite \(NaN or Inf\), the first at index 0; the first non-finite weight is proj_out.bias \(in nan_tr/transformer/diffusion_pytorch_model.safetensors\); nothing written" -- \
+        $MPI_RUN -np 2 "$CPDIT" forward --model nan_tr --component transformer \
+        --inputs tr-in.safetensors --output nan-tr.safetensors --ulysses 2
+    ls nan-vae.safetensors nan-tr.safetensors 2> /dev/null && fail "forward-nan: an output was written"
+    # the same inputs on finite weights: written (the check does not refuse good numbers)
+    $MPI_RUN -np 1 "$CPDIT" forward --model tiny --component transformer \
+        --inputs tr-in.safetensors --output tr-out.safetensors > finite.log 2>&1 &&
+        [ -f tr-out.safetensors ] || { fail "forward-finite: not written"; cat finite.log; }
+fi
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
