@@ -32,6 +32,17 @@ int cli_usage_error(const char *sub, const char *fmt, ...) __attribute__((format
 cpdit_status cli_check_forward_result(const char *component, const char *model,
                                       const float *x, size_t n, cpdit_error *err);
 
+/* A text option (--prompt, --negative-prompt) that is not valid UTF-8 is refused before any
+ * work: CPDIT_ERR_INPUT, where = opt, "not valid UTF-8; pass the text as UTF-8". NULL is OK. */
+cpdit_status cli_check_text_option(const char *opt, const char *text, cpdit_error *err);
+
+/* The output folder named by option opt (--output) before any work: missing is OK (made
+ * later); a file, or a path through a file, or a folder this process cannot write into is
+ * an error with where = opt (INPUT: "\"F\" is a regular file, not a folder", "\"F\": a part
+ * of the path is a file, not a folder"; RUNTIME: "the output folder \"F\" is not writable:
+ * strerror"). */
+cpdit_status cli_check_output_folder(const char *opt, const char *dir, cpdit_error *err);
+
 /* Parse a whole decimal integer option value in [lo, hi]; on error print a usage error
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);

@@ -9,6 +9,9 @@
 #      .cpdit-run.json names (status); a character device as --topology is refused unread
 #   4. forward on NaN weights (vae on 1 rank, transformer on 2): exit 2 naming the component,
 #      the output tensor, the count, the first index and the first non-finite weight; no file
+#   8. one-image mode checks before it loads the model (a missing model folder is not even
+#      reached): invalid UTF-8 in --prompt / --negative-prompt, --output naming a regular file
+#      or a path through one; `tokenize` refuses invalid UTF-8 too
 CPDIT=${CPDIT:-./cpdit}
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
@@ -155,6 +158,21 @@ if command -v "$PY" > /dev/null; then
         --inputs tr-in.safetensors --output tr-out.safetensors > finite.log 2>&1 &&
         [ -f tr-out.safetensors ] || { fail "forward-finite: not written"; cat finite.log; }
 fi
+
+# 8. one-image mode: refused before the model is opened (the folder does not exist)
+bad=$(printf 'a\377b')
+touch afile
+early="run --model $work/no-such-model --width 32 --height 32 --steps 1 --ring 1 --ulysses 1"
+expect item-utf8 2 "^cpdit: --prompt: not valid UTF-8; pass the text as UTF-8" -- \
+    $MPI_RUN -np 1 "$CPDIT" $early --prompt "$bad"
+expect item-utf8-negative 2 "^cpdit: --negative-prompt: not valid UTF-8; pass the text as UTF-8" -- \
+    $MPI_RUN -np 1 "$CPDIT" $early --prompt x --negative-prompt "$bad" --true-cfg 2
+expect item-output-file 2 '^cpdit: --output: "afile" is a regular file, not a folder' -- \
+    $MPI_RUN -np 1 "$CPDIT" $early --prompt x --output afile
+expect item-output-through 2 '^cpdit: --output: "afile/x": a part of the path is a file, not a folder' -- \
+    $MPI_RUN -np 1 "$CPDIT" $early --prompt x --output afile/x
+expect tokenize-utf8 2 "^cpdit: prompt: not valid UTF-8; pass the text as UTF-8" -- \
+    "$CPDIT" tokenize --model builtin:tiny "$bad"
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
