@@ -12,6 +12,8 @@
 #   8. one-image mode checks before it loads the model (a missing model folder is not even
 #      reached): invalid UTF-8 in --prompt / --negative-prompt, --output naming a regular file
 #      or a path through one; `tokenize` refuses invalid UTF-8 too
+#   7. the command line and the manifest share one table of limits: seed -1, width 8192,
+#      steps 1001, guidance 101 refused by both; the largest allowed values pass both
 CPDIT=${CPDIT:-./cpdit}
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
@@ -173,6 +175,28 @@ expect item-output-through 2 '^cpdit: --output: "afile/x": a part of the path is
     $MPI_RUN -np 1 "$CPDIT" $early --prompt x --output afile/x
 expect tokenize-utf8 2 "^cpdit: prompt: not valid UTF-8; pass the text as UTF-8" -- \
     "$CPDIT" tokenize --model builtin:tiny "$bad"
+
+# 7. one table of limits: each value refused (or accepted) by the command line and the manifest
+limit() { # limit NAME OPTION VALUE CLI_PATTERN MANIFEST_PATTERN
+    printf 'model: builtin:tiny\ndefaults: {%s: %s}\nprompts: [a]\n' "$2" "$3" > "lim-$1.yaml"
+    expect "limit-$1-cli" 2 "$4" -- "$CPDIT" run --prompt x --$2 "$3" --output afile
+    expect "limit-$1-manifest" 2 "$5" -- "$CPDIT" run "lim-$1.yaml" --check
+}
+limit seed seed -1 "^cpdit: run: --seed: expected an integer in \[0, 9223372036854775807\], got '-1'" \
+    "^cpdit: lim-seed.yaml:2:18: defaults.seed: must be between 0 and 9223372036854775807, got -1"
+limit width width 8192 "^cpdit: run: --width: 8192 is out of range \[16, 4096\]" \
+    "^cpdit: lim-width.yaml:2:19: defaults.width: 8192 is out of range \(16 to 4096 pixels\)"
+limit steps steps 1001 "^cpdit: run: --steps: 1001 is out of range \[1, 1000\]" \
+    "^cpdit: lim-steps.yaml:2:19: defaults.steps: must be between 1 and 1000, got 1001"
+limit guidance guidance 101 "^cpdit: run: --guidance: expected a number in \[0, 100\], got '101'" \
+    "^cpdit: lim-guidance.yaml:2:22: defaults.guidance: must be a finite number between 0 and 100, got 101"
+# the largest allowed values: the command line parses them (and stops at --output afile),
+# the manifest checks
+expect limit-max-cli 2 '^cpdit: --output: "afile" is a regular file, not a folder' -- \
+    $MPI_RUN -np 1 "$CPDIT" run --prompt x --seed 9223372036854775807 --width 4096 \
+    --height 4096 --steps 1000 --guidance 100 --output afile
+printf 'model: builtin:tiny\ndefaults: {seed: 9223372036854775807, width: 4096, height: 4096, steps: 1000, guidance: 100}\nprompts: [a]\n' > lim-max.yaml
+expect limit-max-manifest 0 ' 4096x4096  1000 ' -- "$CPDIT" run lim-max.yaml --check
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
