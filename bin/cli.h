@@ -43,6 +43,11 @@ cpdit_status cli_check_text_option(const char *opt, const char *text, cpdit_erro
  * strerror"). */
 cpdit_status cli_check_output_folder(const char *opt, const char *dir, cpdit_error *err);
 
+/* A --model argument "builtin:NAME" becomes its cache folder (written when missing, as
+ * `run` does; builtin_model_resolve); anything else stays. 0, or -1 after printing the error
+ * (unless quiet). */
+int cli_resolve_model(const char **model, int quiet);
+
 /* Parse a whole decimal integer option value in [lo, hi]; on error print a usage error
  * naming the option and return -1, else 0. */
 int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, long hi, long *out);

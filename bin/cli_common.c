@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
+#include "lib/builtin/builtin_model.h"
 #include "lib/core/utf8.h"
 #include "lib/io/regular_file.h"
 #include "lib/io/tensor_finite.h"
@@ -139,4 +140,20 @@ cpdit_status cli_check_output_folder(const char *opt, const char *dir, cpdit_err
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, opt, "the output folder \"%s\" is not "
                                "writable: %s", dir, strerror(errno));
     return CPDIT_OK;
+}
+
+int cli_resolve_model(const char **model, int quiet)
+{
+    static char dir[4096]; /* one --model per process */
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (strncmp(*model, "builtin:", strlen("builtin:")) != 0)
+        return 0;
+    if (builtin_model_resolve(*model, dir, sizeof dir, &err) != CPDIT_OK) {
+        if (!quiet)
+            cli_report(&err);
+        return -1;
+    }
+    *model = dir;
+    return 0;
 }

@@ -142,7 +142,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
                             o->component);
         return -1;
     }
-    return 0;
+    return cli_resolve_model(&o->model, quiet); /* builtin:NAME, as run takes it */
 }
 
 /* ------------------------------------------------------------------ rank agreement */

@@ -276,3 +276,18 @@ void job_lock_release(job_lock *l)
     free(l->path);
     free(l);
 }
+
+int job_lock_is_live(const char *path, char *line, size_t size)
+{
+    lock_holder h;
+    line[0] = '\0';
+    if (read_holder(path, &h) != 0)
+        return -1;
+    char host[HOST_MAX];
+    my_host(host, sizeof host);
+    snprintf(line, size, "host=%s pid=%ld job=%s", h.host[0] ? h.host : "?", h.pid,
+             h.job[0] ? h.job : "-");
+    job_slurm_info me;
+    job_slurm_info_from_env(&me); /* within the same Slurm job, a requeue marks older runs */
+    return !holder_is_stale(&h, &me);
+}

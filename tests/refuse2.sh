@@ -14,6 +14,11 @@
 #      or a path through one; `tokenize` refuses invalid UTF-8 too
 #   7. the command line and the manifest share one table of limits: seed -1, width 8192,
 #      steps 1001, guidance 101 refused by both; the largest allowed values pass both
+#   9. messages that say what is wrong: an implausible num_layers in config.json (not "out of
+#      memory"), an implausible array_task_count in .cpdit-run.json, `status` on a missing
+#      folder and on a file, a killed run's stale lock (not "running"), safetensors links in a
+#      loop, `forward --model builtin:tiny` (works), an empty config.json (no column 0), a raw
+#      ESC in a text prompts file (refused, as in a manifest)
 CPDIT=${CPDIT:-./cpdit}
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
@@ -31,7 +36,7 @@ expect() {
     got=$?
     if [ "$got" != "$want" ]; then
         fail "$name: exit $got, want $want"; cat "$name.log"
-    elif ! grep -q -E -- "$pat" "$name.log"; then
+    elif [ -n "$pat" ] && ! grep -q -E -- "$pat" "$name.log"; then
         fail "$name: no '$pat' in the output"; cat "$name.log"
     else
         echo "ok: $name -> $got"
@@ -197,6 +202,46 @@ expect limit-max-cli 2 '^cpdit: --output: "afile" is a regular file, not a folde
     --height 4096 --steps 1000 --guidance 100 --output afile
 printf 'model: builtin:tiny\ndefaults: {seed: 9223372036854775807, width: 4096, height: 4096, steps: 1000, guidance: 100}\nprompts: [a]\n' > lim-max.yaml
 expect limit-max-manifest 0 ' 4096x4096  1000 ' -- "$CPDIT" run lim-max.yaml --check
+
+# 9. messages
+[ -d tiny ] || "$CPDIT" builtin write tiny > /dev/null || fail "builtin write"
+copy_model() { rm -rf "$1" && cp -RL "$work/tiny" "$1"; }
+copy_model big && sed 's/"num_layers": 2/"num_layers": 1000000000/' tiny/transformer/config.json > big/transformer/config.json
+small="--prompt x --width 32 --height 32 --steps 1 --ring 1 --ulysses 1 --output out9"
+expect implausible-layers 2 '^cpdit: big/transformer/config.json: key "num_layers": 1000000000 is implausible \(at most 1024\); the config is probably corrupt' -- \
+    $MPI_RUN -np 1 "$CPDIT" run --model big $small
+copy_model empty && : > empty/vae/config.json
+expect empty-config 2 '^cpdit: empty/vae/config.json: the file is empty; expected a JSON object' -- \
+    $MPI_RUN -np 1 "$CPDIT" run --model empty $small
+copy_model loopst && rm loopst/vae/diffusion_pytorch_model.safetensors &&
+    ln -s model.safetensors loopst/vae/diffusion_pytorch_model.safetensors &&
+    ln -s diffusion_pytorch_model.safetensors loopst/vae/model.safetensors
+expect safetensors-loop 2 '^cpdit: loopst/vae/diffusion_pytorch_model.safetensors: symbolic link loop' -- \
+    $MPI_RUN -np 1 "$CPDIT" run --model loopst $small
+printf 'model: builtin:tiny\nprompts: [a]\n' > st9.yaml
+mkdir st9 && printf '{"manifest": "%s/st9.yaml", "array_task_count": 1000000000}\n' "$work" > st9/.cpdit-run.json
+expect status-array 2 '^cpdit: st9/.cpdit-run.json: array_task_count: 1000000000 is implausible \(0 to 1000000 tasks\); the record is corrupt' -- \
+    "$CPDIT" status st9
+expect status-missing 2 "^cpdit: $work/no-such-folder: no such folder" -- "$CPDIT" status "$work/no-such-folder"
+expect status-file 2 '^cpdit: st9.yaml: is a regular file, not an output folder' -- "$CPDIT" status st9.yaml
+# a lock left by a killed run on this host: its pid is gone (a process that has exited)
+printf '{"manifest": "%s/st9.yaml", "array_task_count": 1}\n' "$work" > st9/.cpdit-run.json
+sh -c 'exit 0' & gone=$!
+wait $gone
+printf 'host=%s pid=%s job=- restart=0 time=%s\n' "$(uname -n)" "$gone" "$(date +%s)" > st9/.cpdit-lock
+expect status-stale 0 "^stale lock: .cpdit-lock \(host=$(uname -n) pid=$gone job=-; its process is gone" -- \
+    "$CPDIT" status st9
+grep -q '^running:' status-stale.log && fail "status-stale: the stale lock is shown as running"
+printf 'host=%s pid=%s job=- restart=0 time=%s\n' "$(uname -n)" "$$" "$(date +%s)" > st9/.cpdit-lock
+expect status-live 0 "^running: .cpdit-lock \(host=$(uname -n) pid=$$ job=-\)" -- "$CPDIT" status st9
+printf 'a red fox\nan \033[31m escape\n' > esc.txt
+printf 'model: builtin:tiny\nprompts_file: esc.txt\n' > esc.yaml
+expect prompts-esc 2 '^cpdit: esc.txt:2: control character U\+001B is not allowed' -- "$CPDIT" run esc.yaml --check
+if command -v "$PY" > /dev/null; then
+    expect forward-builtin 0 "" -- "$CPDIT" forward --model builtin:tiny --component vae \
+        --inputs latent.safetensors --output builtin-out.safetensors
+    [ -s builtin-out.safetensors ] || fail "forward-builtin: no output"
+fi
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
