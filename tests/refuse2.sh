@@ -19,7 +19,11 @@
 #      folder and on a file, a killed run's stale lock (not "running"), safetensors links in a
 #      loop, `forward --model builtin:tiny` (works), an empty config.json (no column 0), a raw
 #      ESC in a text prompts file (refused, as in a manifest)
+#  10. topology files validated (`FILE: key: message`, exit 2): rank_map naming host 99 of
+#      one, "hosts": [], a negative bandwidth (fit and p2p row), sgemm_flops 1e-308, a
+#      duplicate "format" key; the unchanged fixture still plans
 CPDIT=${CPDIT:-./cpdit}
+top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
 PY=${PYTHON3:-/usr/bin/python3}
@@ -241,6 +245,36 @@ if command -v "$PY" > /dev/null; then
     expect forward-builtin 0 "" -- "$CPDIT" forward --model builtin:tiny --component vae \
         --inputs latent.safetensors --output builtin-out.safetensors
     [ -s builtin-out.safetensors ] || fail "forward-builtin: no output"
+fi
+
+# 10. topology files: ranges and cross-references
+if command -v "$PY" > /dev/null; then
+    "$PY" - "$top_srcdir/tests/data/topology/cpu_4ranks.json" <<'P'
+import copy, json, sys
+base = json.load(open(sys.argv[1]))
+def w(name, f):
+    d = copy.deepcopy(base); f(d); json.dump(d, open(name, "w"))
+w("t-host99.json", lambda d: d["rank_map"][0].__setitem__("host", 99))
+w("t-nohosts.json", lambda d: d.__setitem__("hosts", []))
+w("t-negfit.json", lambda d: d["links"]["fits"]["same_numa"].__setitem__("beta_Bps", -5e9))
+w("t-negp2p.json", lambda d: d["links"]["p2p"][0].__setitem__("bw_Bps", -1e9))
+w("t-flops.json", lambda d: d["compute"].__setitem__("sgemm_flops", 1e-308))
+open("t-dup.json", "w").write(json.dumps(base).replace('"format": 1,', '"format": 1, "format": 1,', 1))
+P
+    plan4="plan --ranks 4 --model builtin:tiny --width 32 --height 32 --topology"
+    expect topo-host99 2 '^cpdit: t-host99.json: rank_map\[0\].host: 99, but "hosts" lists 1 host \(0..0\)' -- \
+        "$CPDIT" $plan4 t-host99.json
+    expect topo-nohosts 2 '^cpdit: t-nohosts.json: hosts: empty; the 4 ranks of rank_map need at least one host' -- \
+        "$CPDIT" $plan4 t-nohosts.json
+    expect topo-negfit 2 '^cpdit: t-negfit.json: links.fits.same_numa.beta_Bps: -5e\+09 is implausible \(1000 to 1e\+15 B/s\)' -- \
+        "$CPDIT" $plan4 t-negfit.json
+    expect topo-negp2p 2 '^cpdit: t-negp2p.json: links.p2p\[0\].bw_Bps: -1e\+09 is negative' -- \
+        "$CPDIT" $plan4 t-negp2p.json
+    expect topo-flops 2 '^cpdit: t-flops.json: compute.sgemm_flops: 1e-308 is implausible \(1e\+06 to 1e\+18 FLOP/s\)' -- \
+        "$CPDIT" $plan4 t-flops.json
+    expect topo-dup 2 "^cpdit: t-dup.json: line 1 column [0-9]+: duplicate object key near '\"format\"'" -- \
+        "$CPDIT" $plan4 t-dup.json
+    expect topo-good 0 '^chosen: ' -- "$CPDIT" $plan4 "$top_srcdir/tests/data/topology/cpu_4ranks.json"
 fi
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
