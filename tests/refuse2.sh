@@ -22,6 +22,9 @@
 #  10. topology files validated (`FILE: key: message`, exit 2): rank_map naming host 99 of
 #      one, "hosts": [], a negative bandwidth (fit and p2p row), sgemm_flops 1e-308, a
 #      duplicate "format" key; the unchanged fixture still plans
+#   6. plan enumerates grids over the divisors of the rank count: --ranks 1048576 (the
+#      maximum) and 1000000 finish (the limit, 60 s, is far above the measured 0.02 s and
+#      far below the hours the quadratic enumeration took) with a choice
 CPDIT=${CPDIT:-./cpdit}
 top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 : "${MPI_RUN:?MPI_RUN is set by make check}"
@@ -276,6 +279,13 @@ P
         "$CPDIT" $plan4 t-dup.json
     expect topo-good 0 '^chosen: ' -- "$CPDIT" $plan4 "$top_srcdir/tests/data/topology/cpu_4ranks.json"
 fi
+
+# 6. plan in O(divisors): a million ranks
+for n in 1048576 1000000; do
+    expect "plan-$n" 0 "^chosen: dp [0-9]+ ring [0-9]+ ulysses [0-9]+ " -- timeout 60 "$CPDIT" plan \
+        --ranks "$n" --model builtin:tiny --width 32 --height 32 \
+        --topology "$top_srcdir/tests/data/topology/two_nodes_8gpu.json"
+done
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
