@@ -25,6 +25,10 @@
 #   6. plan enumerates grids over the divisors of the rank count: --ranks 1048576 (the
 #      maximum) and 1000000 finish (the limit, 60 s, is far above the measured 0.02 s and
 #      far below the hours the quadratic enumeration took) with a choice
+#  11. SIGUSR1 to ONE rank of a dp 2 run (each rank its own group, 3 items each), while both
+#      are held before writing their first PNG: the other group stops too (the stop is
+#      relayed to every rank): exit 3, "stopped by SIGUSR1: 4 items left", exactly the 2 PNGs
+#      that were being written (before, the other group rendered all 3 of its items)
 CPDIT=${CPDIT:-./cpdit}
 top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 : "${MPI_RUN:?MPI_RUN is set by make check}"
@@ -286,6 +290,43 @@ for n in 1048576 1000000; do
         --ranks "$n" --model builtin:tiny --width 32 --height 32 \
         --topology "$top_srcdir/tests/data/topology/two_nodes_8gpu.json"
 done
+
+# 11. a stop seen by one rank reaches every rank (made deterministic with the test hold of
+#     jobs/job_run.h: the ranks wait before writing their first PNG; the log says when the
+#     signalled rank has relayed the stop; no fixed sleep decides anything)
+cat > stop.yaml <<'E'
+model: builtin:tiny
+defaults: {steps: 2, width: 32, height: 32}
+seeds: [1, 2, 3]
+prompts: [a red fox, a blue bird]
+E
+: > hold
+"$MPI_RUN" -np 2 env CPDIT_TEST_HOLD="write:$work/hold" "$CPDIT" run stop.yaml --output out11 \
+    --dp 2 > stop.log 2>&1 &
+run_pid=$!
+# wait_log PATTERN: until stop.log has PATTERN (or the run ended / 120 s passed)
+wait_log() {
+    i=0
+    while [ $i -lt 1200 ] && ! grep -q -- "$1" stop.log; do
+        kill -0 "$run_pid" 2> /dev/null || break
+        sleep 0.1; i=$((i + 1))
+    done
+    grep -q -- "$1" stop.log
+}
+if wait_log "test hold at write: rank 0 pid" && wait_log "test hold at write: rank 1 pid"; then
+    p0=$(sed -n 's/.*test hold at write: rank 0 pid \([0-9]*\) .*/\1/p' stop.log | head -n 1)
+    kill -USR1 "$p0"
+    wait_log "rank 0: stop relayed to the other 1 ranks" || fail "stop: no relay line"
+    rm -f hold
+    wait "$run_pid"; rc=$?
+    [ $rc -eq 3 ] || { fail "stop: exit $rc, want 3"; cat stop.log; }
+    grep -q 'stopped by SIGUSR1: 4 items left' stop.log || { fail "stop: summary"; cat stop.log; }
+    n=$(ls out11 | grep -c '\.png$')
+    [ "$n" -eq 2 ] || { fail "stop: $n PNGs, want 2 (the other group went on)"; ls out11; cat stop.log; }
+    [ $status -eq 0 ] && echo "ok: stop-relay -> $rc, $n PNGs"
+else
+    rm -f hold; wait "$run_pid"; fail "stop: the ranks did not reach the hold"; cat stop.log
+fi
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
