@@ -78,6 +78,7 @@ int cmd_run(int argc, char **argv);
 int cmd_builtin(int argc, char **argv);
 int cmd_submit(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 extern const char cmd_probe_help[]; /* man-page style text of `cpdit probe --help` */
 int cmd_plan(int argc, char **argv);

@@ -29,6 +29,11 @@
 #      are held before writing their first PNG: the other group stops too (the stop is
 #      relayed to every rank): exit 3, "stopped by SIGUSR1: 4 items left", exactly the 2 PNGs
 #      that were being written (before, the other group rendered all 3 of its items)
+#   5. `cpdit launch mpirun ...`, started as a process group leader, and SIGTERM to its whole
+#      group (as kill -TERM -PGID, Ctrl-C or a batch system sends it) while both ranks are
+#      held before their first PNG: mpirun is not hit, the ranks get USR1 and stop cleanly:
+#      launch exits 3 ("stopped, resumable"), the stop marker, the 2 PNGs being written;
+#      a launcher exiting 1 after the run wrote its stop marker: 3; otherwise its own status
 CPDIT=${CPDIT:-./cpdit}
 top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 : "${MPI_RUN:?MPI_RUN is set by make check}"
@@ -304,14 +309,14 @@ E
 "$MPI_RUN" -np 2 env CPDIT_TEST_HOLD="write:$work/hold" "$CPDIT" run stop.yaml --output out11 \
     --dp 2 > stop.log 2>&1 &
 run_pid=$!
-# wait_log PATTERN: until stop.log has PATTERN (or the run ended / 120 s passed)
+# wait_log PATTERN [LOG]: until LOG (stop.log) has PATTERN (or the run ended / 120 s passed)
 wait_log() {
     i=0
-    while [ $i -lt 1200 ] && ! grep -q -- "$1" stop.log; do
+    while [ $i -lt 1200 ] && ! grep -q -- "$1" "${2:-stop.log}"; do
         kill -0 "$run_pid" 2> /dev/null || break
         sleep 0.1; i=$((i + 1))
     done
-    grep -q -- "$1" stop.log
+    grep -q -- "$1" "${2:-stop.log}"
 }
 if wait_log "test hold at write: rank 0 pid" && wait_log "test hold at write: rank 1 pid"; then
     p0=$(sed -n 's/.*test hold at write: rank 0 pid \([0-9]*\) .*/\1/p' stop.log | head -n 1)
@@ -327,6 +332,44 @@ if wait_log "test hold at write: rank 0 pid" && wait_log "test hold at write: ra
 else
     rm -f hold; wait "$run_pid"; fail "stop: the ranks did not reach the hold"; cat stop.log
 fi
+
+# 5. SIGTERM to the process group of `cpdit launch mpirun ...`: exit 3, resumable
+MPIRUN_PROG=$(sed -n 's/^MPIRUN="\(.*\)"$/\1/p' "$MPI_RUN")
+if [ -x "$MPIRUN_PROG" ] && command -v setsid > /dev/null; then
+    : > hold
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+        OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 \
+        setsid "$CPDIT" launch "$MPIRUN_PROG" --timeout 300 --oversubscribe \
+        --bind-to none -np 2 env CPDIT_TEST_HOLD="write:$work/hold" "$CPDIT" run stop.yaml \
+        --output out5 --dp 2 > launch.log 2>&1 &
+    run_pid=$!
+    if wait_log "test hold at write: rank 0 pid" launch.log &&
+        wait_log "test hold at write: rank 1 pid" launch.log; then
+        # setsid made launch (this pid) the leader of a new group: TERM to all of that group
+        [ "$(ps -o pgid= -p "$run_pid" | tr -d ' ')" = "$run_pid" ] ||
+            fail "launch: not a process group leader"
+        kill -TERM "-$run_pid" || fail "launch: could not signal its group"
+        wait_log "stop relayed to the other 1 ranks" launch.log || fail "launch: the ranks got no stop"
+        rm -f hold
+        wait "$run_pid"; rc=$?
+        [ $rc -eq 3 ] || { fail "launch: exit $rc, want 3"; cat launch.log; }
+        grep -q 'stopped by SIGUSR1: 4 items left' launch.log || { fail "launch: summary"; cat launch.log; }
+        [ -f out5/.cpdit-stopped ] || fail "launch: no stop marker: $(ls -a out5)"
+        n=$(ls out5 | grep -c '\.png$')
+        [ "$n" -eq 2 ] || { fail "launch: $n PNGs, want 2"; cat launch.log; }
+        [ $status -eq 0 ] && echo "ok: launch-term -> $rc, $n PNGs"
+    else
+        rm -f hold; wait "$run_pid"; fail "launch: the ranks did not reach the hold"; cat launch.log
+    fi
+else
+    echo "note: no mpirun or setsid: the launch case is skipped"
+fi
+# a launcher that exits 1 although the run wrote its stop marker meanwhile: 3 all the same
+mkdir outm
+expect launch-marker 3 "^cpdit: launch: sh exited with 1, but the run stopped cleanly \(stop marker outm/.cpdit-stopped\): exit 3, resumable" -- \
+    "$CPDIT" launch sh -c ': > outm/.cpdit-stopped; exit 1' run --output outm
+expect launch-status 5 "" -- "$CPDIT" launch sh -c 'exit 5' run --output outm
 
 [ $status -eq 0 ] && echo "ok: refuse2.sh"
 exit $status
