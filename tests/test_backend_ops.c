@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "kernels/backend_ops.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 #include "tests/backend_ops_reference.h"
 #include "tests/test_util.h"
 
