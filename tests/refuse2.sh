@@ -7,7 +7,7 @@
 #   1. FIFOs are refused unopened (no hang): as --topology and $CPDIT_TOPOLOGY (plan, run,
 #      tune), as the manifest (run --check, submit --dry-run), as the manifest that
 #      .cpdit-run.json names (status); a character device as --topology is refused unread
-#   4. forward on NaN weights (vae on 1 rank, transformer on 2): exit 2 naming the component,
+#   4. forward on NaN weights (vae on 1 rank, transformer on 2, T5 text encoder): exit 2 naming the component,
 #      the output tensor, the count, the first index and the first non-finite weight; no file
 #   8. one-image mode checks before it loads the model (a missing model folder is not even
 #      reached): invalid UTF-8 in --prompt / --negative-prompt, --output naming a regular file
@@ -177,7 +177,13 @@ if command -v "$PY" > /dev/null; then
     expect forward-nan-transformer 2 "^cpdit: transformer: output \"sample\": 256 of 256 values are not finite \(NaN or Inf\), the first at index 0; the first non-finite weight is proj_out.bias \(in nan_tr/transformer/diffusion_pytorch_model.safetensors\); nothing written" -- \
         $MPI_RUN -np 2 "$CPDIT" forward --model nan_tr --component transformer \
         --inputs tr-in.safetensors --output nan-tr.safetensors --ulysses 2
-    ls nan-vae.safetensors nan-tr.safetensors 2> /dev/null && fail "forward-nan: an output was written"
+    cp -RL tiny/text_encoder_2 nan_t5 && st_poison nan_t5/model.safetensors encoder.final_layer_norm.weight
+    st_write ids.safetensors input_ids 1x4 5
+    expect forward-nan-text 2 "^cpdit: text_encoder: output \"last_hidden_state\": 256 of 256 values are not finite \(NaN or Inf\), the first at index 0; the first non-finite weight is encoder.final_layer_norm.weight \(in nan_t5/model.safetensors\); nothing written" -- \
+        "$CPDIT" forward --model nan_t5 --component text_encoder --inputs ids.safetensors \
+        --output nan-t5.safetensors
+    ls nan-vae.safetensors nan-tr.safetensors nan-t5.safetensors 2> /dev/null &&
+        fail "forward-nan: an output was written"
     # the same inputs on finite weights: written (the check does not refuse good numbers)
     $one_rank "$CPDIT" forward --model tiny --component transformer \
         --inputs tr-in.safetensors --output tr-out.safetensors > finite.log 2>&1 &&
