@@ -7,8 +7,9 @@
 #   1. FIFOs are refused unopened (no hang): as --topology and $CPDIT_TOPOLOGY (plan, run,
 #      tune), as the manifest (run --check, submit --dry-run), as the manifest that
 #      .cpdit-run.json names (status); a character device as --topology is refused unread
-#   4. forward on NaN weights (vae on 1 rank, transformer on 2, T5 text encoder): exit 2 naming the component,
-#      the output tensor, the count, the first index and the first non-finite weight; no file
+#   4. forward on NaN weights (vae on 1 rank, transformer on 2, the T5 text encoder): exit 2
+#      naming the component, the output tensor, the count, the first index and the first
+#      non-finite weight; no file
 #   8. one-image mode checks before it loads the model (a missing model folder is not even
 #      reached): invalid UTF-8 in --prompt / --negative-prompt, --output naming a regular file
 #      or a path through one; `tokenize` refuses invalid UTF-8 too
