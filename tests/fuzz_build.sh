@@ -6,7 +6,8 @@
 top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 top_builddir=$(cd "${top_builddir:-.}" && pwd)
 log=$(mktemp "${TMPDIR:-/tmp}/cpdit-fuzz-build-XXXXXX") || exit 1
-trap 'rm -f "$log"' EXIT
+new=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-fuzz-new-XXXXXX") || exit 1
+trap 'rm -f "$log"; rm -rf "$new"' EXIT
 ${MAKE:-make} -s -C "$top_builddir" fuzz > "$log" 2>&1
 rc=$?
 if grep -q 'configure found none' "$log"; then
@@ -16,7 +17,8 @@ fi
 status=0
 for t in "fuzz_manifest_libfuzzer manifest" "fuzz-safetensors-header safetensors_header"; do
     set -- $t
-    "$top_builddir/tests/fuzz/$1" -runs=0 "$top_srcdir/tests/fuzz/corpus/$2" > "$log" 2>&1 ||
+    # libFuzzer writes new inputs into its first folder: a scratch one, never the seeds
+    "$top_builddir/tests/fuzz/$1" -runs=0 "$new" "$top_srcdir/tests/fuzz/corpus/$2" > "$log" 2>&1 ||
         { echo "FAIL: $1 on its seed corpus"; tail -n 30 "$log"; status=1; continue; }
     grep -q 'INITED\|Done' "$log" || { echo "FAIL: $1 ran nothing"; cat "$log"; status=1; continue; }
     echo "ok: $1 ($(ls "$top_srcdir/tests/fuzz/corpus/$2" | wc -l) seeds)"
