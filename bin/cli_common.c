@@ -7,9 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
+#include "lib/builtin/builtin_model.h"
+#include "lib/core/utf8.h"
+#include "lib/io/regular_file.h"
+#include "lib/io/tensor_finite.h"
 
 int cli_report(const cpdit_error *err)
 {
@@ -106,5 +112,60 @@ int cli_parse_size(const char *text, size_t *out)
     if (*end || v * mult > 1e18)
         return -1;
     *out = (size_t)(v * mult);
+    return 0;
+}
+
+cpdit_status cli_check_forward_result(const char *component, const char *model,
+                                      const float *x, size_t n, cpdit_error *err)
+{
+    char dir[4096];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s/%s", model, component);
+    const char *weights = stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : model;
+    return cpdit_check_result_finite(component, "sample", x, n, weights, err);
+}
+
+cpdit_status cli_check_text_option(const char *opt, const char *text, cpdit_error *err)
+{
+    if (text && !cpdit_utf8_valid(text))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, opt, "not valid UTF-8; pass the text as "
+                               "UTF-8");
+    return CPDIT_OK;
+}
+
+cpdit_status cli_check_output_folder(const char *opt, const char *dir, cpdit_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT)
+            return CPDIT_OK;
+        if (errno == ENOTDIR)
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, opt, "\"%s\": a part of the path is a "
+                                   "file, not a folder", dir);
+        return cpdit_error_set(err, errno == ELOOP ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME, opt,
+                               "\"%s\": %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, opt, "\"%s\" is %s, not a folder", dir,
+                               cpdit_file_kind(sb.st_mode));
+    if (access(dir, W_OK | X_OK) != 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, opt, "the output folder \"%s\" is not "
+                               "writable: %s", dir, strerror(errno));
+    return CPDIT_OK;
+}
+
+int cli_resolve_model(const char **model, int quiet)
+{
+    static char dir[4096]; /* one --model per process */
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    if (strncmp(*model, "builtin:", strlen("builtin:")) != 0)
+        return 0;
+    if (builtin_model_resolve(*model, dir, sizeof dir, &err) != CPDIT_OK) {
+        if (!quiet)
+            cli_report(&err);
+        return -1;
+    }
+    *model = dir;
     return 0;
 }

@@ -144,7 +144,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
                             component_names(names, sizeof names));
         return -1;
     }
-    return 0;
+    return cli_resolve_model(&o->model, quiet); /* builtin:NAME, as run takes it */
 }
 
 static int exit_code(cpdit_status st)

@@ -23,6 +23,7 @@
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
 #include "lib/io/safetensors.h"
+#include "lib/io/tensor_finite.h"
 #include "lib/text/t5_encoder.h"
 
 #define TEXT_WHERE "text_encoder"
@@ -169,7 +170,10 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
         const int64_t shape[3] = {B, S, (int64_t)D};
         safetensors_write_tensor wt = {TEXT_OUTPUT_NAME, CPDIT_DTYPE_F32, 3, shape, out,
                                        CPDIT_DTYPE_F32};
-        st = safetensors_write(opt->output, &wt, 1, NULL, 0, err);
+        st = cpdit_check_result_finite("text_encoder", TEXT_OUTPUT_NAME, out, (size_t)B * S * D,
+                                       dir, err); /* NaN/Inf: named, nothing written */
+        if (!st)
+            st = safetensors_write(opt->output, &wt, 1, NULL, 0, err);
     }
     if (!st && opt->verbose) {
         text_weight_stats ws;

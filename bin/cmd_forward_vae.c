@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bin/cli.h"
 #include "bin/cmd_forward.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
@@ -92,15 +93,17 @@ static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
 }
 
 
-static cpdit_status write_output(const char *path, const vae_decoder *d, const float *img,
-                                 int B, int h, int w, cpdit_error *err)
+static cpdit_status write_output(const forward_options *opt, const vae_decoder *d,
+                                 const float *img, int B, int h, int w, cpdit_error *err)
 {
     const int f = vae_decoder_upscale(d);
     const int64_t shape[4] = {B, vae_decoder_config(d)->out_channels, (int64_t)h * f,
                               (int64_t)w * f};
     safetensors_write_tensor wt = {VAE_OUTPUT_NAME, CPDIT_DTYPE_F32, 4, shape, img,
                                    CPDIT_DTYPE_F32};
-    return safetensors_write(path, &wt, 1, NULL, 0, err);
+    const size_t n = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
+    cpdit_status st = cli_check_forward_result("vae", opt->model, img, n, err);
+    return st ? st : safetensors_write(opt->output, &wt, 1, NULL, 0, err);
 }
 
 static float *alloc_image(const vae_decoder *d, int B, int h, int w)
@@ -139,7 +142,7 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
                 now_s() - t0);
     if (st == CPDIT_OK)
         st = cpdit_comm_agree_mpi(MPI_COMM_WORLD,
-                                  rank == 0 ? write_output(opt->output, d, img, B, h, w, err)
+                                  rank == 0 ? write_output(opt, d, img, B, h, w, err)
                                             : CPDIT_OK, err);
     cp_grid_destroy(g);
     free(z);
@@ -162,7 +165,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     if (st == CPDIT_OK)
         st = vae_decode(d, z, B, h, w, img, err);
     if (st == CPDIT_OK)
-        st = write_output(opt->output, d, img, B, h, w, err);
+        st = write_output(opt, d, img, B, h, w, err);
     if (opt->verbose && st == CPDIT_OK)
         fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
     free(z);

@@ -30,6 +30,7 @@
 #include "lib/models/model.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
+#include "lib/io/regular_file.h"
 #include "topology/cost_model.h"
 #include "topology/grid_choice.h"
 
@@ -157,6 +158,23 @@ static cpdit_status write_and_report(const run_item_options *o, pipeline *p,
     return st;
 }
 
+/* What would fail only after rendering is refused before the model loads: the prompt texts
+ * (UTF-8, as a manifest's), the output folder, and the PNG's path (not a FIFO or a device). */
+static cpdit_status check_before_render(const run_item_options *o, const char *png_name,
+                                        cpdit_error *err)
+{
+    cpdit_status st = cli_check_text_option("--prompt", o->prompt, err);
+    if (!st)
+        st = cli_check_text_option("--negative-prompt", o->negative_prompt, err);
+    if (!st)
+        st = cli_check_output_folder("--output", o->output, err);
+    char path[4096 + 200];
+    snprintf(path, sizeof path, "%s/%s", o->output, png_name);
+    if (!st)
+        st = cpdit_check_output_file(path, "cannot write the output file", err);
+    return st;
+}
+
 int run_item(const run_item_options *o_given)
 {
     run_item_options resolved = *o_given;
@@ -173,8 +191,12 @@ int run_item(const run_item_options *o_given)
     int ring = o->ring ? o->ring : 1, ulysses = o->ulysses ? o->ulysses : 1;
     const char *variant = o->variant;
     int anything = o->anything;
-    cpdit_status st = CPDIT_OK;
-    if (!o->ring && !o->ulysses) {
+    char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
+    job_slug(o->prompt ? o->prompt : "", slug);
+    snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
+    cpdit_status st = job_agree_status(MPI_COMM_WORLD, check_before_render(o, name, &err),
+                                       &err); /* all ranks stop here, or none */
+    if (!st && !o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
@@ -223,9 +245,6 @@ int run_item(const run_item_options *o_given)
     if (!st)
         st = cm_variant_parse(variant, &run.attn, &err);
     run.attn.anything |= anything;
-    char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
-    job_slug(o->prompt ? o->prompt : "", slug);
-    snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
     if (o->dump) {
         if (snprintf(path, sizeof path, "%s/%05d", o->dump, 0) >= (int)sizeof path)
             st = cpdit_error_set(&err, CPDIT_ERR_INPUT, "--dump", "path too long");

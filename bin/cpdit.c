@@ -115,6 +115,19 @@ static const cli_command commands[] = {
      "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
      "stop markers of runs that a signal ended. Writes nothing.\n",
      cmd_status},
+    {"launch", "run mpirun (or another launcher) so that a stop exits 3, resumable",
+     "usage: cpdit launch [--] COMMAND...\n"
+     "       e.g. cpdit launch mpirun -np 4 cpdit run batch.yaml\n"
+     "\n"
+     "A plain mpirun that gets SIGTERM kills the ranks after its timeout and exits 1, even\n"
+     "when cpdit stopped cleanly. launch runs COMMAND in a process group of its own and\n"
+     "turns the first SIGTERM, SIGINT, SIGHUP or SIGUSR1 it gets into one SIGUSR1 to\n"
+     "COMMAND, which mpirun passes on to every rank without killing them: cpdit stops after\n"
+     "the current step, writes its stop marker and exits 3. A second signal sends SIGTERM to\n"
+     "COMMAND's group. Exit status: COMMAND's (128+N when it died of signal N), and 3\n"
+     "(stopped, resumable: rerun the same command) whenever the stop marker of COMMAND's\n"
+     "`run MANIFEST [--output DIR]` appeared while it ran.\n",
+     cmd_launch},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",

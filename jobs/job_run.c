@@ -791,7 +791,9 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                                                        : NULL;
     job_stop_watch_file(request_path);
     free(request_path);
+    job_stop_relay_begin(world); /* a stop seen by any rank reaches every group */
     run_group(m, hooks, world, g, &sl, node, &plan, leader_index, pp, &gs);
+    job_stop_relay_end();
     job_stop_watch_file(NULL);
     if (leader_index != index_path)
         free(leader_index);

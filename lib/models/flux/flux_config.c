@@ -60,19 +60,23 @@ void flux_transformer_config_defaults(flux_transformer_config *c)
 cpdit_status flux_transformer_config_validate(flux_transformer_config *c, const char *where,
                                               cpdit_error *err)
 {
+    /* the most each key may plausibly be (FLUX.1: 19 + 38 layers, 24 heads of 128, 4096 text
+     * features): far larger means a corrupt config, refused here by name rather than as an
+     * allocation of the weights failing later */
     const struct {
         const char *key;
         int value;
+        int max;
     } sizes[] = {
-        {"patch_size", c->patch_size},
-        {"in_channels", c->in_channels},
-        {"out_channels", c->out_channels},
-        {"num_layers", c->num_layers},
-        {"num_single_layers", c->num_single_layers},
-        {"attention_head_dim", c->attention_head_dim},
-        {"num_attention_heads", c->num_attention_heads},
-        {"joint_attention_dim", c->joint_attention_dim},
-        {"pooled_projection_dim", c->pooled_projection_dim},
+        {"patch_size", c->patch_size, FLUX_PLAUSIBLE_PATCH_MAX},
+        {"in_channels", c->in_channels, FLUX_PLAUSIBLE_WIDTH_MAX},
+        {"out_channels", c->out_channels, FLUX_PLAUSIBLE_WIDTH_MAX},
+        {"num_layers", c->num_layers, FLUX_PLAUSIBLE_LAYERS_MAX},
+        {"num_single_layers", c->num_single_layers, FLUX_PLAUSIBLE_LAYERS_MAX},
+        {"attention_head_dim", c->attention_head_dim, FLUX_PLAUSIBLE_WIDTH_MAX},
+        {"num_attention_heads", c->num_attention_heads, FLUX_PLAUSIBLE_HEADS_MAX},
+        {"joint_attention_dim", c->joint_attention_dim, FLUX_PLAUSIBLE_WIDTH_MAX},
+        {"pooled_projection_dim", c->pooled_projection_dim, FLUX_PLAUSIBLE_WIDTH_MAX},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         /* Zero layers is a legal (if odd) model; every other size must be positive. */
@@ -82,6 +86,10 @@ cpdit_status flux_transformer_config_validate(flux_transformer_config *c, const 
             return key_error(where, sizes[i].key, err,
                              allow_zero ? "must not be negative" : "must be positive",
                              sizes[i].value);
+        if (sizes[i].value > sizes[i].max)
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "key \"%s\": %d is implausible "
+                                   "(at most %d); the config is probably corrupt",
+                                   sizes[i].key, sizes[i].value, sizes[i].max);
     }
     if (c->num_layers + c->num_single_layers == 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, where,

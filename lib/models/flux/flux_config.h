@@ -23,6 +23,11 @@ extern "C" {
 
 /* Most RoPE axes a config may have. */
 #define FLUX_MAX_ROPE_AXES 8
+/* The largest plausible transformer config values (flux_transformer_config_validate). */
+#define FLUX_PLAUSIBLE_LAYERS_MAX 1024  /* num_layers, num_single_layers (FLUX.1: 19, 38) */
+#define FLUX_PLAUSIBLE_HEADS_MAX 1024   /* num_attention_heads (FLUX.1: 24) */
+#define FLUX_PLAUSIBLE_WIDTH_MAX 65536  /* channels, head and text dims (FLUX.1: <= 4096) */
+#define FLUX_PLAUSIBLE_PATCH_MAX 64     /* patch_size (FLUX.1: 1) */
 
 typedef struct flux_transformer_config {
     int patch_size;            /* default 1 */

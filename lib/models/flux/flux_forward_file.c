@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "lib/cp/comm.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
+#include "lib/io/tensor_finite.h"
 #include "lib/models/flux/flux_shard.h"
 #include "lib/models/flux/flux_transformer.h"
 #include "lib/weights/weight_shared_mpi.h"
@@ -277,6 +279,20 @@ static cpdit_status write_output(const char *path, const float *out, int B, int 
 
 /* Open the model with a's weight options, its weights made (one copy per node unless
  * no_weight_sharing), and the inputs read. */
+/* Rank 0: refuse a non-finite result (naming the first non-finite weight), else write it. */
+static cpdit_status check_and_write(const model_forward_file *a, const run_state *r, int out_dim,
+                                    cpdit_error *err)
+{
+    char dir[4096];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s/transformer", a->model);
+    const char *weights = stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) ? dir : a->model;
+    cpdit_status st = cpdit_check_result_finite("transformer", "sample", r->out_full,
+                                                (size_t)r->in.B * r->in.I * out_dim, weights,
+                                                err);
+    return st ? st : write_output(a->output, r->out_full, r->in.B, r->in.I, out_dim, err);
+}
+
 static cpdit_status open_and_load(const model_forward_file *a, run_state *r,
                                   weight_sharer **sharer, weight_arena_ops *arena,
                                   cpdit_error *err)
@@ -358,8 +374,7 @@ static cpdit_status forward_and_write(const model_forward_file *a, run_state *r,
                               r->in.B, (size_t)r->in.I * out_dim, r->grid->dp_comm, err), err);
     if (!st)
         st = cpdit_comm_agree(a->world, a->world->rank == 0
-                              ? write_output(a->output, r->out_full, r->in.B, r->in.I, out_dim,
-                                             err) : CPDIT_OK, err);
+                              ? check_and_write(a, r, out_dim, err) : CPDIT_OK, err);
     return st;
 }
 
