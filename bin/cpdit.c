@@ -256,7 +256,7 @@ const cli_command *cli_find_command(const char *name)
 static void print_main_help(FILE *out)
 {
     fprintf(out,
-            "usage: cpdit [--help | --version] <subcommand> [options]\n"
+            "usage: cpdit [--help | --version] <subcommand> [--threads N] [options]\n"
             "\n"
             "cpdit runs FLUX-class diffusion transformers with context-parallel attention\n"
             "(Ring, Ulysses, Unified, and uneven 'anything' modes) across the ranks of an MPI\n"
@@ -267,6 +267,10 @@ static void print_main_help(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
                  "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n"
+                 "--threads N (any subcommand; or CPDIT_THREADS=N): threads of each rank; else\n"
+                 "SLURM_CPUS_PER_TASK, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, else the rank's CPU\n"
+                 "binding shared among the node's ranks. Give ranks their cores: mpirun\n"
+                 "--bind-to none or --map-by slot:PE=N, srun -c N.\n"
                  "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
 }
 
@@ -311,6 +315,8 @@ int main(int argc, char **argv)
     /* Before anything touches BLAS: make sure the fastest correct kernels for this CPU run
      * (may re-execute the program once with OPENBLAS_CORETYPE set; see blas_runtime.h). */
     cpdit_host_runtime_init(argc, argv);
+    if (cli_take_threads_option(&argc, argv) != CLI_EXIT_OK) /* --threads N: CPDIT_THREADS */
+        return CLI_EXIT_USAGE;
 
     if (argc < 2) {
         print_main_help(stderr);

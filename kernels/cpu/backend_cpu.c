@@ -15,6 +15,8 @@
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/blas_runtime.h"
+#include "kernels/cpu/parallel_ops_cpu.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vae_ops_cpu.h"
 
 #define CPU_WHERE "kernels/cpu"
@@ -141,28 +143,28 @@ static cpdit_status tab_linear(cpdit_buf *y, int ldy, const cpdit_buf *x, int ld
 static void tab_layer_norm(cpdit_buf *y, const cpdit_buf *x, const float *gamma,
                            const float *beta, size_t rows, int dim, float eps)
 {
-    cpu_layer_norm(HF(y), HF(x), gamma, beta, rows, dim, eps);
+    cpu_par_layer_norm(HF(y), HF(x), gamma, beta, rows, dim, eps);
 }
 static void tab_rms_norm(cpdit_buf *y, const cpdit_buf *x, const float *weight, size_t rows,
                          int dim, float eps)
 {
-    cpu_rms_norm(HF(y), HF(x), weight, rows, dim, eps);
+    cpu_par_rms_norm(HF(y), HF(x), weight, rows, dim, eps);
 }
 static void tab_rope(cpdit_buf *x, const float *cos, const float *sin, int S, int H, int D)
 {
-    cpu_rope(HF(x), cos, sin, S, H, D);
+    cpu_par_rope(HF(x), cos, sin, S, H, D);
 }
 static void tab_act(cpdit_act kind, cpdit_buf *y, const cpdit_buf *x, size_t n)
 {
-    cpu_act(kind, HF(y), HF(x), n);
+    cpu_par_act(kind, HF(y), HF(x), n);
 }
 static void tab_add(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
 {
-    cpu_add(HF(y), HF(a), HF(b), n);
+    cpu_par_add(HF(y), HF(a), HF(b), n);
 }
 static void tab_mul(cpdit_buf *y, const cpdit_buf *a, const cpdit_buf *b, size_t n)
 {
-    cpu_mul(HF(y), HF(a), HF(b), n);
+    cpu_par_mul(HF(y), HF(a), HF(b), n);
 }
 static void tab_embedding(cpdit_buf *y, const float *table, const int32_t *ids, size_t n,
                           int dim)
@@ -172,12 +174,12 @@ static void tab_embedding(cpdit_buf *y, const float *table, const int32_t *ids, 
 static void tab_modulate(cpdit_buf *y, const cpdit_buf *x, const cpdit_buf *shift,
                          const cpdit_buf *scale, size_t rows, int dim)
 {
-    cpu_modulate(HF(y), HF(x), HF(shift), HF(scale), rows, dim);
+    cpu_par_modulate(HF(y), HF(x), HF(shift), HF(scale), rows, dim);
 }
 static void tab_gated_residual(cpdit_buf *h, int ldh, const cpdit_buf *x, int ldx,
                                const cpdit_buf *gate, size_t rows, int dim)
 {
-    cpu_gated_residual(HF(h), ldh, HF(x), ldx, HF(gate), rows, dim);
+    cpu_par_gated_residual(HF(h), ldh, HF(x), ldx, HF(gate), rows, dim);
 }
 static void tab_copy_rows(cpdit_buf *dst, int ldd, const cpdit_buf *src, int lds, size_t rows,
                           int dim)
@@ -204,7 +206,7 @@ static void tab_group_norm_apply(cpdit_buf *y, const cpdit_buf *x, size_t pixels
                                  const double *mean, const double *rstd, const float *gamma,
                                  const float *beta, cpdit_activation act)
 {
-    cpu_group_norm_apply(HF(y), HF(x), pixels, C, G, mean, rstd, gamma, beta, act);
+    cpu_par_group_norm_apply(HF(y), HF(x), pixels, C, G, mean, rstd, gamma, beta, act);
 }
 static void tab_upsample2x(cpdit_buf *y, const cpdit_buf *x, int rows, int W, int C)
 {
@@ -221,7 +223,7 @@ static void tab_transpose(cpdit_buf *y, const cpdit_buf *x, size_t rows, size_t 
 
 static const cpdit_backend cpu_backend = {
     .name = "cpu",
-    .summary = "host memory, fp32 activations; bf16 GEMM or OpenBLAS SGEMM, pthreads attention",
+    .summary = "host memory, fp32 activations; bf16 GEMM or OpenBLAS SGEMM, one thread pool per rank",
     .act_dtype = CPDIT_DTYPE_F32,
     .act_size = sizeof(float),
     .host_memory = 1,
@@ -264,5 +266,6 @@ static const cpdit_backend cpu_backend = {
 
 const cpdit_backend *cpdit_backend_cpu(void)
 {
+    (void)cpu_pool_size(); /* the rank's threads (and OpenBLAS's count) from the first use on */
     return &cpu_backend;
 }

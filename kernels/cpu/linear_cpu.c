@@ -10,7 +10,6 @@
  */
 #include "config.h"
 
-#include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
+#include "kernels/cpu/parallel_ops_cpu.h"
 
 #define LINEAR_WHERE "kernels/cpu"
 
@@ -155,12 +155,10 @@ cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const cpdit_
         beta = 1.0f;
     }
     if (w->kind == CPU_WEIGHT_BF16) {
-        if (beta == 0.0f)
-            for (int r = 0; r < M; r++)
-                memset(y + (size_t)r * ldy, 0, (size_t)N * sizeof(float));
+        if (beta == 0.0f) /* y is written, not read: no clearing first */
+            return cpu_gemm_bf16_set(y, ldy, x, ldx, w->bf16, M, K, N, err);
         return cpu_gemm_bf16(y, ldy, x, ldx, w->bf16, M, K, N, err);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, ldx, w->f32, K, beta,
-                y, ldy);
+    cpu_par_sgemm(1, M, N, K, 1.0f, x, ldx, w->f32, K, beta, y, ldy); /* rows on the pool */
     return CPDIT_OK;
 }
