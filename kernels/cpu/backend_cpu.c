@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/attention_cpu.h"
@@ -23,12 +24,29 @@
 
 /* ------------------------------------------------------------------ memory */
 
+/* Blocks from this size on (weights, activations, workspaces) start on a huge-page boundary;
+ * with CPDIT_HUGEPAGES=1 they are also advised onto transparent huge pages (one page fault per
+ * 2 MiB instead of 512). Opt-in: on the 2-vCPU VM where this was measured (THP "madvise",
+ * defrag "madvise"), a 1 GiB bf16 load took 3.4x the system time with the advice (2.9 s vs
+ * 0.8 s: clear_page_erms on fresh 2 MiB pages, 18 k page faults instead of 298 k). */
+#define CPU_HUGE_PAGE ((size_t)2 << 20)
+
 void *cpu_alloc(size_t bytes)
 {
     if (bytes == 0)
         bytes = 1;
-    if (bytes > SIZE_MAX - CPU_ALLOC_ALIGN)
+    if (bytes > SIZE_MAX - CPU_HUGE_PAGE)
         return NULL;
+    if (bytes >= CPU_HUGE_PAGE) {
+        const size_t rounded = (bytes + CPU_HUGE_PAGE - 1) / CPU_HUGE_PAGE * CPU_HUGE_PAGE;
+        void *p = aligned_alloc(CPU_HUGE_PAGE, rounded);
+#ifdef MADV_HUGEPAGE
+        const char *e = getenv("CPDIT_HUGEPAGES"); /* opt-in: see CPU_HUGE_PAGE */
+        if (p && e && e[0] == '1')
+            (void)madvise(p, rounded, MADV_HUGEPAGE); /* advice: ignored where THP is off */
+#endif
+        return p;
+    }
     const size_t rounded = (bytes + CPU_ALLOC_ALIGN - 1) / CPU_ALLOC_ALIGN * CPU_ALLOC_ALIGN;
     return aligned_alloc(CPU_ALLOC_ALIGN, rounded);
 }
