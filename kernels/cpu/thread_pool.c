@@ -38,6 +38,7 @@ static int mask_cpus[CPU_POOL_MAX_THREADS];
 static int n_mask, n_online;
 static pthread_t tid[CPU_POOL_MAX_THREADS];
 static int n_started; /* helper threads running (indices 1..n_started) */
+static pthread_t owner; /* the thread that made the pool: only its runs use the workers */
 
 static long generation;
 static long start_generation; /* generation when the workers were made */
@@ -245,6 +246,7 @@ static void pool_make(void)
     const int pin_env = getenv("CPDIT_PIN") ? atoi(getenv("CPDIT_PIN")) : -1;
     const int owns_mask = n_mask < n_online || local_ranks() == 1;
     pool_pinned = pin_env == 1 || (pin_env != 0 && n == n_mask && owns_mask && n > 1);
+    owner = pthread_self();
     start_generation = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     for (int i = 1; i < n; i++) {
         if (pthread_create(&tid[i], NULL, worker_main, (void *)(size_t)i) != 0)
@@ -287,7 +289,8 @@ void cpu_pool_set_size(int n)
 
 int cpu_pool_in_task(void)
 {
-    return in_task;
+    return in_task || (__atomic_load_n(&pool_threads, __ATOMIC_ACQUIRE) &&
+                       !pthread_equal(pthread_self(), owner));
 }
 
 /* ------------------------------------------------------------------ runs */
@@ -296,7 +299,10 @@ void cpu_pool_run(int workers, cpu_pool_fn fn, void *ctx)
 {
     const int size = cpu_pool_size();
     int n = workers <= 0 || workers > size ? size : workers;
-    if (n <= 1 || in_task || pthread_mutex_trylock(&run_lock) != 0) {
+    /* another thread (the loader's prefetch helper, a test's thread) runs inline: the forward
+     * on the owning thread keeps every worker */
+    if (n <= 1 || in_task || !pthread_equal(pthread_self(), owner) ||
+        pthread_mutex_trylock(&run_lock) != 0) {
         run_share(fn, ctx, 0, 1);
         return;
     }

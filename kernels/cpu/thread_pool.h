@@ -23,7 +23,8 @@
  *
  * Runs: cpu_pool_run(n, fn, ctx) calls fn(ctx, w, n) for w = 0..n-1 on n threads (the caller
  * is worker 0) and returns when all have returned. A run started from inside a pool task, or
- * from a second thread while the pool is busy, runs inline on the calling thread alone
+ * from any thread but the one that made the pool (the loader's prefetch helper packing the
+ * next block while the forward computes), runs inline on the calling thread alone
  * (fn(ctx, 0, 1)): kernels must be correct for any worker count.
  */
 #ifndef CPDIT_THREAD_POOL_H
@@ -54,7 +55,8 @@ void cpu_pool_run(int workers, cpu_pool_fn fn, void *ctx);
  * runs inline) and call fn on each. The split depends on the worker count: use it for work
  * whose items are computed independently (element-wise, per row). */
 void cpu_pool_for(size_t n, size_t grain, cpu_pool_range_fn fn, void *ctx);
-/* Whether the calling thread is running a pool task (worker > 0, or worker 0 inside a run). */
+/* Whether a run from the calling thread would run inline: it is running a pool task, or it is
+ * not the thread that made the pool. */
 int cpu_pool_in_task(void);
 /* One line: "2 threads (affinity mask 2 CPUs of 2, pinned)". */
 const char *cpu_pool_describe(char *buf, size_t n);
