@@ -30,7 +30,7 @@
 #include "lib/cp/cp_attention_bench.h"
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/attention_bench.h"
-#include "lib/core/build_info.h"
+#include "bin/build_info.h"
 #include "kernels/host_runtime.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
@@ -178,6 +178,9 @@ static int bench_attention(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     cpdit_error err;
     cpdit_error_clear(&err);
+    char build_line[1024];
+    cpdit_build_info_line(build_line, sizeof build_line);
+    o.build_line = build_line;
     cpdit_status st = cp_attention_bench(rank == 0 ? stdout : NULL, MPI_COMM_WORLD, &o, &err);
     int code = CLI_EXIT_OK;
     if (st != CPDIT_OK) {

@@ -121,7 +121,7 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
         o->vae_parallel = !strcmp(vae_parallel, "on");
     }
     const char *missing = !o->model       ? "--model DIR"
-                          : !o->component ? "--component transformer|vae"
+                          : !o->component ? "--component transformer|vae|text_encoder"
                           : !o->inputs    ? "--inputs IN.safetensors"
                           : !o->output    ? "--output OUT.safetensors"
                                           : NULL;
@@ -136,10 +136,11 @@ static int parse_options(int argc, char **argv, forward_options *o, int quiet)
                             o->weight_format);
         return -1;
     }
-    if (strcmp(o->component, "transformer") && strcmp(o->component, "vae")) {
+    if (strcmp(o->component, "transformer") && strcmp(o->component, "vae") &&
+        strcmp(o->component, "text_encoder")) {
         if (!quiet)
-            cli_usage_error(SUB, "--component: unknown component '%s'; use transformer or vae",
-                            o->component);
+            cli_usage_error(SUB, "--component: unknown component '%s'; use transformer, vae or "
+                                 "text_encoder", o->component);
         return -1;
     }
     return 0;
@@ -596,8 +597,22 @@ int cmd_forward(int argc, char **argv)
         o.world_rank = rank;
         o.world_size = size;
         cpdit_backend_set_verbose(o.verbose && rank == 0); /* e.g. what attention auto picks */
-        if (!strcmp(o.component, "transformer")) {
+        if (!strcmp(o.component, "transformer") && wan_forward_is_wan(o.model)) {
+            cpdit_error err; /* Wan: bin/cmd_forward_wan.c */
+            cpdit_error_clear(&err);
+            cpdit_status st = wan_transformer_forward_command(&o, &err);
+            if (st && rank == 0)
+                cli_report(&err);
+            rc = exit_code(st);
+        } else if (!strcmp(o.component, "transformer")) {
             rc = run_transformer(&o);
+        } else if (!strcmp(o.component, "text_encoder")) { /* bin/cmd_forward_text.c */
+            cpdit_error err;
+            cpdit_error_clear(&err);
+            cpdit_status st = text_encoder_forward_command(&o, &err);
+            if (st && rank == 0)
+                cli_report(&err);
+            rc = exit_code(st);
         } else if (vae_forward_command) {
             cpdit_error err;
             cpdit_error_clear(&err);

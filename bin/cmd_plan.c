@@ -1,5 +1,6 @@
-/* cmd_plan.c — `cpdit plan`: rank every dp x ring x ulysses grid for a model and image size on
- * a measured machine (topology file), print the table and the chosen grid. No MPI. */
+/* cmd_plan.c — `cpdit plan`: rank every dp x ring x ulysses grid for a model (any family,
+ * lib/models/model_plan.h) and image or video size on a measured machine (topology file),
+ * print the table and the chosen grid. No MPI. */
 #include "config.h"
 
 #include <getopt.h>
@@ -20,9 +21,12 @@ int cmd_plan(int argc, char **argv)
         {"width", required_argument, 0, 'W'},    {"height", required_argument, 0, 'H'},
         {"ranks", required_argument, 0, 'n'},    {"steps", required_argument, 0, 'S'},
         {"images", required_argument, 0, 'i'},   {"json", no_argument, 0, 'j'},
-        {"max-sequence-length", required_argument, 0, 'L'}, {0, 0, 0, 0}};
+        {"max-sequence-length", required_argument, 0, 'L'}, {"frames", required_argument, 0, 'F'},
+        {"cfg", no_argument, 0, 'c'}, {0, 0, 0, 0}};
     const char *topo_path = NULL, *model = NULL;
-    int width = 0, height = 0, json = 0, msl = 0;
+    model_request req;
+    model_request_defaults(&req);
+    int json = 0;
     cm_options o = {0, PLAN_DEFAULT_STEPS, 1};
     long v;
     int c;
@@ -33,12 +37,14 @@ int cmd_plan(int argc, char **argv)
         case 't': topo_path = optarg; break;
         case 'm': model = optarg; break;
         case 'j': json = 1; break;
-        case 'W': if (cli_parse_int(SUB, "--width", optarg, 1, 1 << 20, &v)) return CLI_EXIT_USAGE; width = (int)v; break;
-        case 'H': if (cli_parse_int(SUB, "--height", optarg, 1, 1 << 20, &v)) return CLI_EXIT_USAGE; height = (int)v; break;
+        case 'c': req.cfg = 1; break;
+        case 'W': if (cli_parse_int(SUB, "--width", optarg, 1, 1 << 20, &v)) return CLI_EXIT_USAGE; req.width = (int)v; break;
+        case 'H': if (cli_parse_int(SUB, "--height", optarg, 1, 1 << 20, &v)) return CLI_EXIT_USAGE; req.height = (int)v; break;
+        case 'F': if (cli_parse_int(SUB, "--frames", optarg, 1, MODEL_PLAN_MAX_FRAMES, &v)) return CLI_EXIT_USAGE; req.frames = (int)v; break;
         case 'n': if (cli_parse_int(SUB, "--ranks", optarg, 1, 1 << 20, &v)) return CLI_EXIT_USAGE; o.ranks = (int)v; break;
         case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; break;
         case 'i': if (cli_parse_int(SUB, "--images", optarg, 1, 1 << 30, &v)) return CLI_EXIT_USAGE; o.images = (int)v; break;
-        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; msl = (int)v; break;
+        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; req.text_tokens = (int)v; break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -52,17 +58,18 @@ int cmd_plan(int argc, char **argv)
                                     "cpdit probe`, or set CPDIT_TOPOLOGY)");
     if (!model)
         return cli_usage_error(SUB, "--model DIR|builtin:NAME is required");
-    if (!width || !height)
+    if (!req.width || !req.height)
         return cli_usage_error(SUB, "--width and --height are required");
 
     cpdit_error err;
     cpdit_error_clear(&err);
     topology t;
-    model_shape s;
+    model_plan_shape s;
     cpdit_status st = topo_file_load(&t, topo_path, &err);
     if (st)
         return cli_report(&err);
-    st = model_shape_load(&s, model, width, height, msl, &err);
+    req.steps = o.steps;
+    st = model_plan_shape_load(&s, model, &req, &err);
     if (st) {
         topo_file_free(&t);
         return cli_report(&err);
@@ -70,10 +77,10 @@ int cmd_plan(int argc, char **argv)
     cm_prediction *p = NULL;
     int n = 0;
     const int N = o.ranks > 0 ? o.ranks : t.ranks;
-    st = cm_rank(&t, &s, &o, topo_find_tuned(&t, s.key, width, height, N), &p, &n, &err);
+    st = cm_rank(&t, &s, &o, topo_find_tuned(&t, s.key, s.width, s.height, N), &p, &n, &err);
     if (!st) {
         char reason[512];
-        cm_reason(&p[0], &o, topo_path, reason, sizeof reason);
+        cm_reason(&p[0], &o, &s, topo_path, reason, sizeof reason);
         if (json) {
             cm_print_json(stdout, p, n, &o, &s, reason);
         } else {

@@ -12,7 +12,7 @@
 #include "bin/cli.h"
 #include "lib/io/atomic_file.h"
 #include "jobs/job_run.h"
-#include "topology/model_shape.h"
+#include "lib/models/model_plan.h"
 #include "kernels/backend.h"
 #include "topology/probe.h"
 #ifdef CPDIT_HAVE_CUDA
@@ -74,7 +74,7 @@ static const probe_transport *nccl_hook(FILE *log, int rank)
 const char cmd_probe_help[] =
     "usage: cpdit probe [--output FILE] [--quick] [--pairs N] [--no-compute] [--quiet]\n"
     "                   [--model DIR|builtin:NAME --width W --height H\n"
-    "                    [--max-sequence-length L]]\n"
+    "                    [--max-sequence-length L] [--frames N]]\n"
     "       (under mpirun -np N or srun, over the whole allocation)\n"
     "\n"
     "NAME\n"
@@ -107,13 +107,14 @@ const char cmd_probe_help[] =
     "    --pairs N       rank pairs measured per class (default 2, --quick 1; 1..64)\n"
     "    --no-compute    skip the SGEMM / attention-kernel rates\n"
     "    --quiet         no progress lines on stderr\n"
-    "    --model M, --width W, --height H [--max-sequence-length L]\n"
+    "    --model M, --width W, --height H [--max-sequence-length L] [--frames N]\n"
     "                    also time the GEMMs (M x K x N of every linear layer) and attention\n"
     "                    calls (tokens x keys, heads, head dim) that one transformer step of\n"
     "                    this model at this size runs on a rank, for every context-parallel\n"
     "                    degree of N ranks, all ranks at once; the planner then uses these\n"
     "                    times instead of the generic SGEMM / attention rates for this model\n"
-    "                    and size (compute.shapes in the file)\n"
+    "                    and size (compute.shapes in the file); --frames: video frames\n"
+    "                    for a video model (Wan: 4k + 1, e.g. 81)\n"
     "\n"
     "ENVIRONMENT\n"
     "    CPDIT_HOSTNAME        host identity of this rank (tests that emulate hosts with\n"
@@ -210,10 +211,11 @@ int cmd_probe(int argc, char **argv)
         {"pairs", required_argument, 0, 'p'},  {"no-compute", no_argument, 0, 'C'},
         {"quiet", no_argument, 0, 's'},        {"model", required_argument, 0, 'm'},
         {"width", required_argument, 0, 'W'},  {"height", required_argument, 0, 'H'},
-        {"max-sequence-length", required_argument, 0, 'L'}, {0, 0, 0, 0}};
+        {"max-sequence-length", required_argument, 0, 'L'}, {"frames", required_argument, 0, 'F'},
+        {0, 0, 0, 0}};
     const char *output = CPDIT_TOPOLOGY_DEFAULT_FILE, *model = NULL;
     int quick = 0, no_compute = 0, quiet = 0, c;
-    long pairs = 0, width = 0, height = 0, msl = 0;
+    long pairs = 0, width = 0, height = 0, msl = 0, frames = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -239,6 +241,10 @@ int cmd_probe(int argc, char **argv)
             if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &msl))
                 return CLI_EXIT_USAGE;
             break;
+        case 'F':
+            if (cli_parse_int(SUB, "--frames", optarg, 1, MODEL_PLAN_MAX_FRAMES, &frames))
+                return CLI_EXIT_USAGE;
+            break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -247,8 +253,9 @@ int cmd_probe(int argc, char **argv)
         return cli_usage_error(SUB, "unexpected argument '%s'", argv[optind]);
     if (!*output)
         return cli_usage_error(SUB, "--output: empty file name");
-    if ((width || height || msl) && !model)
-        return cli_usage_error(SUB, "--width/--height/--max-sequence-length need --model");
+    if ((width || height || msl || frames) && !model)
+        return cli_usage_error(SUB, "--width/--height/--max-sequence-length/--frames need "
+                                    "--model");
     if (model && (!width || !height))
         return cli_usage_error(SUB, "--model needs --width and --height");
     if (model && no_compute)
@@ -272,11 +279,17 @@ int cmd_probe(int argc, char **argv)
 
     json_t *doc = NULL;
     cpdit_status st = check_output(output, rank, &err);
-    model_shape shape;
+    model_plan_shape shape;
     memset(&shape, 0, sizeof shape);
     if (st == CPDIT_OK && model) { /* checked on rank 0 (exit 2 for a bad model or size) */
         if (rank == 0)
-            st = model_shape_load(&shape, model, (int)width, (int)height, (int)msl, &err);
+        {
+            model_request req;
+            model_request_defaults(&req);
+            req.width = (int)width, req.height = (int)height, req.text_tokens = (int)msl;
+            req.frames = (int)frames;
+            st = model_plan_shape_load(&shape, model, &req, &err);
+        }
         st = job_bcast_status(MPI_COMM_WORLD, 0, st, &err);
         MPI_Bcast(&shape, (int)sizeof shape, MPI_BYTE, 0, MPI_COMM_WORLD);
         o.shape = &shape;

@@ -157,7 +157,8 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
     if ((st = job_bcast_status(MPI_COMM_WORLD, 0, st, err)))
         return st;
     grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
-                              m->base.max_sequence_length, m->base.steps, items, size};
+                              m->base.max_sequence_length, m->base.steps, items, size,
+                              0 /* frames: images only so far */};
     if (m->base.n_sizes > 0)
         rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
     if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))

@@ -109,7 +109,8 @@ int run_item(const run_item_options *o_given)
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
         grid_choice_request rq = {o->topology, o->model, o->width, o->height,
-                                  o->max_sequence_length, o->steps, 1, size};
+                                  o->max_sequence_length, o->steps, 1, size,
+                                  0 /* frames: images only so far */};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
             ring = gc.ring;

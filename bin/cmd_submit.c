@@ -17,7 +17,7 @@
 #include "jobs/job_index.h"
 #include "jobs/job_run.h"
 #include "jobs/job_sbatch.h"
-#include "lib/core/build_info.h"
+#include "bin/build_info.h"
 #include "lib/io/atomic_file.h"
 #include "yaml/manifest.h"
 

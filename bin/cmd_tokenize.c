@@ -1,11 +1,15 @@
 /* cmd_tokenize.c — `cpdit tokenize --model DIR [--max-sequence-length N] PROMPT`.
  *
- * Prints the token ids FLUX.1's two text encoders would get for PROMPT, unpadded and with
- * the special tokens each tokenizer adds, as exactly two lines:
+ * Prints the token ids the pipeline's text encoders would get for PROMPT, unpadded and with
+ * the special tokens each tokenizer adds. For FLUX.1, exactly two lines:
  *   clip: <ids>      (tokenizer/: CLIP BPE, cut to 77 ids as FluxPipeline does)
  *   t5: <ids>        (tokenizer_2/: T5 Unigram, cut to N ids, default 512)
- * DIR is a diffusers-layout folder (only tokenizer/ and tokenizer_2/ need to be there) or
- * builtin:NAME, as for `cpdit run`.
+ * For a Wan folder (model_index.json's _class_name Wan*, e.g. WanPipeline), one line:
+ *   umt5: <ids>      (tokenizer/: google/umt5-xxl's T5TokenizerFast, cut to N ids, default
+ *                    512, after WanPipeline's prompt_clean whitespace step; see
+ *                    lib/text/prompt_clean.h for what is not reproduced)
+ * DIR is a diffusers-layout folder (only model_index.json and the tokenizer folders need to
+ * be there) or builtin:NAME, as for `cpdit run`.
  * Over-long prompts are cut with a warning on stderr, as diffusers warns.
  */
 #include <stdio.h>
@@ -15,10 +19,12 @@
 #include "bin/cli.h"
 #include "lib/builtin/builtin_model.h"
 #include "lib/io/model_folder.h"
+#include "lib/text/prompt_clean.h"
 #include "lib/text/tokenizer_clip.h"
 #include "lib/text/tokenizer_t5.h"
 
 #define SUB "tokenize"
+#define WAN_PIPELINE_PREFIX "Wan" /* WanPipeline, WanImageToVideoPipeline, ...: UMT5 */
 
 static void print_ids(const char *label, const int32_t *ids, size_t n)
 {
@@ -35,6 +41,49 @@ static char *component_dir(const model_folder *mf, const char *component, cpdit_
     if (model_folder_component_dir(mf, component, &dir, err) != CPDIT_OK)
         return NULL;
     return dir;
+}
+
+/* A Wan folder: tokenizer/ is UMT5 (a T5 Unigram tokenizer); prints "umt5: ids". */
+static int run_tokenize_umt5(const model_folder *mf, const char *prompt, size_t max_seq)
+{
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    t5_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0, clean_len = 0;
+    int cut = 0, rc = CLI_EXIT_OK;
+    char *clean = NULL;
+    char *dir = component_dir(mf, "tokenizer", &err);
+    if (!dir || t5_tokenizer_load(dir, &tok, &err) != CPDIT_OK ||
+        prompt_whitespace_clean(prompt, strlen(prompt), &clean, &clean_len, &err) != CPDIT_OK ||
+        t5_tokenizer_encode(tok, clean, clean_len, max_seq, &ids, &n_ids, &cut, &err) !=
+            CPDIT_OK) {
+        rc = cli_report(&err);
+    } else {
+        if (prompt_has_html_entity(clean, clean_len))
+            fprintf(stderr, "cpdit: " SUB ": warning: the prompt has '&' entities; WanPipeline "
+                            "HTML-unescapes them first, cpdit does not\n");
+        if (cut)
+            fprintf(stderr, "cpdit: " SUB ": warning: the prompt is longer than %zu UMT5 "
+                            "tokens (--max-sequence-length); the rest was cut off\n", max_seq);
+        print_ids("umt5", ids, n_ids);
+        if (fflush(stdout) != 0) {
+            perror("cpdit: " SUB ": stdout");
+            rc = CLI_EXIT_RUNTIME;
+        }
+    }
+    free(ids);
+    free(clean);
+    t5_tokenizer_free(tok);
+    free(dir);
+    return rc;
+}
+
+/* The pipeline class names a Wan pipeline. */
+static int is_wan_folder(const model_folder *mf)
+{
+    const char *cls = model_folder_pipeline_class(mf);
+    return cls && strncmp(cls, WAN_PIPELINE_PREFIX, strlen(WAN_PIPELINE_PREFIX)) == 0;
 }
 
 static int run_tokenize(const char *model, const char *prompt, size_t max_seq)
@@ -54,6 +103,10 @@ static int run_tokenize(const char *model, const char *prompt, size_t max_seq)
     if (builtin_model_resolve(model, dir, sizeof dir, &err) != CPDIT_OK ||
         model_folder_open(&mf, dir, &err) != CPDIT_OK)
         goto fail;
+    if (is_wan_folder(&mf)) {
+        rc = run_tokenize_umt5(&mf, prompt, max_seq);
+        goto done;
+    }
     clip_dir = component_dir(&mf, "tokenizer", &err);
     if (!clip_dir || clip_tokenizer_load(clip_dir, &clip, &err) != CPDIT_OK)
         goto fail;

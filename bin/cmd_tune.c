@@ -30,7 +30,7 @@
 
 typedef struct tune_args {
     const char *model, *topology, *report;
-    int width, height, top, rounds, msl;
+    int width, height, top, rounds, msl, frames;
 } tune_args;
 
 static int same_grid(const cm_prediction *a, const cm_prediction *b)
@@ -57,7 +57,7 @@ static void add(tune_candidate *c, int *n, const cm_prediction *p, const char *w
 
 /* Rank 0: the candidates: the top K predicted grids that fit, all data-parallel, and pure
  * Ulysses over every rank. */
-static cpdit_status pick(const topology *t, const model_shape *s, int ranks, int top,
+static cpdit_status pick(const topology *t, const model_plan_shape *s, int ranks, int top,
                          tune_candidate *c, int *n, cpdit_error *err)
 {
     cm_options o = {ranks, TUNE_PLAN_STEPS, 1};
@@ -92,7 +92,7 @@ static void load_average(double l[3])
 }
 
 /* Rank 0's part after the measurements: choose, record, report, print. */
-static cpdit_status conclude(topology *t, const char *topo_source, const model_shape *s,
+static cpdit_status conclude(topology *t, const char *topo_source, const model_plan_shape *s,
                              const tune_args *a, int ranks, tune_candidate *c, int n,
                              double seconds, const double load0[3], cpdit_error *err)
 {
@@ -164,7 +164,7 @@ static int tune_main(const tune_args *a)
     cpdit_error_clear(&err);
     double load0[3];
     load_average(load0);
-    model_shape s;
+    model_plan_shape s;
     topology t;
     memset(&t, 0, sizeof t);
     char source[4200] = "", dir[4096];
@@ -174,7 +174,11 @@ static int tune_main(const tune_args *a)
     /* 1. inputs, checked on rank 0 (model, sizes, topology file); the model folder on all */
     cpdit_status st = CPDIT_OK;
     if (rank == 0) {
-        st = model_shape_load(&s, a->model, a->width, a->height, a->msl, &err);
+        model_request req;
+        model_request_defaults(&req);
+        req.width = a->width, req.height = a->height, req.text_tokens = a->msl;
+        req.frames = a->frames;
+        st = model_plan_shape_load(&s, a->model, &req, &err);
         if (!st && path && path[0]) {
             st = topo_file_load(&t, path, &err);
             snprintf(source, sizeof source, "%s", path);
@@ -212,7 +216,8 @@ static int tune_main(const tune_args *a)
     int need = 0;
     if (rank == 0)
         need = t.compute_measured &&
-               !topo_find_shapes(&t, s.key, s.width, s.height, s.txt_tokens, s.img_tokens);
+               !topo_find_shapes(&t, s.key, s.width, s.height, (int)s.text_tokens,
+                                (int)s.image_tokens);
     MPI_Bcast(&need, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (need) {
         if (rank == 0)
@@ -263,8 +268,8 @@ int cmd_tune(int argc, char **argv)
         {"height", required_argument, 0, 'H'}, {"topology", required_argument, 0, 't'},
         {"top", required_argument, 0, 'k'},    {"steps", required_argument, 0, 'S'},
         {"report", required_argument, 0, 'r'}, {"max-sequence-length", required_argument, 0, 'L'},
-        {0, 0, 0, 0}};
-    tune_args a = {NULL, NULL, TUNE_DEFAULT_REPORT, 0, 0, TUNE_DEFAULT_TOP, TUNE_DEFAULT_ROUNDS, 0};
+        {"frames", required_argument, 0, 'F'}, {0, 0, 0, 0}};
+    tune_args a = {NULL, NULL, TUNE_DEFAULT_REPORT, 0, 0, TUNE_DEFAULT_TOP, TUNE_DEFAULT_ROUNDS, 0, 0};
     long v;
     int c;
     optind = 1;
@@ -279,6 +284,7 @@ int cmd_tune(int argc, char **argv)
         case 'k': if (cli_parse_int(SUB, "--top", optarg, 1, TUNE_MAX_CANDIDATES - 2, &v)) return CLI_EXIT_USAGE; a.top = (int)v; break;
         case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, TUNE_MAX_ROUNDS - 1, &v)) return CLI_EXIT_USAGE; a.rounds = (int)v; break;
         case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; a.msl = (int)v; break;
+        case 'F': if (cli_parse_int(SUB, "--frames", optarg, 1, MODEL_PLAN_MAX_FRAMES, &v)) return CLI_EXIT_USAGE; a.frames = (int)v; break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

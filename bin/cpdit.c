@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/core/build_info.h"
+#include "bin/build_info.h"
 #include "bin/cli.h"
 #include "kernels/host_runtime.h"
 
@@ -119,26 +119,32 @@ static const cli_command commands[] = {
      cmd_probe_help, cmd_probe},
     {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
      "usage: cpdit plan --topology FILE --model DIR|builtin:NAME --width W --height H\n"
-     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L] [--json]\n"
+     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L]\n"
+     "                  [--frames N] [--cfg] [--json]\n"
      "\n"
      "Predicts, for every way to split N ranks (default: the ranks the topology file was\n"
      "measured with) into data-parallel groups of ring x ulysses context-parallel ranks, the\n"
      "time of one transformer step, its compute / communication split, the ring transfer that\n"
      "hides behind compute, memory per rank and images per hour, from the model's config,\n"
-     "the image size and the link and compute rates in FILE (written by `cpdit probe`;\n"
+     "the image or video size and the link and compute rates in FILE (written by `cpdit probe`;\n"
      "default $CPDIT_TOPOLOGY). The variant each grid needs is named: local, ulysses, ring,\n"
      "ring-allgather, unified, unified-allgather, with +anything when the tokens do not divide\n"
      "ring x ulysses or the heads do not divide ulysses. Grids are ranked by the time to\n"
      "render K images (default 1: the latency of one image; a large K ranks by throughput);\n"
      "grids measured by `cpdit tune` for this model, size and rank count rank by measurement.\n"
      "The last line is `chosen: dp D ring R ulysses U VARIANT`; --json prints the same as one\n"
-     "JSON document. Steps (default 28) scale latency and images/hour only.\n"
+     "JSON document. Steps (default 28) scale latency and images/hour only; --cfg counts two\n"
+     "forwards per step (true CFG / a negative prompt). The model family (FLUX.1, Wan 2.1)\n"
+     "comes from the transformer's _class_name; --frames N plans a video model's N frames\n"
+     "(Wan: 4k + 1, e.g. 81; video tokens = (1 + (N-1)/4) x H/16 x W/16; its cross-attention\n"
+     "to the text runs on every rank and is counted as compute).\n"
      "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
      "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
      cmd_plan},
     {"tune", "time candidate grids with real steps, record the fastest, write a report",
      "usage: cpdit tune --model DIR|builtin:NAME --width W --height H [--topology FILE]\n"
      "                  [--top K] [--steps S] [--report DIR] [--max-sequence-length L]\n"
+     "                  [--frames N]\n"
      "       (under mpirun -np N or srun)\n"
      "\n"
      "Runs the K best grids `cpdit plan` predicts (default 4) plus two baselines (all\n"
@@ -157,7 +163,8 @@ static const cli_command commands[] = {
      "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
      cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
-     "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
+     "usage: cpdit forward --model DIR --component transformer|vae|text_encoder\n"
+     "                     --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                     [--backend NAME] [--weight-format native|fp32]\n"
@@ -183,9 +190,13 @@ static const cli_command commands[] = {
      "(--no-weight-prefetch: each block made when needed); the ranks of a CP group on one\n"
      "node share the two block slots, each block made by one of them in turn.\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
-     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n"
+     "text_encoder (T5 or Wan's UMT5, DIR/text_encoder/ or the folder itself): input_ids\n"
+     "(B, S) and attention_mask (B, S) (int64, int32 or float; absent = all ones) give\n"
+     "last_hidden_state (B, S, d_model) float32, as transformers' encoder model; rank 0\n"
+     "computes.\n",
      cmd_forward},
-    {"tokenize", "print the CLIP and T5 token ids of a prompt",
+    {"tokenize", "print the CLIP and T5 (or Wan's UMT5) token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
      "\n"
      "Prints two lines, `clip: <ids>` and `t5: <ids>`, unpadded, with the special tokens\n"
@@ -193,7 +204,9 @@ static const cli_command commands[] = {
      "(CLIP: vocab.json, merges.txt) and tokenizer_2/ (T5: tokenizer.json or spiece.model).\n"
      "builtin:NAME uses the built-in model's tokenizers (cached as for `cpdit run`).\n"
      "CLIP ids are cut to 77; T5 ids to --max-sequence-length (default 512, the most FLUX.1\n"
-     "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n",
+     "allows; schnell uses 256), with a warning on stderr when a prompt is cut.\n"
+     "A Wan folder (model_index.json _class_name Wan*) prints one line, `umt5: <ids>`: its\n"
+     "tokenizer/ (UMT5) on the prompt after WanPipeline's whitespace cleaning.\n",
      cmd_tokenize},
     {"bench", "benchmarks that print tables (attention, kernel, ops, vae)",
      "usage: cpdit bench attention [--batch B] [--txt T] [--img I] [--heads H] [--head-dim D]\n"

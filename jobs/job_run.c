@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/core/build_info.h"
+#include "lib/core/version.h"
 #include "lib/cp/comm.h"
 #include "jobs/job_index.h"
 #include "jobs/job_sbatch.h"

@@ -39,7 +39,17 @@ static const cm_prediction *find(const cm_prediction *p, int n, int dp, int R, i
     return NULL;
 }
 
-static int load(topology *t, model_shape *s, const char *topo, const char *model, int w,
+/* The plan shape of model at w x h (an image, the family's default text length). */
+static cpdit_status shape_load(model_plan_shape *s, const char *model, int w, int h,
+                               cpdit_error *err)
+{
+    model_request req;
+    model_request_defaults(&req);
+    req.width = w, req.height = h;
+    return model_plan_shape_load(s, model, &req, err);
+}
+
+static int load(topology *t, model_plan_shape *s, const char *topo, const char *model, int w,
                 int h)
 {
     cpdit_error err;
@@ -48,7 +58,7 @@ static int load(topology *t, model_shape *s, const char *topo, const char *model
         fprintf(stderr, "%s: %s\n", err.where, err.what);
         return -1;
     }
-    if (model_shape_load(s, model, w, h, 0, &err)) {
+    if (shape_load(s, model, w, h, &err)) {
         fprintf(stderr, "%s: %s\n", err.where, err.what);
         topo_file_free(t);
         return -1;
@@ -106,13 +116,13 @@ static void test_reader(void)
 static void test_two_nodes(void)
 {
     topology t;
-    model_shape s;
+    model_plan_shape s;
     cpdit_error err;
     if (load(&t, &s, "two_nodes_8gpu.json", fx("flux-dev-transformer"), 2048, 2048)) {
         CHECK(0);
         return;
     }
-    CHECK(s.txt_tokens == 512 && s.img_tokens == 16384 && s.heads == 24);
+    CHECK(s.text_tokens == 512 && s.image_tokens == 16384 && s.heads == 24);
     CHECK(s.params > 1.15e10 && s.params < 1.25e10); /* FLUX.1: 11.9e9 */
     cm_options o = {0, 28, 1};
     cm_prediction *p = NULL;
@@ -137,9 +147,9 @@ static void test_two_nodes(void)
     CHECK(p[0].cfg.dp == 16);
     free(p);
     /* the tiny model on 16 ranks: all data-parallel even for one image */
-    model_shape tiny;
-    CHECK(model_shape_load(&tiny, "builtin:tiny", 512, 512, 0, &err) == CPDIT_OK);
-    CHECK(tiny.heads == 6 && tiny.txt_tokens == 512 && tiny.img_tokens == 1024);
+    model_plan_shape tiny;
+    CHECK(shape_load(&tiny, "builtin:tiny", 512, 512, &err) == CPDIT_OK);
+    CHECK(tiny.heads == 6 && tiny.text_tokens == 512 && tiny.image_tokens == 1024);
     o.images = 1;
     CHECK(cm_rank(&t, &tiny, &o, NULL, &p, &n, &err) == CPDIT_OK);
     CHECK_MSG(p[0].cfg.dp == 16 && strcmp(p[0].variant, "local") == 0, "chosen dp %d %s",
@@ -151,7 +161,7 @@ static void test_two_nodes(void)
 static void test_pcie(void)
 {
     topology t;
-    model_shape s;
+    model_plan_shape s;
     cpdit_error err;
     if (load(&t, &s, "pcie_node.json", fx("flux-dev-transformer"), 2048, 2048)) {
         CHECK(0);
@@ -181,7 +191,7 @@ static void test_pcie(void)
 static void test_uneven_and_tuned(void)
 {
     topology t;
-    model_shape s;
+    model_plan_shape s;
     cpdit_error err;
     cpdit_error_clear(&err);
     /* 496 x 496: 961 image + 512 text = 1473 tokens, divisible by no grid of 2 or 4 */
@@ -201,7 +211,7 @@ static void test_uneven_and_tuned(void)
     }
     free(p);
     /* 512 x 512: 1536 tokens divide 2 and 4; 6 heads divide 2 but not 4 */
-    CHECK(model_shape_load(&s, "builtin:tiny", 512, 512, 0, &err) == CPDIT_OK);
+    CHECK(shape_load(&s, "builtin:tiny", 512, 512, &err) == CPDIT_OK);
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK);
     const cm_prediction *u4 = find(p, n, 1, 1, 4, CP_RING_P2P);
     const cm_prediction *u2 = find(p, n, 1, 2, 2, CP_RING_P2P);
@@ -262,7 +272,7 @@ static void test_uneven_and_tuned(void)
 static void test_model_shapes(void)
 {
     topology t;
-    model_shape s;
+    model_plan_shape s;
     cpdit_error err;
     cpdit_error_clear(&err);
     if (load(&t, &s, "cpu_4ranks.json", "builtin:tiny", 512, 512)) {
@@ -317,8 +327,8 @@ static void test_model_shapes(void)
     free(p2);
     free(p1);
     /* another size: the shapes do not apply */
-    model_shape s2;
-    CHECK(model_shape_load(&s2, "builtin:tiny", 256, 512, 0, &err) == CPDIT_OK);
+    model_plan_shape s2;
+    CHECK(shape_load(&s2, "builtin:tiny", 256, 512, &err) == CPDIT_OK);
     CHECK(cm_rank(&t, &s2, &o, NULL, &p1, &n1, &err) == CPDIT_OK);
     for (int i = 0; i < n1; i++)
         CHECK(!p1[i].at_shapes && p1[i].linear_s != 0.4 && p1[i].linear_s != 0.2);

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "lib/core/build_info.h"
+#include "lib/core/version.h"
 #include "kernels/cuda/cuda_runtime_info.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-/* test_dtype.c — dtype names, sizes and f32 conversions (lib/io/dtype.h).
+/* test_dtype.c — dtype names, sizes and f32 conversions (lib/core/dtype.h).
  *
  * - every 16-bit (F16, BF16) and 8-bit (F8_E4M3, F8_E5M2) pattern → f32 → same dtype gives
  *   the same bits (NaN may canonicalise but must stay NaN with its sign);
@@ -10,7 +10,7 @@
  * - hand-checked halfway cases, denormals, overflow (inf for F16/BF16/E5M2, NaN for E4M3FN);
  * - integer/F64/BOOL reads, unaligned buffers, refusal of f32 → integer.
  */
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 #include "tests/test_util.h"
 
 #include <float.h>

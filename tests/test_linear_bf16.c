@@ -19,7 +19,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 #include "tests/test_util.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

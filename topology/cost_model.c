@@ -124,57 +124,54 @@ static double alltoall_s(const topology *t, int U, topo_class cls, double m, dou
     return (U - 1) * f.alpha_s + m * (U - 1) / U / (f.beta_Bps / share);
 }
 
-void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
-                const cm_config *c, cm_prediction *p)
+/* What one grid shares between the attention kinds of a forward. */
+typedef struct cm_ctx {
+    const topology *t;
+    const topo_shapes *ms; /* times at the model's shapes, or NULL */
+    const cm_config *c;
+    int R, U, cp, gpu;
+    double AB;             /* activation bytes */
+    double nic_share;      /* ranks sharing a host's network links */
+    int ring_class, ulysses_class;
+} cm_ctx;
+
+/* One call of an attention kind on a rank: kernel time, exposed and hidden communication,
+ * workspace elements, and whether the kernel time was measured at its shape. */
+typedef struct cm_call {
+    double kernel, comm, hidden, ws;
+    int at_shapes;
+} cm_call;
+
+/* Self-attention over the sharded sequence (cp_attention): S tokens, H heads of D. */
+static void sharded_call(const cm_ctx *x, const model_attention_kind *a, cm_call *k)
 {
-    memset(p, 0, sizeof *p);
-    p->cfg = *c;
-    const int N = o->ranks > 0 ? o->ranks : t->ranks;
-    const int R = c->ring, U = c->ulysses, cp = R * U;
-    const double S = (double)s->txt_tokens + s->img_tokens, H = s->heads, D = s->head_dim;
+    const topology *t = x->t;
+    const int R = x->R, U = x->U, cp = x->cp;
+    const double S = (double)a->q_tokens, H = a->heads, D = a->head_dim, AB = x->AB;
     const double l = ceil_div(S, cp);       /* tokens per rank (balanced, ceil) */
     const double G = ceil_div(S, R);        /* tokens per ring group after the all-to-all */
     const double h = ceil_div(H, U);        /* heads per rank after the all-to-all */
-    const int calls = s->layers_double + s->layers_single;
-    const int rph = ranks_per_host(t, N);
-    const int nics = t->hosts[t->rank_map[0].host].nnics;
-    /* ranks of a host that send across nodes at once share its network links */
-    const double nic_share = nics > 0 ? ceil_div(rph, nics) : rph;
-    const int gpu = uses_gpus(t);
-    const double AB = act_bytes(gpu);
-    p->ulysses_class = axis_class(t, N, R, U, 0);
-    p->ring_class = axis_class(t, N, R, U, 1);
-    cm_variant_name(c, p->variant, sizeof p->variant);
-
-    /* compute: times measured at this model's shapes when the file has them (compute.shapes,
-     * probe_shapes.h), else FLOPs over the generic rates */
-    const topo_shapes *ms = topo_find_shapes(t, s->key, s->width, s->height, s->txt_tokens,
-                                             s->img_tokens);
-    const double lin_m = topo_shapes_linear_s(ms, cp);
-    const double att_full = topo_shapes_attn_s(ms, (int)G, (int)S, (int)h, (int)D);
-    const double att_block = topo_shapes_attn_s(ms, (int)G, (int)G, (int)h, (int)D);
-    p->linear_s = lin_m > 0 ? lin_m
-                            : model_shape_linear_flops(s, s->txt_tokens, s->img_tokens) *
-                                  (l / S) / t->sgemm_flops;
-    p->at_shapes = lin_m > 0 && (R == 1 || c->ring_mode == CP_RING_ALLGATHER ? att_full > 0
-                                                                              : att_block > 0);
+    const double att_full = topo_shapes_attn_s(x->ms, (int)G, (int)S, (int)h, (int)D);
+    const double att_block = topo_shapes_attn_s(x->ms, (int)G, (int)G, (int)h, (int)D);
+    memset(k, 0, sizeof *k);
+    k->at_shapes = R == 1 || x->c->ring_mode == CP_RING_ALLGATHER ? att_full > 0 : att_block > 0;
     double attn_call = 0, comm_call = 0, hidden_call = 0;
     if (R == 1) {
         attn_call = att_full > 0 ? att_full : 4 * G * S * h * D / t->attention_flops;
     } else {
         int used;
-        topo_fit f = topo_fit_for(t, (topo_class)p->ring_class, &used);
-        const double share = p->ring_class == TOPO_CROSS_NODE ? nic_share : 1;
+        topo_fit f = topo_fit_for(t, (topo_class)x->ring_class, &used);
+        const double share = x->ring_class == TOPO_CROSS_NODE ? x->nic_share : 1;
         const double bytes = 2 * G * h * D * AB; /* one K/V block */
         const double tx = f.alpha_s + bytes / (f.beta_Bps / share);
-        if (c->ring_mode == CP_RING_ALLGATHER) {
+        if (x->c->ring_mode == CP_RING_ALLGATHER) {
             attn_call = att_full > 0 ? att_full : 4 * G * S * h * D / t->attention_flops;
-            double tm = topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class, bytes);
+            double tm = topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)x->ring_class, bytes);
             comm_call += tm > 0 ? tm : (R - 1) * tx;
         } else {
             const double tc = att_block > 0 ? att_block : 4 * G * G * h * D / t->attention_flops;
-            const double eta = (gpu || p->ring_class == TOPO_CROSS_NODE) ? CM_OVERLAP_DMA
-                                                                          : CM_OVERLAP_SHM;
+            const double eta = (x->gpu || x->ring_class == TOPO_CROSS_NODE) ? CM_OVERLAP_DMA
+                                                                            : CM_OVERLAP_SHM;
             const double hide = eta * (tc < tx ? tc : tx);
             attn_call = R * tc;
             comm_call += (R - 1) * (tx - hide);
@@ -182,55 +179,70 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
         }
     }
     if (U > 1) {
-        const topo_class uc = (topo_class)p->ulysses_class;
-        const double share = uc == TOPO_CROSS_NODE ? nic_share : 1;
+        const topo_class uc = (topo_class)x->ulysses_class;
+        const double share = uc == TOPO_CROSS_NODE ? x->nic_share : 1;
         comm_call += alltoall_s(t, U, uc, 3 * l * H * D * AB, share); /* q, k, v */
         comm_call += alltoall_s(t, U, uc, l * H * D * AB, share);     /* out */
         comm_call += alltoall_s(t, U, uc, l * H * FLOAT_BYTES, share); /* lse (fp32) */
     }
     if (cp > 1) { /* cp_attention's two small agreement all-reduces */
-        int wide = p->ring_class > p->ulysses_class ? p->ring_class : p->ulysses_class;
+        int wide = x->ring_class > x->ulysses_class ? x->ring_class : x->ulysses_class;
         topo_fit f = topo_fit_for(t, (topo_class)wide, NULL);
         comm_call += 2 * ceil(log2((double)cp)) * f.alpha_s;
         /* every sync point waits for peers that a shared node has descheduled (measured with
          * the model's shapes): the agreements, the all-to-alls, the ring's steps */
-        if (ms && ms->sync_s > 0) {
+        if (x->ms && x->ms->sync_s > 0) {
             /* a collective measured by the probe (all ranks calling) already holds its wait */
-            const double l_ = ceil_div(S, cp);
             const int a2a_measured =
-                U > 1 && topo_coll_time(t, TOPO_ALLTOALL, U, (topo_class)p->ulysses_class,
-                                        3 * l_ * H * D * AB) > 0;
+                U > 1 && topo_coll_time(t, TOPO_ALLTOALL, U, (topo_class)x->ulysses_class,
+                                        3 * l * H * D * AB) > 0;
             const int ag_measured =
-                R > 1 && c->ring_mode == CP_RING_ALLGATHER &&
-                topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)p->ring_class,
+                R > 1 && x->c->ring_mode == CP_RING_ALLGATHER &&
+                topo_coll_time(t, TOPO_ALLGATHER, R, (topo_class)x->ring_class,
                                2 * G * h * D * AB) > 0;
             const int syncs = 2 + (U > 1 && !a2a_measured ? 2 : 0) +
-                              (R > 1 ? (c->ring_mode == CP_RING_ALLGATHER ? !ag_measured
-                                                                           : R - 1)
+                              (R > 1 ? (x->c->ring_mode == CP_RING_ALLGATHER ? !ag_measured
+                                                                              : R - 1)
                                      : 0);
-            comm_call += syncs * ms->sync_s;
+            comm_call += syncs * x->ms->sync_s;
         }
     }
-    p->attn_s = calls * attn_call;
-    p->compute_s = p->linear_s + p->attn_s;
-    p->comm_s = calls * comm_call;
-    p->hidden_s = calls * hidden_call;
-    p->step_s = p->compute_s + p->comm_s;
-    p->latency_s = o->steps * p->step_s;
-    p->images_per_hour = c->dp * 3600.0 / p->latency_s;
-    p->score_s = ceil_div(o->images, c->dp) * p->latency_s;
-
-    /* memory per rank */
-    const double E = s->hidden, F = s->mlp;
-    p->mem_weights = s->params * CM_WEIGHT_BYTES_PER_PARAM;
-    if (!gpu) /* the CPU pipeline's fp32 weight cache */
-        p->mem_weights += fmin(s->params * FLOAT_BYTES, CM_CPU_WEIGHT_CACHE_BYTES);
-    p->mem_acts = l * (7 * E + F) * AB; /* x n q k v o + mlp (E + F) */
+    k->kernel = attn_call;
+    k->comm = comm_call;
+    k->hidden = hidden_call;
     double ws = 0;
     if (U > 1)
         ws += 3 * l * H * D + 3 * G * h * D + 4 * G * h * D + G * h;
     if (R > 1)
-        ws += c->ring_mode == CP_RING_ALLGATHER ? 3 * S * h * D : 4 * G * h * D + G * h;
+        ws += x->c->ring_mode == CP_RING_ALLGATHER ? 3 * S * h * D : 4 * G * h * D + G * h;
+    k->ws = ws;
+}
+
+/* Local attention (cross-attention): the rank's ceil(q / cp) queries against all kv tokens,
+ * every head, no communication; workspace: the K and V of all kv tokens and the LSE. */
+static void local_call(const cm_ctx *x, const model_attention_kind *a, cm_call *k)
+{
+    const double lq = ceil_div((double)a->q_tokens, x->cp), kv = (double)a->kv_tokens;
+    const double H = a->heads, D = a->head_dim;
+    const double att = topo_shapes_attn_s(x->ms, (int)lq, (int)kv, (int)H, (int)D);
+    memset(k, 0, sizeof *k);
+    k->at_shapes = att > 0;
+    k->kernel = att > 0 ? att : 4 * lq * kv * H * D / x->t->attention_flops;
+    k->ws = 2 * kv * H * D + lq * H;
+}
+
+/* Memory per rank (bytes) into p: weights, activations, the attention workspace ws
+ * (elements). */
+static void predict_memory(const topology *t, const model_plan_shape *s, int N, double l,
+                           double ws, int gpu, cm_prediction *p)
+{
+    const double AB = act_bytes(gpu), E = s->hidden, F = s->mlp;
+    const int rph = ranks_per_host(t, N);
+    p->mem_weights = s->params * CM_WEIGHT_BYTES_PER_PARAM;
+    if (!gpu) /* the CPU pipeline's fp32 weight cache */
+        p->mem_weights += fmin(s->params * FLOAT_BYTES, CM_CPU_WEIGHT_CACHE_BYTES);
+    /* x n q k v o + mlp (E + F); a replicated text context (E wide) on every rank */
+    p->mem_acts = l * (7 * E + F) * AB + (s->text_sharded ? 0 : (double)s->text_tokens * E * AB);
     p->mem_attn = ws * AB; /* (the few LSE terms counted at the activation size) */
     p->mem_total = p->mem_weights + p->mem_acts + p->mem_attn;
     const topo_host *host = &t->hosts[t->rank_map[0].host];
@@ -241,6 +253,54 @@ void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
         p->fits = s->params * CM_WEIGHT_BYTES_PER_PARAM +
                       rph * (p->mem_total - s->params * CM_WEIGHT_BYTES_PER_PARAM) <=
                   host->memory_bytes;
+}
+
+void cm_predict(const topology *t, const model_plan_shape *s, const cm_options *o,
+                const cm_config *c, cm_prediction *p)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = *c;
+    const int N = o->ranks > 0 ? o->ranks : t->ranks;
+    const int R = c->ring, U = c->ulysses, cp = R * U;
+    const double S = (double)s->seq_tokens;
+    const double l = ceil_div(S, cp); /* sequence tokens per rank (balanced, ceil) */
+    const int rph = ranks_per_host(t, N);
+    const int nics = t->hosts[t->rank_map[0].host].nnics;
+    cm_ctx x = {t, NULL, c, R, U, cp, uses_gpus(t), 0, 0, 0, 0};
+    x.AB = act_bytes(x.gpu);
+    /* ranks of a host that send across nodes at once share its network links */
+    x.nic_share = nics > 0 ? ceil_div(rph, nics) : rph;
+    p->ulysses_class = x.ulysses_class = axis_class(t, N, R, U, 0);
+    p->ring_class = x.ring_class = axis_class(t, N, R, U, 1);
+    cm_variant_name(c, p->variant, sizeof p->variant);
+
+    /* compute: times measured at this model's shapes when the file has them (compute.shapes,
+     * probe_shapes.h), else FLOPs over the generic rates */
+    x.ms = topo_find_shapes(t, s->key, s->width, s->height, (int)s->text_tokens,
+                            (int)s->image_tokens);
+    const double lin_m = topo_shapes_linear_s(x.ms, cp);
+    p->linear_s = lin_m > 0 ? lin_m : model_plan_rank_linear_flops(s, l / S) / t->sgemm_flops;
+    p->at_shapes = lin_m > 0;
+    double ws = 0;
+    for (int i = 0; i < s->n_attn; i++) {
+        const model_attention_kind *a = &s->attn[i];
+        cm_call k;
+        if (a->sharded)
+            sharded_call(&x, a, &k);
+        else
+            local_call(&x, a, &k);
+        p->attn_s += a->count * k.kernel;
+        p->comm_s += a->count * k.comm;
+        p->hidden_s += a->count * k.hidden;
+        p->at_shapes = p->at_shapes && k.at_shapes;
+        ws = k.ws > ws ? k.ws : ws; /* one call at a time: the workspace is reused */
+    }
+    p->compute_s = p->linear_s + p->attn_s;
+    p->step_s = p->compute_s + p->comm_s;
+    p->latency_s = o->steps * (s->forwards_per_step > 1 ? s->forwards_per_step : 1) * p->step_s;
+    p->images_per_hour = c->dp * 3600.0 / p->latency_s;
+    p->score_s = ceil_div(o->images, c->dp) * p->latency_s;
+    predict_memory(t, s, N, l, ws, x.gpu, p);
 }
 
 /* ------------------------------------------------------------------ ranking */
@@ -278,7 +338,7 @@ static int cmp_pred(const void *a, const void *b)
     return (int)x->cfg.ring_mode - (int)y->cfg.ring_mode;
 }
 
-cpdit_status cm_rank(const topology *t, const model_shape *s, const cm_options *o,
+cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_options *o,
                      const topo_tuned *tuned, cm_prediction **out, int *n, cpdit_error *err)
 {
     const int N = o->ranks > 0 ? o->ranks : t->ranks;
@@ -287,7 +347,7 @@ cpdit_status cm_rank(const topology *t, const model_shape *s, const cm_options *
     if (N < 1 || o->steps < 1 || o->images < 1)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "plan",
                                "ranks, steps and images must be >= 1");
-    const long S = (long)s->txt_tokens + s->img_tokens;
+    const long long S = s->seq_tokens;
     cm_prediction *p = calloc((size_t)N * 8 + 8, sizeof *p);
     if (!p)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "plan", "out of memory");
@@ -324,16 +384,21 @@ cpdit_status cm_rank(const topology *t, const model_shape *s, const cm_options *
     return CPDIT_OK;
 }
 
-const char *cm_reason(const cm_prediction *b, const cm_options *o, const char *source,
-                      char *buf, size_t n)
+const char *cm_reason(const cm_prediction *b, const cm_options *o, const model_plan_shape *s,
+                      const char *source, char *buf, size_t n)
 {
-    const char *goal = o->images == 1 ? "the fastest single image" : "the shortest job";
+    const char *item = s && s->frames > 1 ? "video" : "image";
+    char goal[64];
+    if (o->images == 1)
+        snprintf(goal, sizeof goal, "the fastest single %s", item);
+    else
+        snprintf(goal, sizeof goal, "the shortest job");
     if (b->measured_s > 0)
         snprintf(buf, n, "measured by cpdit tune (%s): %s, %.3g s/step", source, goal,
                  b->measured_s);
     else
-        snprintf(buf, n, "predicted from %s: %s (%d image%s), %.3g s/step, %.0f%% communication",
-                 source, goal, o->images, o->images == 1 ? "" : "s", b->step_s,
+        snprintf(buf, n, "predicted from %s: %s (%d %s%s), %.3g s/step, %.0f%% communication",
+                 source, goal, o->images, item, o->images == 1 ? "" : "s", b->step_s,
                  100.0 * b->comm_s / b->step_s);
     return buf;
 }
@@ -351,18 +416,31 @@ static const char *mib(double bytes, char *buf, size_t n)
 }
 
 void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
-                    const model_shape *s)
+                    const model_plan_shape *s)
 {
-    fprintf(f, "model %s: %d+%d blocks, %d heads x %d, %d text + %d image tokens (%dx%d), "
-               "%.3g parameters\n",
-            s->key, s->layers_double, s->layers_single, s->heads, s->head_dim, s->txt_tokens,
-            s->img_tokens, s->width, s->height, s->params);
-    fprintf(f, "objective: %s (%d image%s, %d steps each)\n",
-            o->images == 1 ? "latency of one image" : "time of the whole job", o->images,
-            o->images == 1 ? "" : "s", o->steps);
+    const int video = s->frames > 1;
+    const char *item = video ? "video" : "image";
+    fprintf(f, "model %s: %s blocks, %d heads x %d, %lld text%s + %lld %s tokens (%dx%d", s->key,
+            s->blocks_text, s->heads, s->head_dim, s->text_tokens,
+            s->text_sharded ? "" : " (on every rank)", s->image_tokens, item, s->width,
+            s->height);
+    if (video)
+        fprintf(f, ", %d frames", s->frames);
+    fprintf(f, "), %.3g parameters\n", s->params);
+    for (int i = 0; i < s->n_attn; i++)
+        if (!s->attn[i].sharded)
+            fprintf(f, "attention: %d local calls per forward (%lld queries x %lld keys: "
+                       "cross-attention, no communication)\n",
+                    s->attn[i].count, s->attn[i].q_tokens, s->attn[i].kv_tokens);
+    fprintf(f, "objective: %s%s (%d %s%s, %d steps each",
+            o->images == 1 ? "latency of one " : "time of the whole job",
+            o->images == 1 ? item : "", o->images, item, o->images == 1 ? "" : "s", o->steps);
+    if (s->forwards_per_step > 1)
+        fprintf(f, " of %d forwards", s->forwards_per_step);
+    fprintf(f, ")\n");
     fprintf(f, "%4s %4s %4s %4s %-24s %11s %9s %9s %8s %10s %11s %11s %s\n", "rank", "dp",
             "ring", "uly", "variant", "s/step", "compute", "comm", "hidden", "mem/rank",
-            "images/h", "measured", "");
+            video ? "videos/h" : "images/h", "measured", "");
     for (int i = 0; i < n; i++) {
         const cm_prediction *q = &p[i];
         char m[32], meas[32] = "-";
@@ -394,13 +472,16 @@ static void json_str(FILE *f, const char *s)
 }
 
 void cm_print_json(FILE *f, const cm_prediction *p, int n, const cm_options *o,
-                   const model_shape *s, const char *reason)
+                   const model_plan_shape *s, const char *reason)
 {
     fprintf(f, "{\"model\": ");
     json_str(f, s->key);
-    fprintf(f, ", \"width\": %d, \"height\": %d, \"txt_tokens\": %d, \"img_tokens\": %d, "
+    fprintf(f, ", \"width\": %d, \"height\": %d, ", s->width, s->height);
+    if (s->frames > 1) /* video: the family and frames; images keep the original keys */
+        fprintf(f, "\"family\": \"%s\", \"frames\": %d, ", s->family, s->frames);
+    fprintf(f, "\"txt_tokens\": %lld, \"img_tokens\": %lld, "
                "\"ranks\": %d, \"steps\": %d, \"images\": %d,\n \"candidates\": [",
-            s->width, s->height, s->txt_tokens, s->img_tokens,
+            s->text_tokens, s->image_tokens,
             n > 0 ? p[0].cfg.dp * p[0].cfg.ring * p[0].cfg.ulysses : o->ranks, o->steps,
             o->images);
     for (int i = 0; i < n; i++) {

@@ -1,17 +1,20 @@
 /* cost_model.h — predicted step time and memory of every dp x ring x ulysses grid for a
- * model, an image size and a measured machine (topo_file.h); the planner's ranking.
+ * model (lib/models/model_plan.h: any family), a requested size (image or video) and a
+ * measured machine (topo_file.h); the planner's ranking.
  *
  * For N ranks every factorisation N = dp * R * U is a candidate, with the attention variant
  * the grid needs: R = U = 1 "local" (no split), U > 1 = R "ulysses", U = 1 < R "ring" and
  * "ring-allgather", both > 1 "unified" and "unified-allgather"; "+anything" is appended when
- * the tokens (text + image) do not divide R*U or the heads do not divide U (uneven splits,
- * lib/cp/cp_attention.h). Ranks are laid out as the grid does (rank = dp*R*U + r*U + u), so
+ * the sharded tokens (FLUX: text + image; Wan: video) do not divide R*U or the heads do not
+ * divide U (uneven splits, lib/cp/cp_attention.h). Ranks are laid out as the grid does (rank = dp*R*U + r*U + u), so
  * a Ulysses group is U neighbouring ranks and a ring strides by U; the link class of a group
  * is the widest pair class in it (topo_group_class) and its alpha-beta fit prices the
- * transfers. The formulas are in topology/COST-MODEL.md.
+ * transfers. Each attention kind of the model is priced on its own: self-attention over the
+ * sharded sequence with the variant's communication, local cross-attention (queries sharded,
+ * the text's K/V on every rank) as compute only. The formulas are in topology/COST-MODEL.md.
  *
- * Objective: the time to render `images` images, ceil(images / dp) * steps * step_s (every
- * group runs its own image at the same time). images = 1 is latency; images >= N ranks is
+ * Objective: the time to render `images` images (or videos), ceil(images / dp) * steps *
+ * forwards_per_step * step_s (every group runs its own image at the same time). images = 1 is latency; images >= N ranks is
  * throughput (images per hour).
  */
 #ifndef CPDIT_COST_MODEL_H
@@ -21,7 +24,7 @@
 
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/cp_attention.h"
-#include "topology/model_shape.h"
+#include "lib/models/model_plan.h"
 #include "topology/topo_file.h"
 
 #ifdef __cplusplus
@@ -76,25 +79,26 @@ const char *cm_variant_name(const cm_config *c, char *buf, size_t n);
 cpdit_status cm_variant_parse(const char *name, cp_attention_config *cfg, cpdit_error *err);
 
 /* Predict one grid. */
-void cm_predict(const topology *t, const model_shape *s, const cm_options *o,
+void cm_predict(const topology *t, const model_plan_shape *s, const cm_options *o,
                 const cm_config *c, cm_prediction *p);
 
 /* Every candidate for o->ranks ranks, ranked best first (memory misfits last). tuned (may be
  * NULL) fills measured_s; when any candidate was measured, the measured ones rank first by
  * their measured objective. *out is malloc'd. INPUT error for ranks < 1. */
-cpdit_status cm_rank(const topology *t, const model_shape *s, const cm_options *o,
+cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_options *o,
                      const topo_tuned *tuned, cm_prediction **out, int *n, cpdit_error *err);
 
-/* One line (no newline) saying why out[0] was chosen, into buf. */
-const char *cm_reason(const cm_prediction *best, const cm_options *o, const char *source,
-                      char *buf, size_t n);
+/* One line (no newline) saying why out[0] was chosen, into buf (s names the item: image or
+ * video; may be NULL). */
+const char *cm_reason(const cm_prediction *best, const cm_options *o, const model_plan_shape *s,
+                      const char *source, char *buf, size_t n);
 
 /* The ranked table (plan's output) and the closing "chosen: dp D ring R ulysses U VARIANT". */
 void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
-                    const model_shape *s);
+                    const model_plan_shape *s);
 /* The same as JSON ({"model":..., "candidates": [...], "chosen": {...}}), one document. */
 void cm_print_json(FILE *f, const cm_prediction *p, int n, const cm_options *o,
-                   const model_shape *s, const char *reason);
+                   const model_plan_shape *s, const char *reason);
 
 #ifdef __cplusplus
 }

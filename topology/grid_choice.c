@@ -9,13 +9,27 @@
 #include "topology/cost_model.h"
 #include "topology/probe.h"
 
+/* The model's plan shape for the request. */
+static cpdit_status grid_choice_shape(const grid_choice_request *rq, model_plan_shape *s,
+                                      cpdit_error *err)
+{
+    model_request req;
+    model_request_defaults(&req);
+    req.width = rq->width;
+    req.height = rq->height;
+    req.frames = rq->frames;
+    req.text_tokens = rq->max_seq_len;
+    req.steps = rq->steps;
+    return model_plan_shape_load(s, rq->model, &req, err);
+}
+
 /* The grid of every rank data-parallel (or, for one image, one Ulysses group of all ranks). */
-static void default_grid(const model_shape *s, int N, int one_group, grid_choice *out)
+static void default_grid(const model_plan_shape *s, int N, int one_group, grid_choice *out)
 {
     cm_config c = {N, 1, 1, CP_RING_P2P, 0};
     if (one_group)
         c.dp = 1, c.ulysses = N;
-    const long S = (long)s->txt_tokens + s->img_tokens;
+    const long long S = s->seq_tokens;
     c.anything = c.ulysses > 1 && (S % c.ulysses || s->heads % c.ulysses);
     out->dp = c.dp, out->ring = c.ring, out->ulysses = c.ulysses;
     cm_variant_name(&c, out->variant, sizeof out->variant);
@@ -23,7 +37,7 @@ static void default_grid(const model_shape *s, int N, int one_group, grid_choice
 
 /* The cost model's (or tune's measured) best grid on topology t; source names t in the
  * reason. */
-static cpdit_status choose_from(const topology *t, const model_shape *s,
+static cpdit_status choose_from(const topology *t, const model_plan_shape *s,
                                 const grid_choice_request *rq, const char *source,
                                 grid_choice *out, cpdit_error *err)
 {
@@ -38,7 +52,7 @@ static cpdit_status choose_from(const topology *t, const model_shape *s,
         out->dp = p[0].cfg.dp, out->ring = p[0].cfg.ring, out->ulysses = p[0].cfg.ulysses;
         out->planned = 1;
         snprintf(out->variant, sizeof out->variant, "%s", p[0].variant);
-        cm_reason(&p[0], &o, source, out->reason, sizeof out->reason);
+        cm_reason(&p[0], &o, s, source, out->reason, sizeof out->reason);
     } else if (!st) {
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "plan", "no grid for %d ranks", N);
     }
@@ -51,9 +65,8 @@ cpdit_status grid_choice_auto(const grid_choice_request *rq, grid_choice *out,
 {
     memset(out, 0, sizeof *out);
     const char *path = rq->topology && rq->topology[0] ? rq->topology : getenv("CPDIT_TOPOLOGY");
-    model_shape s;
-    cpdit_status st = model_shape_load(&s, rq->model, rq->width, rq->height, rq->max_seq_len,
-                                       err);
+    model_plan_shape s;
+    cpdit_status st = grid_choice_shape(rq, &s, err);
     if (st)
         return st;
     const int N = rq->ranks > 0 ? rq->ranks : 1;
@@ -84,7 +97,7 @@ void grid_choice_probe_options(cpdit_probe_options *o)
 }
 
 /* Rank 0 after a successful quick probe: plan on its document. */
-static cpdit_status plan_on_probe(json_t *doc, const model_shape *s,
+static cpdit_status plan_on_probe(json_t *doc, const model_plan_shape *s,
                                   const grid_choice_request *rq, double seconds,
                                   grid_choice *out, cpdit_error *err)
 {
@@ -117,12 +130,12 @@ cpdit_status grid_choice_world(MPI_Comm comm, const grid_choice_request *rq, gri
     int have_file = path && path[0];
     MPI_Bcast(&have_file, 1, MPI_INT, 0, comm); /* rank 0's environment decides */
     cpdit_status st = CPDIT_OK;
-    model_shape s;
+    model_plan_shape s;
     memset(&s, 0, sizeof s);
     if (rank == 0) {
         if (have_file)
             st = grid_choice_auto(&q, out, err);
-        else if (!(st = model_shape_load(&s, q.model, q.width, q.height, q.max_seq_len, err)) &&
+        else if (!(st = grid_choice_shape(&q, &s, err)) &&
                  size == 1) {
             default_grid(&s, 1, 0, out);
             snprintf(out->reason, sizeof out->reason, "one rank: nothing to split");

@@ -41,10 +41,12 @@ typedef struct grid_choice_request {
     int width, height, max_seq_len, steps;
     uint64_t images;      /* items the job renders (1 for a single image) */
     int ranks;            /* world size */
+    int frames;           /* video frames (0/1: an image) */
 } grid_choice_request;
 
 /* Errors: INPUT for a topology file that cannot be read or is of another format, a model
- * whose config cannot be read, sizes not multiples of 16. */
+ * whose config cannot be read or whose family is unknown, sizes the family cannot make
+ * (lib/models/model_plan.h). */
 cpdit_status grid_choice_auto(const grid_choice_request *rq, grid_choice *out,
                               cpdit_error *err);
 

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "kernels/host_runtime.h"
-#include "lib/core/build_info.h"
+#include "lib/core/version.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/io/atomic_file.h"
 #include "topology/link_bench.h"

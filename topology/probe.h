@@ -93,7 +93,7 @@ typedef struct cpdit_probe_options {
     FILE *log;              /* progress lines on rank 0; NULL = quiet */
     /* with compute: also time the GEMMs and attention calls of this model and image size for
      * grids of shape_ranks ranks (0 = all) into compute.shapes (probe_shapes.h); NULL = not */
-    const struct model_shape *shape;
+    const struct model_plan_shape *shape;
     int shape_ranks;
     const probe_transport *nccl; /* PROBE_NCCL_HOOK, NULL = MPI only */
 } cpdit_probe_options;

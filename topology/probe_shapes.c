@@ -9,7 +9,6 @@
 
 #include "jobs/job_run.h"
 #include "kernels/backend.h"
-#include "lib/flux/flux_shard.h"
 
 #define WHERE_SHAPES "probe: model shapes"
 #define REPS 5
@@ -35,13 +34,15 @@ typedef struct gemm_step {
 /* The linear layers of one forward on a rank of a CP group of cp ranks, and the element-wise
  * work of its blocks (norms, modulation, RoPE, GELU, residuals) over rows_cut of its rows. */
 typedef struct linseq {
-    int cp, tl, il;        /* rank 0's text and image tokens (flux_shard_layout) */
+    int cp, tl, il;        /* rank 0's sharded text and image tokens (model_plan_rank_tokens) */
     gemm_step g[SEQ_MAX];
     int n;
     double flops, flops_cut, t;
     int rows_cut;          /* element-wise rows timed (<= tl + il) */
     double t_elem;         /* element-wise time of the whole forward */
-    int E, F, H, D, Ld, Ls;
+    int E, F, H, D;
+    int n_kinds;
+    model_block_ops ops[MODEL_PLAN_MAX_BLOCK_KINDS]; /* element-wise work per block kind */
 } linseq;
 
 typedef struct attn_shape {
@@ -107,35 +108,26 @@ static void attn_cut(attn_shape *a, int D, double cap)
     }
 }
 
-static cpdit_status collect(shape_list *L, const model_shape *s, int ranks, double cap,
+static cpdit_status collect(shape_list *L, const model_plan_shape *s, int ranks, double cap,
                             cpdit_error *err)
 {
     memset(L, 0, sizeof *L);
-    const int E = s->hidden, F = s->mlp, H = s->heads, T = s->txt_tokens, I = s->img_tokens;
-    const int S = T + I, Ld = s->layers_double, Ls = s->layers_single;
+    const int E = s->hidden, F = s->mlp, H = s->heads;
     for (int c = 1; c <= ranks && L->nl < MAX_CP; c++) {
         if (ranks % c)
             continue;
-        cp_seq_layout lay;
-        cpdit_status st = flux_shard_layout(&lay, c, T, I, err);
+        linseq *q = &L->lin[L->nl++];
+        q->cp = c;
+        cpdit_status st = model_plan_rank_tokens(s, c, 0, &q->tl, &q->il, err);
         if (st)
             return st;
-        linseq *q = &L->lin[L->nl++];
-        q->cp = c, q->tl = lay.txt_len[0], q->il = lay.img_len[0];
-        cp_seq_layout_free(&lay);
-        for (int stream = 0; stream < 2; stream++) { /* double blocks: text, image */
-            const int m = stream ? q->il : q->tl;
-            seq_add(q, m, E, E, 4 * Ld); /* q, k, v, out */
-            seq_add(q, m, E, F, Ld);
-            seq_add(q, m, F, E, Ld);
+        for (int i = 0; i < s->n_gemm; i++) {
+            const model_gemm *g = &s->gemm[i];
+            seq_add(q, model_plan_gemm_rows(s, g, q->tl, q->il), g->k, g->n, g->count);
         }
-        seq_add(q, q->tl + q->il, E, E, 3 * Ls); /* single blocks */
-        seq_add(q, q->tl + q->il, E, F, Ls);
-        seq_add(q, q->tl + q->il, E + F, E, Ls);
-        seq_add(q, q->il, s->in_channels, E, 1); /* embedders, final projection */
-        seq_add(q, q->tl, s->joint_dim, E, 1);
-        seq_add(q, q->il, E, s->out_channels, 1);
-        q->E = E, q->F = F, q->H = H, q->D = s->head_dim, q->Ld = Ld, q->Ls = Ls;
+        q->E = E, q->F = F, q->H = H, q->D = s->head_dim;
+        q->n_kinds = s->n_block_kinds;
+        memcpy(q->ops, s->block_ops, sizeof q->ops);
         const int max_rows = cap < PROBE_SHAPES_CAP_FLOPS ? ELEM_MAX_ROWS_QUICK : ELEM_MAX_ROWS;
         q->rows_cut = q->tl + q->il < max_rows ? q->tl + q->il : max_rows;
         for (int i = 0; i < q->n; i++) {
@@ -144,13 +136,22 @@ static cpdit_status collect(shape_list *L, const model_shape *s, int ranks, doub
             q->flops += 2.0 * g->m * g->k * g->n * g->count;
             q->flops_cut += 2.0 * g->m_cut * g->k * g->n * g->count;
         }
-        for (int R = 1; R <= c; R++) {
-            if (c % R)
-                continue;
-            const int U = c / R, h = (H + U - 1) / U, G = (S + R - 1) / R;
-            add_attn(L, G, S, h); /* R = 1 (Ulysses or local), or the ring all-gather */
-            if (R > 1)
-                add_attn(L, G, G, h); /* one ring block */
+        for (int k = 0; k < s->n_attn; k++) { /* self-attention over the sharded sequence */
+            const model_attention_kind *a = &s->attn[k];
+            const int S = (int)a->q_tokens;
+            for (int R = 1; a->sharded && R <= c; R++) {
+                if (c % R)
+                    continue;
+                const int U = c / R, h = (H + U - 1) / U, G = (S + R - 1) / R;
+                add_attn(L, G, S, h); /* R = 1 (Ulysses or local), or the ring all-gather */
+                if (R > 1)
+                    add_attn(L, G, G, h); /* one ring block */
+            }
+        }
+        for (int k = 0; k < s->n_attn; k++) { /* local: the rank's queries, every head */
+            const model_attention_kind *a = &s->attn[k];
+            if (!a->sharded)
+                add_attn(L, (int)((a->q_tokens + c - 1) / c), (int)a->kv_tokens, a->heads);
         }
     }
     for (int i = 0; i < L->na; i++)
@@ -321,27 +322,30 @@ static cpdit_status call_once(bufs *b, const timed *x, cpdit_error *err)
         b->be->download_act(&sink, b->o, 1);
         return st;
     }
-    if (x->elem) { /* as flux_blocks.c calls them, on rows_cut rows */
+    if (x->elem) { /* as the family's blocks call them (model_block_ops), on rows_cut rows */
         const linseq *q = x->seq;
         const cpdit_backend *be = b->be;
         const size_t r = (size_t)q->rows_cut;
         const cpdit_buf *shift = b->avec, *scale = cpdit_buf_at(be, b->avec, q->E),
                         *gate = cpdit_buf_at(be, b->avec, 2 * (ptrdiff_t)q->E);
-        for (int blk = 0; blk < q->Ld + q->Ls; blk++) {
-            const int dbl = blk < q->Ld;
-            for (int i = 0; i < (dbl ? 2 : 1); i++) {
-                be->layer_norm(b->y, b->x, NULL, NULL, r, q->E, 1e-6f);
-                be->modulate(b->y, b->y, shift, scale, r, q->E);
+        for (int kind = 0; kind < q->n_kinds; kind++) {
+            const model_block_ops *op = &q->ops[kind];
+            for (int blk = 0; blk < op->count; blk++) {
+                for (int i = 0; i < op->norm_mod; i++) {
+                    be->layer_norm(b->y, b->x, NULL, NULL, r, q->E, 1e-6f);
+                    be->modulate(b->y, b->y, shift, scale, r, q->E);
+                }
+                for (int i = 0; i < op->qk_norm_rope; i++) { /* q, k */
+                    be->rms_norm(b->y, b->y, b->vec, r * q->H, q->D, 1e-6f);
+                    be->rope(b->y, b->cos, b->sin, (int)r, q->H, q->D);
+                }
+                for (int i = 0; i < op->gelu; i++)
+                    be->act(CPDIT_ACT_GELU_TANH, b->y, b->y, r * q->F);
+                for (int i = 0; i < op->concat; i++)
+                    be->copy_rows(b->y, q->E + q->F, b->x, q->E, r, q->E);
+                for (int i = 0; i < op->gated_residual; i++)
+                    be->gated_residual(b->x, q->E, b->y, q->E, gate, r, q->E);
             }
-            for (int i = 0; i < 2; i++) { /* q, k */
-                be->rms_norm(b->y, b->y, b->vec, r * q->H, q->D, 1e-6f);
-                be->rope(b->y, b->cos, b->sin, (int)r, q->H, q->D);
-            }
-            be->act(CPDIT_ACT_GELU_TANH, b->y, b->y, r * q->F);
-            if (!dbl)
-                be->copy_rows(b->y, q->E + q->F, b->x, q->E, r, q->E);
-            for (int i = 0; i < (dbl ? 2 : 1); i++)
-                be->gated_residual(b->x, q->E, b->y, q->E, gate, r, q->E);
         }
         b->be->download_act(&sink, b->y, 1);
         return st;
@@ -415,14 +419,16 @@ static cpdit_status time_all(MPI_Comm comm, bufs *b, timed *x, int n, int reps, 
     return st;
 }
 
-static json_t *entry_json(const shape_list *L, const model_shape *s, int ranks)
+static json_t *entry_json(const shape_list *L, const model_plan_shape *s, int ranks)
 {
     json_t *e = json_object(), *lin = json_array(), *att = json_array();
     json_object_set_new(e, "model", json_string(s->key));
     json_object_set_new(e, "width", json_integer(s->width));
     json_object_set_new(e, "height", json_integer(s->height));
-    json_object_set_new(e, "txt_tokens", json_integer(s->txt_tokens));
-    json_object_set_new(e, "img_tokens", json_integer(s->img_tokens));
+    if (s->frames > 1)
+        json_object_set_new(e, "frames", json_integer(s->frames));
+    json_object_set_new(e, "txt_tokens", json_integer(s->text_tokens));
+    json_object_set_new(e, "img_tokens", json_integer(s->image_tokens));
     json_object_set_new(e, "ranks", json_integer(ranks));
     for (int i = 0; i < L->nl; i++) {
         const linseq *q = &L->lin[i];
@@ -447,7 +453,7 @@ static json_t *entry_json(const shape_list *L, const model_shape *s, int ranks)
     return e;
 }
 
-cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks, int quick,
+cpdit_status probe_shapes_measure(MPI_Comm comm, const model_plan_shape *s, int ranks, int quick,
                                   json_t **out, cpdit_error *err)
 {
     int rank;

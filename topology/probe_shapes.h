@@ -5,19 +5,21 @@
  * shapes (a 96-wide GEMM or a head dim of 16 runs far from the rate of a 1024^3 SGEMM).
  *
  * What is timed, per CP degree c (c divides ranks), from the layout the run uses
- * (flux_shard_layout; rank 0's shares: tl text + il image tokens, l = tl + il):
- *   one forward's linear layers, called in sequence as the model calls them:
- *     double blocks (x Ld), per stream m in {tl, il}: 4 x (m, E, E) (q, k, v, out),
- *       (m, E, F), (m, F, E);  single blocks (x Ls): 3 x (l, E, E), (l, E, F), (l, E + F, E);
- *     embedders and the final projection: (il, in_channels, E), (tl, joint_dim, E),
- *     (il, E, out_channels);
- *   the element-wise work of the blocks, as flux_blocks.c calls the backend: per double block
- *     2 x (LayerNorm + modulation) and 2 x gated residuals over l rows, per single
- *     block 1 x each plus the concatenation copy; in both 2 x (RMSNorm + RoPE) of q and k and
- *     GELU over l x F; timed on at most 1024 rows (quick: 256) and scaled (on CPUs, for
- *     a model as small as builtin:tiny, this is more time than its GEMMs);
- *   attention, for every split R x U = c: G = ceil(S / R) queries of h = ceil(H / U) heads
- *     against S keys (R = 1, or the ring all-gather) and against G keys (one ring block).
+ * (model_plan_rank_tokens; rank 0's shares: tl sharded text + il image tokens, l = tl + il),
+ * all read from the model's plan shape (lib/models/model_plan.h), whatever its family:
+ *   one forward's linear layers (gemm[]), called in sequence as the model calls them, each
+ *     over the rows it runs on: the rank's text, image or whole share, or every text token
+ *     (replicated work, e.g. Wan's cross-attention K/V) — FLUX: double blocks (x Ld), per
+ *     stream m in {tl, il}: 4 x (m, E, E), (m, E, F), (m, F, E); single blocks (x Ls):
+ *     3 x (l, E, E), (l, E, F), (l, E + F, E); embedders and the final projection;
+ *   the element-wise work of the blocks (block_ops[]: LayerNorm + modulation, RMSNorm + RoPE
+ *     of q and k, GELU over l x F, the concatenation copy, gated residuals over l rows), timed
+ *     on at most 1024 rows (quick: 256) and scaled (on CPUs, for a model as small as
+ *     builtin:tiny, this is more time than its GEMMs);
+ *   attention, for every sharded kind and every split R x U = c: G = ceil(S / R) queries of
+ *     h = ceil(H / U) heads against S keys (R = 1, or the ring all-gather) and against G keys
+ *     (one ring block); for every local kind (cross-attention) ceil(Sq / c) queries of all H
+ *     heads against all its keys.
  * GEMMs run through the default backend's `linear` with bf16 weights (the pipeline's native
  * format), attention through its default kernel, with the threads per rank as configured.
  *
@@ -37,7 +39,7 @@
  * an idle ping-pong does not see.
  *
  * JSON (one entry of the topology file's compute.shapes[], topology/README.md):
- *   {"model", "width", "height", "txt_tokens", "img_tokens", "ranks",
+ *   {"model", "width", "height", ["frames" (video only),] "txt_tokens", "img_tokens", "ranks",
  *    "linear": [{"cp", "txt_tokens", "img_tokens", "time_s" (= gemm_s + elementwise_s),
  *                "gemm_s", "elementwise_s", "flops" (of the GEMMs), "flops_per_s"}],
  *    "attention": [{"sq", "skv", "heads", "head_dim", "time_s", "flops", "flops_per_s"}],
@@ -50,7 +52,7 @@
 #include <mpi.h>
 
 #include "lib/core/cpdit_error.h"
-#include "topology/model_shape.h"
+#include "lib/models/model_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -63,7 +65,7 @@ extern "C" {
 /* Collective over comm. ranks: the rank count the grids are for (usually comm's size).
  * On success *out is the entry above on rank 0 (new reference), NULL elsewhere. Local
  * failures (memory) are agreed on: every rank returns the same status and message. */
-cpdit_status probe_shapes_measure(MPI_Comm comm, const model_shape *s, int ranks, int quick,
+cpdit_status probe_shapes_measure(MPI_Comm comm, const model_plan_shape *s, int ranks, int quick,
                                   json_t **out, cpdit_error *err);
 
 #ifdef __cplusplus

@@ -178,16 +178,19 @@ static cpdit_status write_md(const char *path, const tune_report_info *in,
     if (st)
         return st;
     FILE *f = af.fp;
-    const model_shape *s = in->shape;
+    const model_plan_shape *s = in->shape;
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    fprintf(f, "# cpdit tune report\n\n%s. Model `%s` (%d+%d blocks, %d heads x %d, %.3g "
-               "parameters) at %dx%d: %d text + %d image tokens. %d ranks, %d timed rounds "
+    char frames[48] = "";
+    if (s->frames > 1)
+        snprintf(frames, sizeof frames, ", %d frames", s->frames);
+    fprintf(f, "# cpdit tune report\n\n%s. Model `%s` (%s blocks, %d heads x %d, %.3g "
+               "parameters) at %dx%d%s: %lld text + %lld %s tokens. %d ranks, %d timed rounds "
                "after one warm-up round, %.1f s of measurements.\n\n",
-            date, s->key, s->layers_double, s->layers_single, s->heads, s->head_dim, s->params,
-            s->width, s->height, s->txt_tokens, s->img_tokens, in->ranks, in->rounds,
-            in->seconds);
+            date, s->key, s->blocks_text, s->heads, s->head_dim, s->params, s->width, s->height,
+            frames, s->text_tokens, s->image_tokens, s->frames > 1 ? "video" : "image",
+            in->ranks, in->rounds, in->seconds);
     write_choice(f, in, c, n, chosen);
     write_table(f, c, n, chosen);
     write_machine(f, in);

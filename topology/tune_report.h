@@ -7,7 +7,7 @@
 #define CPDIT_TUNE_REPORT_H
 
 #include "lib/core/cpdit_error.h"
-#include "topology/model_shape.h"
+#include "lib/models/model_plan.h"
 #include "topology/topo_file.h"
 #include "topology/tune_run.h"
 
@@ -18,7 +18,7 @@ extern "C" {
 typedef struct tune_report_info {
     const topology *topo;
     const char *topo_source;  /* "tests/x.json", or "a quick probe (saved to ...)" */
-    const model_shape *shape;
+    const model_plan_shape *shape;
     int ranks, rounds;
     double load_before[3], load_after[3]; /* getloadavg; < 0 unknown */
     int ncpus;                /* online CPUs of rank 0's host */

@@ -9,6 +9,7 @@
 #include "lib/cp/grid.h"
 #include "lib/flux/flux_shard.h"
 #include "lib/flux/flux_transformer.h"
+#include "lib/models/flux_plan.h"
 
 #define TUNE_WEIGHT_CACHE_BYTES ((size_t)1 << 30) /* as the pipeline keeps (pipeline.c) */
 #define TUNE_SIGMA 0.5f
@@ -48,14 +49,15 @@ static void fill(float *p, size_t n, unsigned seed)
     }
 }
 
-static cpdit_status slot_setup(tune_slot *s, const tune_candidate *c, const model_shape *sh,
+static cpdit_status slot_setup(tune_slot *s, const tune_candidate *c, const model_plan_shape *sh,
                                const flux_transformer_config *tc, cpdit_error *err)
 {
     cpdit_status st = cm_variant_parse(c->pred.variant, &s->attn, err);
     if (st)
         return st;
     const int cp = s->g->cp_size, r = s->g->cp_rank;
-    if ((st = flux_shard_layout(&s->layout, cp, sh->txt_tokens, sh->img_tokens, err)))
+    if ((st = flux_shard_layout(&s->layout, cp, (int)sh->text_tokens, (int)sh->image_tokens,
+                                err)))
         return st;
     s->have_layout = 1;
     s->tlen = s->layout.txt_len[r];
@@ -73,7 +75,7 @@ static cpdit_status slot_setup(tune_slot *s, const tune_candidate *c, const mode
     fill(s->txt, (size_t)s->tlen * tc->joint_attention_dim, 1000u + (unsigned)r);
     fill(s->pooled, (size_t)tc->pooled_projection_dim, 7u);
     /* RoPE positions of the image tokens: row, column of the packed latent grid */
-    const int cols = sh->width / MODEL_SHAPE_PIXELS_PER_TOKEN;
+    const int cols = sh->width / FLUX_PLAN_PIXELS_PER_TOKEN;
     for (int i = 0; i < s->ilen && tc->n_axes >= 3; i++) {
         const int gi = s->layout.img_start[r] + i;
         s->img_ids[(size_t)i * tc->n_axes + 1] = (float)(gi / cols);
@@ -128,7 +130,7 @@ static cpdit_status one_step(MPI_Comm world, flux_transformer *m, tune_slot *s,
     return st;
 }
 
-cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_shape *sh,
+cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_plan_shape *sh,
                           tune_candidate *c, int n, int rounds, FILE *log, cpdit_error *err)
 {
     int rank;

@@ -42,7 +42,7 @@ typedef struct tune_candidate {
  * folder (already resolved: builtin models written). rounds >= 1 counted rounds. log: rank
  * 0's progress, may be NULL. Returns an error only for failures that stop the whole tune
  * (the model cannot be opened on some rank); per-candidate failures are in c[i].failed. */
-cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_shape *s,
+cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_plan_shape *s,
                           tune_candidate *c, int n, int rounds, FILE *log, cpdit_error *err);
 
 #ifdef __cplusplus

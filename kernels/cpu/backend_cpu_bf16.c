@@ -40,7 +40,7 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vae_ops_cpu.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 #define BF16_WHERE "kernels/cpu-bf16"
 /* Floats of one temporary of a row-blocked op (256 KB: several fit in L2). */

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "lib/core/cpdit_error.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -28,7 +28,7 @@
 #include "kernels/cuda/gemm_lt_cuda.h"
 #include "kernels/cuda/ops_cuda.h"
 #include "kernels/cuda/vae_ops_cuda.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 /* ------------------------------------------------------------------ state */
 

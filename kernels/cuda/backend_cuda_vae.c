@@ -15,7 +15,7 @@
 #include "kernels/cuda/alloc_cuda.h"
 #include "kernels/cuda/backend_cuda_table.h"
 #include "kernels/cuda/vae_ops_cuda.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 /* Packed convolution weights in bf16 (conv2d_pack_stored, NATIVE format, bf16 or fp8 stored):
  * conv2d tells them from the fp32 ones by this list; free takes a block off it before the

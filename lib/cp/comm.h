@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 #include "lib/core/cpdit_error.h"
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/core/build_info.h"
 #include "lib/cp/comm.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
@@ -369,8 +368,8 @@ cpdit_status cp_attention_bench(FILE *out, MPI_Comm world, const cp_attention_be
     if (rank == 0 && out) {
         char line[1024];
         double kflops = cp_attention_flops(o->batch, S, o->heads, o->head_dim);
-        cpdit_build_info_line(line, sizeof line);
-        fprintf(out, "# %s\n", line);
+        if (o->build_line && o->build_line[0])
+            fprintf(out, "# %s\n", o->build_line);
         fprintf(out, "# BLAS: %s\n", cpdit_host_runtime_describe(line, sizeof line));
         bench_backend(o)->describe(line, sizeof line);
         fprintf(out, "# backend %s (activations %s): %s\n", bench_backend(o)->name,

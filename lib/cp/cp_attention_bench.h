@@ -43,6 +43,9 @@ typedef struct cp_attention_bench_opts {
     /* whose kernels, activation dtype and memory the runs use (grids from cp_grid_create_for:
      * MPI for host memory); NULL = the "cpu" table */
     const struct cpdit_backend *backend;
+    /* the build's one-line description for the table's first line (the program's
+     * cpdit_build_info_line, bin/build_info.h); NULL = no such line */
+    const char *build_line;
 } cp_attention_bench_opts;
 
 /* FLUX.1 at 512x512 on one rank's worth of heads: B 1, text 512, image 1024, H 24, D 128,

@@ -243,6 +243,47 @@ cpdit_status flow_schedule_create(flow_schedule *s, const flow_schedule_config *
     return CPDIT_OK;
 }
 
+/* float32 shift·s / (1 + (shift - 1)·s), the training sigmas' shift in __init__ */
+static float static_shift32(const flow_schedule_config *c, float sigma)
+{
+    const float shift = (float)c->shift, shift_minus_one = (float)(c->shift - 1.0);
+    return shift * sigma / (1.0f + shift_minus_one * sigma);
+}
+
+cpdit_status flow_schedule_create_static(flow_schedule *s, const flow_schedule_config *c,
+                                         int num_steps, cpdit_error *err)
+{
+    memset(s, 0, sizeof *s);
+    if (num_steps < 1)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "steps",
+                               "the number of steps must be at least 1, got %d", num_steps);
+    if (c->use_dynamic_shifting)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "scheduler_config.json",
+                               "key \"use_dynamic_shifting\": true needs a resolution-dependent "
+                               "mu; the static-shift schedule has none");
+    s->sigmas = malloc(((size_t)num_steps + 1) * sizeof *s->sigmas);
+    s->timesteps = malloc((size_t)num_steps * sizeof *s->timesteps);
+    if (!s->sigmas || !s->timesteps) {
+        flow_schedule_free(s);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "schedule", "out of memory");
+    }
+    s->num_steps = num_steps;
+    const float train_steps = (float)c->num_train_timesteps;
+    const double train = (double)c->num_train_timesteps, shift = c->shift;
+    /* __init__: the training timesteps T .. 1 over T in float32, shifted */
+    const double sigma_max = (double)static_shift32(c, train_steps / train_steps);
+    const double sigma_min = (double)static_shift32(c, 1.0f / train_steps);
+    for (int i = 0; i < num_steps; i++) {
+        const double t = linspace_at(sigma_max * train, sigma_min * train, num_steps, i);
+        const double sigma = t / train;
+        const float shifted = (float)(shift * sigma / (1.0 + (shift - 1.0) * sigma));
+        s->sigmas[i] = shifted;
+        s->timesteps[i] = shifted * train_steps;
+    }
+    s->sigmas[num_steps] = 0.0f;
+    return CPDIT_OK;
+}
+
 static json_t *float_array(const float *v, int n)
 {
     json_t *a = json_array();

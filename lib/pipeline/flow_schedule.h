@@ -93,6 +93,18 @@ cpdit_status flow_schedule_create(flow_schedule *s, const flow_schedule_config *
                                   int image_seq_len, cpdit_error *err);
 void flow_schedule_free(flow_schedule *s);
 
+/* The scheduler's own schedule with a static shift, as WanPipeline drives its
+ * FlowMatchEulerDiscreteScheduler fallback (set_timesteps(num_steps), no sigmas, no mu):
+ *   __init__ (float32):  s = (T..1)/T, s = shift·s/(1 + (shift-1)·s); sigma_max = s[0] (= 1),
+ *                        sigma_min = s[T-1];
+ *   set_timesteps (float64 until the cast): t = linspace(sigma_max·T, sigma_min·T, N),
+ *                        s = t/T shifted again by shift·s/(1 + (shift-1)·s) (diffusers shifts
+ *                        twice here), sigmas = float32(s) + [0], timesteps = sigmas·T (float32).
+ * mu is 0. Errors: INPUT for num_steps < 1 or use_dynamic_shifting (it needs mu), RUNTIME for
+ * allocation. Free with flow_schedule_free. FLUX does not use this. */
+cpdit_status flow_schedule_create_static(flow_schedule *s, const flow_schedule_config *c,
+                                         int num_steps, cpdit_error *err);
+
 /* {"sigmas": [...], "timesteps": [...]} as a new string (free()), the --dump schedule.json;
  * each float printed with enough digits to read back the same float32. */
 cpdit_status flow_schedule_to_json(const flow_schedule *s, char **text, cpdit_error *err);

@@ -288,6 +288,40 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
     return CPDIT_OK;
 }
 
+cpdit_status weight_loader_add_shaped(weight_loader *wl, int group, weight_kind kind,
+                                      const char *name, const int64_t *shape, int ndim,
+                                      int64_t rows, int64_t cols, void *dst, const char *needs,
+                                      const char *hint, cpdit_error *err)
+{
+    const safetensors_tensor *t = lookup(wl, name, name, err);
+    if (!t)
+        return CPDIT_ERR_INPUT;
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (!same) {
+        char want[128];
+        safetensors_shape_text(want, sizeof want, shape, ndim, "[]");
+        return shape_error(wl, t, name, want, needs, hint, err);
+    }
+    const size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+    if (rows > INT32_MAX || cols > INT32_MAX || n != t->nelem)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, wl->where,
+                               "tensor '%s': %zu values cannot be a (%lld, %lld) parameter",
+                               t->name, t->nelem, (long long)rows, (long long)cols);
+    weight_param *p;
+    cpdit_status st = register_param(wl, t, kind, group, name, 0, n, &p, err);
+    if (st)
+        return st;
+    p->rows = (int)rows;
+    p->cols = (int)cols;
+    if (kind == WEIGHT_MATRIX)
+        p->wdst = dst;
+    else if (kind == WEIGHT_VECTOR || kind == WEIGHT_HOST_VECTOR)
+        p->fdst = dst;
+    return CPDIT_OK;
+}
+
 cpdit_status weight_loader_add_conv(weight_loader *wl, const char *name, const char *disk_name,
                                     int cout, int cin, int k, const float **dst,
                                     const char *needs, weight_param **out, cpdit_error *err)

@@ -201,6 +201,15 @@ cpdit_status weight_loader_add(weight_loader *wl, int group, weight_kind kind, c
                                const char *needs, const char *hint, weight_param **out,
                                cpdit_error *err);
 
+/* Register tensor `name` stored with exactly shape[0..ndim) as a MATRIX (rows, cols) or a
+ * VECTOR (rows) (cols 0) of the same values in the same order: a Conv3d whose kernel equals
+ * its stride as the linear (Cout, Cin*kt*kh*kw) over patch vectors, a (1, 6, dim) modulation
+ * table as a vector. Errors as weight_loader_add (the shape message shows `shape`). */
+cpdit_status weight_loader_add_shaped(weight_loader *wl, int group, weight_kind kind,
+                                      const char *name, const int64_t *shape, int ndim,
+                                      int64_t rows, int64_t cols, void *dst, const char *needs,
+                                      const char *hint, cpdit_error *err);
+
 /* Register the convolution weight `name` of shape (cout, cin, k, k), stored as disk_name (NULL:
  * name); dst (may be NULL) receives the backend's packed weights for be->conv2d at prepare.
  * Errors as weight_loader_add. */

@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 #include "lib/vae/vae_decoder.h"
 
 #define NAME_MAX_LEN 160

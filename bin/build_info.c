@@ -1,7 +1,7 @@
-/* build_info.c — version and build/runtime library report (see build_info.h). */
+/* build_info.c — the build and runtime library report of `cpdit --version` (build_info.h). */
 #include "config.h"
 
-#include "lib/core/build_info.h"
+#include "bin/build_info.h"
 
 #include <hwloc.h>
 #include <mpi.h>
@@ -20,20 +20,6 @@
 #ifndef CPDIT_CONFIGURE_ARGS
 #define CPDIT_CONFIGURE_ARGS ""
 #endif
-
-const char *cpdit_version_string(void)
-{
-    return PACKAGE_VERSION;
-}
-
-int cpdit_built_with_cuda(void)
-{
-#ifdef CPDIT_HAVE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
 
 /* MPI_Get_library_version may be called before MPI_Init (MPI-3.0 §8.1.1); keep the
  * first line only (Open MPI appends build details). */

@@ -1,19 +1,18 @@
-/* build_info.h — what this cpdit build contains and which libraries it runs on,
- * for `cpdit --version` and the header of every benchmark table. */
+/* build_info.h — what this cpdit build contains and which libraries it runs on (backends,
+ * MPI, hwloc, BLAS, ...), for `cpdit --version` and the header of every benchmark table.
+ * The program's, not the library's: it reaches into every layer. The version string itself
+ * is lib/core/version.h. */
 #ifndef CPDIT_BUILD_INFO_H
 #define CPDIT_BUILD_INFO_H
 
+#include <stddef.h>
 #include <stdio.h>
+
+#include "lib/core/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* "0.1.0" */
-const char *cpdit_version_string(void);
-
-/* 1 when the CUDA backend (with cuBLAS, cuDNN, NCCL) is compiled in. */
-int cpdit_built_with_cuda(void);
 
 /* Multi-line report: version, configure arguments, CUDA/NCCL/cuDNN compiled in (and their
  * versions when compiled in), MPI library version, hwloc version, BLAS library and the

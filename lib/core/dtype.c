@@ -4,7 +4,7 @@
  * every element is loaded and stored with memcpy, which compilers turn into plain moves.
  * The 16-bit loops are written so that gcc/clang vectorise them at -O2/-O3.
  */
-#include "lib/io/dtype.h"
+#include "lib/core/dtype.h"
 
 #include <float.h>
 #include <math.h>
