@@ -144,11 +144,11 @@ static void warn_binding(int threads)
                                                      : n_online;
     if ((long)n_mask * ranks < node)
         fprintf(stderr,
-                "cpdit: each rank is bound to %d CPU%s; %d rank%s on this node leave %ld of "
+                "cpdit: each rank is bound to %d CPU%s; %d rank%s on this node leave%s %ld of "
                 "its %d CPUs idle. Give each rank its cores: mpirun --bind-to none (or "
                 "--map-by slot:PE=N), srun -c N, then --threads N or CPDIT_THREADS=N\n",
                 n_mask, n_mask == 1 ? "" : "s", ranks, ranks == 1 ? "" : "s",
-                node - (long)n_mask * ranks, node);
+                ranks == 1 ? "s" : "", node - (long)n_mask * ranks, node);
     else if (threads > n_mask)
         fprintf(stderr,
                 "cpdit: %d threads per rank on a binding of %d CPU%s: they share cores "
