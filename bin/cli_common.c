@@ -97,7 +97,7 @@ int cli_parse_size(const char *text, size_t *out)
     return 0;
 }
 
-int cli_take_threads_option(int *argc, char **argv)
+int cli_take_global_options(int *argc, char **argv)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
@@ -106,6 +106,10 @@ int cli_take_threads_option(int *argc, char **argv)
             while (i < *argc)
                 argv[out++] = argv[i++];
             break;
+        }
+        if (strcmp(a, "--profile") == 0) {
+            setenv("CPDIT_PROFILE", "1", 1); /* the table at exit: kernels/cpu/profile_cpu.h */
+            continue;
         }
         if (strcmp(a, "--threads") == 0) {
             val = i + 1 < *argc ? argv[++i] : "";

@@ -3,6 +3,7 @@
 
 #include "kernels/host_runtime.h"
 #include "kernels/cpu/blas_runtime.h"
+#include "kernels/cpu/profile_cpu.h"
 #include "kernels/cpu/thread_pool.h"
 
 void cpdit_host_runtime_init(int argc, char **argv)
@@ -33,4 +34,9 @@ double cpdit_host_sgemm_gflops(int n, int reps)
     const double g = blas_sgemm_gflops(n, reps);
     blas_runtime_set_num_threads(1);
     return g;
+}
+
+void cpdit_host_profile_report(FILE *out)
+{
+    cpu_prof_report(out);
 }

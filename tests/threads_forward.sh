@@ -5,7 +5,8 @@
 # built-in VAE (latent 16 x 24 x 24: decoder convolutions block-parallel), each with
 # --threads 1, --threads 2 and CPDIT_THREADS=3, must write byte-identical outputs (cmp), for
 # the native (bf16 GEMM) and the fp32 (row-split SGEMM) weight formats. One rank, no mpirun.
-# A bad --threads value is a usage error (exit 2).
+# A bad --threads value is a usage error (exit 2). --profile prints the op-class table (a
+# linear bf16 row with calls and GFLOP, a packing row with MiB read) and changes no byte.
 set -u
 CPDIT=${CPDIT:-./cpdit}
 top_builddir=${top_builddir:-.}
@@ -44,6 +45,17 @@ for out in t_native t_fp32 v; do
         fi
     done
 done
+
+# --profile: the op-class table on stderr, with the transformer's linear layers and packing
+"$CPDIT" --profile --threads 2 forward --model "$tmp/m" --component transformer \
+    --inputs "$tmp/in" --output "$tmp/t_prof" 2>"$tmp/prof" >/dev/null
+if awk '$1 == "linear" && $2 == "bf16" && $3 > 0 && $5 > 0 { l = 1 }
+        $1 == "weights" && $2 == "(pack)" && $NF > 0 { p = 1 }
+        END { exit !(l && p) }' "$tmp/prof" && cmp -s "$tmp/t_prof" "$tmp/t_native_1"; then
+    echo "ok: --profile prints linear bf16 and packing rows, the output unchanged"
+else
+    echo "FAIL: --profile table:"; cat "$tmp/prof"; fail=1
+fi
 
 "$CPDIT" --threads 0 forward >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "threads" "$tmp/err"; then
