@@ -90,9 +90,11 @@ void cpu_prof_report(FILE *out)
             if (!r->calls)
                 continue;
             const double rate = r->seconds > 0 ? r->flops / r->seconds : 0;
-            fprintf(out, "%-15s %8ld %9.3f %9.2f %9.1f %6.0f%% %9ld %9.1f\n", class_names[c],
-                    r->calls, r->seconds, r->flops * 1e-9, rate * 1e-9,
-                    ref_rate > 0 ? 100.0 * rate / ref_rate : 0.0, r->faults,
+            char pct[16] = "-"; /* no bf16 linear in the run, or no flops in the class */
+            if (ref_rate > 0 && r->flops > 0)
+                snprintf(pct, sizeof pct, "%.0f%%", 100.0 * rate / ref_rate);
+            fprintf(out, "%-15s %8ld %9.3f %9.2f %9.1f %7s %9ld %9.1f\n", class_names[c],
+                    r->calls, r->seconds, r->flops * 1e-9, rate * 1e-9, pct, r->faults,
                     r->bytes / 1048576.0);
         }
     }
