@@ -208,8 +208,10 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
     }
     fprintf(f, ")\n");
     if (o->cpus_per_task)
-        fprintf(f, "# BLAS threads per rank: the CPUs of its task.\n"
-                   "export OPENBLAS_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+        fprintf(f, "# Threads per rank: the CPUs of its task (srun hands -c on to the step only\n"
+                   "# through SRUN_CPUS_PER_TASK since Slurm 22.05).\n"
+                   "export CPDIT_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+                   "SRUN_CPUS_PER_TASK=\"${SLURM_CPUS_PER_TASK:-1}\" "
                    "OMP_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\"\n");
     fprintf(f,
             "\n"
