@@ -172,16 +172,20 @@ typedef struct sgemm_job {
     int M;
 } sgemm_job;
 
-/* Blocks [k0, k1) of PAR_SGEMM_MIN_ROWS rows. */
+/* Blocks [k0, k1) of PAR_SGEMM_MIN_ROWS rows, ONE cblas_sgemm per block: OpenBLAS picks its
+ * kernels by the call's size (the rows of a 72-row call and of a 64 + 8 split round
+ * differently), so the calls must be the same whatever the thread count. */
 static void sgemm_rows(void *ctx, size_t k0, size_t k1)
 {
     const sgemm_job *j = ctx;
-    const size_t m0 = k0 * PAR_SGEMM_MIN_ROWS;
-    const size_t m1 = k1 * PAR_SGEMM_MIN_ROWS < (size_t)j->M ? k1 * PAR_SGEMM_MIN_ROWS
-                                                             : (size_t)j->M;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, j->trans_b ? CblasTrans : CblasNoTrans,
-                (int)(m1 - m0), j->N, j->K, j->alpha, j->a + m0 * (size_t)j->lda, j->lda, j->b,
-                j->ldb, j->beta, j->c + m0 * (size_t)j->ldc, j->ldc);
+    for (size_t k = k0; k < k1; k++) {
+        const size_t m0 = k * PAR_SGEMM_MIN_ROWS;
+        const size_t m1 = m0 + PAR_SGEMM_MIN_ROWS < (size_t)j->M ? m0 + PAR_SGEMM_MIN_ROWS
+                                                                 : (size_t)j->M;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, j->trans_b ? CblasTrans : CblasNoTrans,
+                    (int)(m1 - m0), j->N, j->K, j->alpha, j->a + m0 * (size_t)j->lda, j->lda,
+                    j->b, j->ldb, j->beta, j->c + m0 * (size_t)j->ldc, j->ldc);
+    }
 }
 
 /* C (M, N; ldc) = alpha A (M, K; lda) op(B) + beta C, row-major; op(B) = B (K, N; ldb) or,
