@@ -18,7 +18,11 @@ submit() {
     [ $r -eq 0 ] || { fail "cpdit submit $*: exit $r"; cat submit.err >&2; }
     return $r
 }
-job_field() { in_head scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
+# job_field ID FIELD: the value of FIELD (a whole word: NodeList, not ReqNodeList)
+job_field() {
+    in_head scontrol show job "$1" 2>/dev/null | grep -oE "(^|[[:space:]])$2=[^[:space:]]*" |
+        head -n 1 | sed 's/^[[:space:]]*//' | cut -d= -f2
+}
 job_states() { in_head scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 | sort | tr '\n' ' '; }
 # wait_job ID SECONDS: until no task of the job is pending or running
 wait_job() {
