@@ -15,6 +15,13 @@
 #     line says 0 of 2 ulysses groups across nodes, the index lines name node1 and node2
 #     (node2's leader writes its node part, merged by `cpdit status`), PNGs as in 1.
 #  3. explicit grid --ring 2 --ulysses 2 (srun): ring across nodes, Ulysses inside; PNGs as 1.
+#  4. `cpdit probe --quick` under srun over 2 nodes x 2 ranks: the topology file has 2 hosts
+#     (ranks 0,1 and 2,3), cross_node fitted slower than inside a node (topology_check.py) and
+#     below 0.5 GB/s (the link is shaped to 0.125 GB/s); `cpdit plan` on it for one 256x256
+#     image keeps Ulysses inside a node (U <= 2) and puts ring or dp across (R x DP >= 2).
+#  5. `--array 3`, one whole node (--exclusive) of 2 ranks per task: the tasks run on the 3
+#     nodes at once (their index lines name node1, node2, node3);
+#     `cpdit status` counts each task's share (2 of 6 items each) and the total.
 # The node failure case (a node dies mid-job, Slurm requeues, the rerun resumes exactly) is
 # tests/slurm_node_failure.sh (make check-long). Exit 77 (skip) only where the Slurm or
 # munge programs are missing, or network namespaces, veth pairs or bridges cannot be made.
@@ -128,6 +135,49 @@ same_pngs ringu
 check_placement ringu "$j"
 placement ringu "$j" | grep -q 'ring groups 2 (2 across nodes)' || fail "ringu: the ring groups do not cross nodes"
 echo "case 3: ring 2 x ulysses 2 on 2 nodes (srun): job $j $s in $(( $(date +%s) - t1 )) s"
+
+# ---------------------------------------------------------------- 4. the probe inside a job
+t1=$(date +%s)
+PY=${PYTHON3:-python3}
+in_head timeout 180 srun --mpi=pmix -N 2 --ntasks-per-node 2 "$CPDIT" probe --quick --no-compute \
+    --output "$work/topology.json" > probe.log 2>&1 || { fail "cpdit probe over 2 nodes"; cat probe.log; }
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "case 4: no python3: the topology checks are not run"
+elif [ -s topology.json ]; then
+    # 2 hosts (ranks 0,1 and 2,3), every pair classified, cross_node slower than inside a node
+    "$PY" "$top_srcdir/tests/topology_check.py" topology.json --ranks 4 --hosts-of 0,0,1,1 \
+        --cross-slower $([ "$CLUSTER_SHAPING" = netem ] || echo --no-alpha) || fail "the probe's topology file"
+    # the shaped rate: 1 Gbit/s = 0.125 GB/s; the quick probe's messages partly fit the token
+    # bucket's burst (128 KiB), so the fit may come out above the rate, never far above
+    beta=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["links"]["fits"]["cross_node"]["beta_Bps"] * 1e-9)' topology.json)
+    awk -v b="$beta" 'BEGIN { exit !(b > 0 && b < 0.5) }' ||
+        fail "cross_node fitted at $beta GB/s: not the 1 Gbit/s (0.125 GB/s) link"
+    "$CPDIT" plan --topology topology.json --model builtin:shapes --width 256 --height 256 \
+        --ranks 4 --images 1 > plan.out 2>&1 || { fail "cpdit plan"; cat plan.out; }
+    set -- $(grep '^chosen: ' plan.out | tail -n 1) # chosen: dp D ring R ulysses U VARIANT
+    if [ "$2" != dp ] || [ "$6" != ulysses ]; then
+        fail "cpdit plan: no 'chosen: dp D ring R ulysses U' line"; cat plan.out
+    elif [ "$7" -gt 2 ] || [ $(($3 * $5)) -lt 2 ]; then
+        fail "the plan for one image puts Ulysses across nodes or nothing across them: $*"
+    fi
+    echo "case 4: probe over 2 nodes: cross_node $beta GB/s; plan for one 256x256 image: $* ($(( $(date +%s) - t1 )) s)"
+fi
+
+# ---------------------------------------------------------------- 5. an array over the nodes
+t1=$(date +%s)
+sed 's/dir: auto/dir: arr/; /^parallel:/d; s/seeds: \[1, 2\]/seeds: [1, 2, 3]/' auto.yaml > arr.yaml
+j=$(submit arr.yaml --array 3 --nodes 1 --ntasks-per-node 2 -- --exclusive) && wait_job "$j" 120
+s=$(job_states "$j")
+[ "$s" = "COMPLETED COMPLETED COMPLETED " ] || { fail "array $j: states '$s'"; cat arr/slurm-*.out; }
+"$CPDIT" status arr > status-arr.out 2>&1 || { fail "cpdit status arr"; cat status-arr.out; }
+for k in 0 1 2; do
+    grep -q "^array task $k of 3: 2 items, 2 done, 0 failed, 0 left" status-arr.out ||
+        { fail "cpdit status arr: task $k"; cat status-arr.out; }
+done
+grep -q "^total: 6 items, 6 done, 0 failed, 0 left" status-arr.out || { fail "cpdit status arr: total"; cat status-arr.out; }
+an=$(index_nodes arr)
+echo "case 5: array of 3 one-node tasks: $s; index lines name: $an($(( $(date +%s) - t1 )) s)"
+[ "$an" = "node1 node2 node3 " ] || fail "the array's 3 exclusive tasks ran on '$an', not node1-3"
 
 echo "slurm_multinode.sh: all cases in $(( $(date +%s) - t0 )) s (cluster $CLUSTER_NODES nodes, shaping $CLUSTER_SHAPING)"
 [ $status -ne 0 ] && { echo "--- slurmctld.log"; tail -n 30 "$work/cluster/slurmctld.log"; }

@@ -4,7 +4,8 @@
 #   head    a network namespace + UTS namespace (host name "head") holding the bridge br0
 #           (10.214.0.254/24), munged and slurmctld;
 #   nodeK   a network namespace + UTS namespace (host name "nodeK") + mount namespace (its own
-#           /tmp: WORK/tmp-nodeK; so WORK must not be under /tmp) with eth0 = 10.214.0.K/24,
+#           /tmp: WORK/tmp-nodeK, so WORK must not be under /tmp; its own /dev/shm, a tmpfs)
+#           with eth0 = 10.214.0.K/24,
 #           the other end of its veth pair a port of br0; slurmd -N nodeK runs there, and so
 #           does everything it starts (job scripts, srun steps, MPI ranks).
 # The 10.214.0.0/24 addresses exist inside these namespaces only: nothing is added to this
@@ -29,6 +30,7 @@ NODES=${2:-3}
 DELAY=${CLUSTER_DELAY:-0.25ms}
 SLURMD_TIMEOUT=${CLUSTER_SLURMD_TIMEOUT:-10}
 NET=10.214.0
+SHM_SIZE=1g # each node's /dev/shm (a tmpfs: only what is written uses memory)
 HERE=$(cd "$(dirname "$0")" && pwd)
 PATH="$PATH:/usr/sbin:/sbin"
 
@@ -151,10 +153,14 @@ made pidfile "$WORK/slurmctld.pid"
 for k in $(seq 1 "$NODES"); do
     ns=cpdit-c$ID-node$k
     made pidfile "$WORK/slurmd-node$k.pid"
-    # a mount namespace too, for a /tmp of its own: Slurm's PMIx plugin and Open MPI keep
-    # per-step folders there whose names are the same on every node
+    # a mount namespace too, for a /tmp and a /dev/shm of its own: Slurm's PMIx plugin and
+    # Open MPI keep per-step folders in /tmp whose names are the same on every node, and Open
+    # MPI's shared-memory segments in /dev/shm are named by host and job ("node2", job 1 step
+    # 0 on every cluster this script makes)
     in_ns "$ns" unshare --uts --mount --propagation private sh -c \
-        "hostname node$k && mount --bind '$WORK/tmp-node$k' /tmp && exec slurmd -N node$k" ||
+        "hostname node$k && mount --bind '$WORK/tmp-node$k' /tmp &&
+         mount -t tmpfs -o mode=1777,size=$SHM_SIZE cpdit-node$k-shm /dev/shm &&
+         exec slurmd -N node$k" ||
         die "slurmd of node$k does not start"
 done
 cat > "$WORK/env.sh" <<EOF
