@@ -56,10 +56,11 @@ void job_placement_log(MPI_Comm world, const cp_grid *g, const char *node, FILE 
     snprintf(mine, sizeof mine, "%s", node);
     char *all = g->world_rank == 0 ? calloc((size_t)g->world_size, NODE_NAME) : NULL;
     int ok = g->world_rank != 0 || all != NULL;
-    /* rank 0 without memory still takes part (a buffer of one name, results unused) */
-    char spare[NODE_NAME];
-    MPI_Gather(mine, NODE_NAME, MPI_CHAR, all ? all : spare, NODE_NAME, MPI_CHAR, 0, world);
-    if (g->world_rank != 0 || !ok)
+    MPI_Bcast(&ok, 1, MPI_INT, 0, world); /* rank 0 out of memory: no line, no gather */
+    if (!ok)
+        return;
+    MPI_Gather(mine, NODE_NAME, MPI_CHAR, all, NODE_NAME, MPI_CHAR, 0, world);
+    if (g->world_rank != 0)
         return;
     fprintf(log, "[cpdit] placement:");
     char *done = calloc((size_t)g->world_size, 1);

@@ -44,7 +44,7 @@ die() {
     exit 1
 }
 [ "$(id -u)" -eq 0 ] || skip "network namespaces and slurmd need root"
-for p in ip tc unshare munged slurmctld slurmd sinfo; do
+for p in ip tc unshare nsenter munged slurmctld slurmd sinfo; do
     command -v "$p" >/dev/null 2>&1 || skip "$p not found (build-aux/install-deps.sh --tests)"
 done
 mkdir -p "$WORK" && chmod 755 "$WORK" || exit 1
