@@ -88,6 +88,7 @@ static const cli_command commands[] = {
      "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
      "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
      "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [--weight-format native|fp32]\n"
      "                    [-- extra sbatch options]\n"
      "\n"
      "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
@@ -104,7 +105,9 @@ static const cli_command commands[] = {
      "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n"
      "Grid: --dp/--ring/--ulysses, else the manifest's parallel:; for parallel: auto the\n"
      "script passes --topology FILE (or $CPDIT_TOPOLOGY as set when submitting) to the run;\n"
-     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n",
+     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n"
+     "--weight-format is passed on to `cpdit run` (fp32: the exact path, e.g. to compare\n"
+     "a multi-node job's images with a 1-rank run's).\n",
      cmd_submit},
     {"status", "items done, failed and left in an output folder, per array task",
      "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
