@@ -12,6 +12,7 @@
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
+#include "lib/io/video_writer.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/weights/weight_shared_mpi.h"
 #include "yaml/manifest.h"
@@ -102,6 +103,8 @@ int cmd_run(int argc, char **argv)
         {"topology", required_argument, 0, 'T'},
         {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
         {"verbose", no_argument, 0, 'v'},
+        {"frames", required_argument, 0, 'f'},   {"fps", required_argument, 0, 'r'},
+        {"flow-shift", required_argument, 0, 'w'}, {"format", required_argument, 0, 'O'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -148,7 +151,19 @@ int cmd_run(int argc, char **argv)
             o.vae_world = manifest_vae_parallel_from_name(optarg) == MANIFEST_VAE_WORLD;
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
-        case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; o.guidance_given = item_only = 1; break;
+        case 'f': if (cli_parse_int(SUB, "--frames", optarg, 1, CPDIT_VIDEO_MAX_FRAMES, &v)) return CLI_EXIT_USAGE; o.frames = (int)v; item_only = 1; break;
+        case 'O': o.video_format = optarg; item_only = 1; break;
+        case 'r': {
+            float fv;
+            if (parse_float("--fps", optarg, CPDIT_VIDEO_MIN_FPS, CPDIT_VIDEO_MAX_FPS, &fv)) return CLI_EXIT_USAGE;
+            o.fps = fv; item_only = 1; break;
+        }
+        case 'w': {
+            float fv;
+            if (parse_float("--flow-shift", optarg, 0, MANIFEST_GUIDANCE_MAX, &fv)) return CLI_EXIT_USAGE;
+            o.flow_shift = fv; item_only = 1; break;
+        }
         case 'c': if (parse_float("--true-cfg", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
         case 'W': if (cli_parse_int(SUB, "--width", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
         case 'H': if (cli_parse_int(SUB, "--height", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
@@ -170,7 +185,8 @@ int cmd_run(int argc, char **argv)
         if (item_only)
             return cli_usage_error(SUB, "--model/--prompt/--negative-prompt describe one item "
                                         "without a manifest (also --seed, --width, --height, "
-                                        "--steps, --guidance, --true-cfg, "
+                                        "--steps, --guidance, --true-cfg, --frames, --fps, "
+                                        "--flow-shift, --format, "
                                         "--max-sequence-length); put them in %s instead",
                                    argv[optind]);
         manifest_overrides ov = MANIFEST_OVERRIDES_NONE;
