@@ -703,6 +703,14 @@ cpdit_status builtin_model_stats_of(const char *name, const char *dir, builtin_m
                                    &s->transformer_params, err);
     st = st ? st
             : count_params(dir, "vae/diffusion_pytorch_model.safetensors", &s->vae_params, err);
+    const builtin_sizes *m = find_model(name);
+    if (st == CPDIT_OK && m && m->run.frames > 0) { /* Wan: text_encoder/ is the UMT5 */
+        st = count_params(dir, "text_encoder/model.safetensors", &s->t5_params, err);
+        st = st ? st : vocab_of(dir, "text_encoder/config.json", &s->t5_vocab, err);
+        if (st == CPDIT_OK)
+            s->total_bytes = tree_bytes(dir);
+        return st;
+    }
     st = st ? st : count_params(dir, "text_encoder/model.safetensors", &s->clip_params, err);
     st = st ? st : count_params(dir, "text_encoder_2/model.safetensors", &s->t5_params, err);
     st = st ? st : vocab_of(dir, "text_encoder/config.json", &s->clip_vocab, err);

@@ -28,6 +28,10 @@ prints "frames N max_levels M mean_levels A noise_max E": cpdit's PNG frames (FR
 frame_NNNNN.png) against the reference frames converted to 8 bits as diffusers' numpy_to_pil
 does (x * 255, rounded), and cpdit's --dump noise against the reference's; exit 1 when the
 frame counts or sizes differ.
+
+    wan_pipeline_reference.py compare-frames DIR_A DIR_B
+prints "frames N max_levels M mean_levels A spread S" for two folders of PNG frames (numpy
+only; S = the standard deviation of A's levels, so that a constant clip is seen).
 """
 import struct
 import zlib
@@ -130,9 +134,27 @@ def compare(argv):
     return 0
 
 
+def frames_of(d):
+    names = sorted(n for n in os.listdir(d) if n.startswith("frame_") and n.endswith(".png"))
+    return np.stack([read_png(os.path.join(d, n)) for n in names]).astype(np.int32)
+
+
+def compare_frames(argv):
+    a, b = frames_of(argv[2]), frames_of(argv[3])
+    if a.shape != b.shape:
+        print("shapes %s and %s" % (a.shape, b.shape))
+        return 1
+    d = np.abs(a - b)
+    print("frames %d max_levels %d mean_levels %.4f spread %.2f"
+          % (a.shape[0], d.max(), d.mean(), a.std()))
+    return 0
+
+
 def main(argv):
     if argv[1] == "compare":
         return compare(argv)
+    if argv[1] == "compare-frames":
+        return compare_frames(argv)
     model, out_dir = argv[1], argv[2]
     frames = int(opt(argv, "--frames", "9"))
     H, W = int(opt(argv, "--height", "64")), int(opt(argv, "--width", "64"))
