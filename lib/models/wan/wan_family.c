@@ -12,7 +12,7 @@
 #include "lib/cp/comm.h"
 #include "lib/models/wan/wan_family_internal.h"
 #include "lib/models/wan/wan_latents.h"
-#include "lib/models/wan_plan.h"
+#include "lib/models/wan/wan_plan.h"
 #include "lib/weights/weight_loader.h"
 
 /* WanPipeline's defaults: steps, prompt tokens (UMT5, zero-padded after the true length). */
