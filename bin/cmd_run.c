@@ -82,6 +82,34 @@ static int parse_seed(const char *text, uint64_t *out)
     return 0;
 }
 
+/* --frames, --format, --fps, --flow-shift (option letters f, O, r, w) into o; -1 after a
+ * usage message. */
+static int parse_video_option(int c, const char *arg, run_item_options *o)
+{
+    long v;
+    float fv;
+    switch (c) {
+    case 'f':
+        if (cli_parse_int(SUB, "--frames", arg, 1, CPDIT_VIDEO_MAX_FRAMES, &v))
+            return -1;
+        o->frames = (int)v;
+        return 0;
+    case 'O':
+        o->video_format = arg;
+        return 0;
+    case 'r':
+        if (parse_float("--fps", arg, CPDIT_VIDEO_MIN_FPS, CPDIT_VIDEO_MAX_FPS, &fv))
+            return -1;
+        o->fps = fv;
+        return 0;
+    default: /* 'w' */
+        if (parse_float("--flow-shift", arg, 0, MANIFEST_GUIDANCE_MAX, &fv))
+            return -1;
+        o->flow_shift = fv;
+        return 0;
+    }
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -152,18 +180,10 @@ int cmd_run(int argc, char **argv)
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
         case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; o.guidance_given = item_only = 1; break;
-        case 'f': if (cli_parse_int(SUB, "--frames", optarg, 1, CPDIT_VIDEO_MAX_FRAMES, &v)) return CLI_EXIT_USAGE; o.frames = (int)v; item_only = 1; break;
-        case 'O': o.video_format = optarg; item_only = 1; break;
-        case 'r': {
-            float fv;
-            if (parse_float("--fps", optarg, CPDIT_VIDEO_MIN_FPS, CPDIT_VIDEO_MAX_FPS, &fv)) return CLI_EXIT_USAGE;
-            o.fps = fv; item_only = 1; break;
-        }
-        case 'w': {
-            float fv;
-            if (parse_float("--flow-shift", optarg, 0, MANIFEST_GUIDANCE_MAX, &fv)) return CLI_EXIT_USAGE;
-            o.flow_shift = fv; item_only = 1; break;
-        }
+        case 'f': case 'O': case 'r': case 'w':
+            if (parse_video_option(c, optarg, &o)) return CLI_EXIT_USAGE;
+            item_only = 1;
+            break;
         case 'c': if (parse_float("--true-cfg", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
         case 'W': if (cli_parse_int(SUB, "--width", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
         case 'H': if (cli_parse_int(SUB, "--height", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
