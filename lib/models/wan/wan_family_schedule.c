@@ -4,6 +4,7 @@
  * (trunc(sigma·1000) of the float64 sigmas) as floats; the update is elementwise, so each rank
  * steps its own tokens with its own multistep history (made at the first step, for the n
  * elements it holds). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,23 +34,25 @@ static void unipc_free_impl(model_schedule *s)
     free(s);
 }
 
-/* x <- UniPC step i with the velocity v (n floats). The history starts at step 0; a step out
- * of order or on a different n (a caller's bug) leaves x unchanged. */
+/* x <- UniPC step i with the velocity v (n floats). The history starts at step 0. The step
+ * returns no status: when it cannot run (no memory for the history, a step out of order) x
+ * becomes NaN, which the pipeline's finite check after sampling reports, never a clip. */
 static void unipc_model_step(model_schedule *s, int i, float *x, const float *v, size_t n)
 {
     wan_unipc *u = s->impl;
     cpdit_error e;
     cpdit_error_clear(&e);
+    int ok = 1;
     if (i == 0 || u->n != n) {
         free(u->workspace);
         u->workspace = malloc((unipc_state_floats(&u->us, n) + 1) * sizeof(float));
         u->n = u->workspace ? n : 0;
-        if (!u->workspace || unipc_state_init(&u->state, &u->us, n, u->workspace, &e))
-            return;
+        ok = u->workspace && !unipc_state_init(&u->state, &u->us, n, u->workspace, &e);
     }
-    if (u->state.step_index != i)
-        return;
-    (void)unipc_step(&u->state, x, v, &e);
+    ok = ok && u->state.step_index == i && !unipc_step(&u->state, x, v, &e);
+    if (!ok)
+        for (size_t k = 0; k < n; k++)
+            x[k] = NAN;
 }
 
 static cpdit_status unipc_to_json(const model_schedule *s, char **json, cpdit_error *err)
