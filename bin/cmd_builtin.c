@@ -38,7 +38,13 @@ static int write_model(const char *name, const char *dir, int text_only)
     }
     if (builtin_model_write(name, dir, &err) || builtin_model_stats_of(name, dir, &st, &err))
         return cli_report(&err);
-    printf("%s: builtin:%s, a FLUX.1 pipeline folder: %s\n", dir, name, description_of(name));
+    builtin_run_defaults rd;
+    memset(&rd, 0, sizeof rd);
+    char spec[128];
+    snprintf(spec, sizeof spec, BUILTIN_SPEC_PREFIX "%s", name);
+    const int video = builtin_model_run_defaults(spec, &rd) && rd.frames > 0;
+    printf("%s: builtin:%s, a %s pipeline folder: %s\n", dir, name,
+           video ? "WanPipeline (Wan 2.1)" : "FLUX.1", description_of(name));
     printf("  transformer %zu, vae %zu, clip %zu, t5 %zu parameters; vocabularies %zu / %zu; "
            "%zu bytes\n",
            st.transformer_params, st.vae_params, st.clip_params, st.t5_params, st.clip_vocab,

@@ -12,6 +12,7 @@
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
+#include "lib/io/video_writer.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/weights/weight_shared_mpi.h"
 #include "yaml/manifest.h"
@@ -81,6 +82,34 @@ static int parse_seed(const char *text, uint64_t *out)
     return 0;
 }
 
+/* --frames, --format, --fps, --flow-shift (option letters f, O, r, w) into o; -1 after a
+ * usage message. */
+static int parse_video_option(int c, const char *arg, run_item_options *o)
+{
+    long v;
+    float fv;
+    switch (c) {
+    case 'f':
+        if (cli_parse_int(SUB, "--frames", arg, 1, CPDIT_VIDEO_MAX_FRAMES, &v))
+            return -1;
+        o->frames = (int)v;
+        return 0;
+    case 'O':
+        o->video_format = arg;
+        return 0;
+    case 'r':
+        if (parse_float("--fps", arg, CPDIT_VIDEO_MIN_FPS, CPDIT_VIDEO_MAX_FPS, &fv))
+            return -1;
+        o->fps = fv;
+        return 0;
+    default: /* 'w' */
+        if (parse_float("--flow-shift", arg, 0, MANIFEST_GUIDANCE_MAX, &fv))
+            return -1;
+        o->flow_shift = fv;
+        return 0;
+    }
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -102,6 +131,8 @@ int cmd_run(int argc, char **argv)
         {"topology", required_argument, 0, 'T'},
         {"vae-parallel", required_argument, 0, 'V'}, {"vae-tiling", no_argument, 0, 'X'},
         {"verbose", no_argument, 0, 'v'},
+        {"frames", required_argument, 0, 'f'},   {"fps", required_argument, 0, 'r'},
+        {"flow-shift", required_argument, 0, 'w'}, {"format", required_argument, 0, 'O'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -148,7 +179,11 @@ int cmd_run(int argc, char **argv)
             o.vae_world = manifest_vae_parallel_from_name(optarg) == MANIFEST_VAE_WORLD;
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
-        case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; o.guidance_given = item_only = 1; break;
+        case 'f': case 'O': case 'r': case 'w':
+            if (parse_video_option(c, optarg, &o)) return CLI_EXIT_USAGE;
+            item_only = 1;
+            break;
         case 'c': if (parse_float("--true-cfg", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
         case 'W': if (cli_parse_int(SUB, "--width", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
         case 'H': if (cli_parse_int(SUB, "--height", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
@@ -170,7 +205,8 @@ int cmd_run(int argc, char **argv)
         if (item_only)
             return cli_usage_error(SUB, "--model/--prompt/--negative-prompt describe one item "
                                         "without a manifest (also --seed, --width, --height, "
-                                        "--steps, --guidance, --true-cfg, "
+                                        "--steps, --guidance, --true-cfg, --frames, --fps, "
+                                        "--flow-shift, --format, "
                                         "--max-sequence-length); put them in %s instead",
                                    argv[optind]);
         manifest_overrides ov = MANIFEST_OVERRIDES_NONE;

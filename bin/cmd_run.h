@@ -28,6 +28,14 @@ typedef struct run_item_options {
     const char *vae_parallel;    /* the --vae-parallel word (NULL: not given) */
     int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
     int verbose;                 /* --verbose: a plain line per sampler step and per item */
+    int guidance_given;          /* --guidance was given */
+    /* video families (Wan): 0 / NULL = the model's defaults (81 frames, 16 fps, the folder's
+     * flow_shift, mp4) */
+    int frames;                  /* --frames N (4k + 1) */
+    double fps;                  /* --fps F */
+    double flow_shift;           /* --flow-shift S */
+    const char *video_format;    /* --format mp4|webp|png-frames */
+    int is_video;                /* set by run_item_model_defaults: the model makes videos */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);
@@ -36,6 +44,27 @@ void run_item_defaults(run_item_options *o);
  * keeps FLUX.1's (1024 x 1024; steps and T5 tokens from the pipeline). Steps are filled at
  * pipeline_open (they depend on whether the model is guidance-distilled). */
 void run_item_model_defaults(run_item_options *o);
+
+/* cmd_run_video.c: one clip of `cpdit run --frames`, written as its frames are decoded. */
+struct cpdit_video_writer;
+typedef struct run_video {
+    struct cpdit_video_writer *w; /* NULL on ranks that do not write */
+    struct cpdit_error *err;      /* why writing a frame failed */
+    int failed;
+} run_video;
+/* The video's file name: NNNNN-SEED-SLUG + the format's extension. INPUT for an unknown or
+ * unavailable --format. */
+int run_video_name(const run_item_options *o, const char *slug, char *name, size_t n,
+                   struct cpdit_error *err);
+/* Open the writer of OUTPUT/name for prm's clip (metadata: prompt, seed, steps, ...). */
+struct pipeline_params;
+int run_video_open(run_video *v, const run_item_options *o, const struct pipeline_params *prm,
+                   const char *path, struct cpdit_error *err);
+/* pipeline_run.on_frame for a run_video (ctx). */
+int run_video_frame(void *ctx, int f, int n_frames, const uint8_t *rgb, int height, int width);
+/* Finish the clip (or abort it when st != 0); prints the path on stdout and one line
+ * "cpdit: video: frames N, fps F, duration D s, codec C, file PATH" on stderr. */
+int run_video_finish(run_video *v, int st, struct cpdit_error *err);
 
 /* --weight-format / --weight-memory of `cpdit run` (item and manifest alike). */
 typedef struct run_weight_options {

@@ -61,7 +61,7 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length, 0};
+                           it->max_sequence_length, 0, 0.0};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);

@@ -70,10 +70,44 @@ void run_item_defaults(run_item_options *o)
     o->variant = NULL; /* auto */
 }
 
+/* WanPipeline.__call__'s defaults: 832 x 480, 81 frames, guidance_scale 5 (true CFG against
+ * negative_prompt or ""). */
+#define WAN_DEFAULT_WIDTH 832
+#define WAN_DEFAULT_HEIGHT 480
+#define WAN_DEFAULT_FRAMES 81
+#define WAN_DEFAULT_GUIDANCE 5.0
+
+/* 1 when the model (a folder; builtin specs say so in their run defaults) makes videos. */
+static int model_is_video(const char *model)
+{
+    const model_family *f = NULL;
+    cpdit_error e;
+    cpdit_error_clear(&e);
+    return !builtin_model_is_spec(model) && model_family_find(model, &f, &e) == CPDIT_OK &&
+           f->output == MODEL_OUTPUT_VIDEO;
+}
+
 void run_item_model_defaults(run_item_options *o)
 {
-    builtin_run_defaults d = {1024, 1024, 0, 0, 1.0, NULL}; /* a folder: FLUX.1's */
+    builtin_run_defaults d = {1024, 1024, 0, 0, 1.0, NULL, 0}; /* a folder: FLUX.1's */
     const int builtin = builtin_model_run_defaults(o->model, &d);
+    o->is_video = builtin ? d.frames > 0 : model_is_video(o->model);
+    if (o->is_video && !builtin) { /* a Wan folder: WanPipeline's */
+        d.width = WAN_DEFAULT_WIDTH;
+        d.height = WAN_DEFAULT_HEIGHT;
+        d.frames = WAN_DEFAULT_FRAMES;
+        d.true_cfg = WAN_DEFAULT_GUIDANCE;
+        d.negative_prompt = "";
+    }
+    if (o->is_video) {
+        if (!o->frames)
+            o->frames = d.frames;
+        /* Wan's guidance_scale is true CFG: --guidance or --true-cfg say it */
+        if (o->guidance_given && !o->true_cfg_given) {
+            o->true_cfg = o->guidance;
+            o->true_cfg_given = 1;
+        }
+    }
     if (!o->width)
         o->width = d.width;
     if (!o->height)
@@ -194,15 +228,17 @@ int run_item(const run_item_options *o_given)
     char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
     job_slug(o->prompt ? o->prompt : "", slug);
     snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
-    cpdit_status st = job_agree_status(MPI_COMM_WORLD, check_before_render(o, name, &err),
-                                       &err); /* all ranks stop here, or none */
+    cpdit_status st = o->is_video ? run_video_name(o, slug, name, sizeof name, &err) : CPDIT_OK;
+    if (!st)
+        st = check_before_render(o, name, &err);
+    st = job_agree_status(MPI_COMM_WORLD, st, &err); /* all ranks stop here, or none */
     if (!st && !o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
         grid_choice_request rq = {o->topology, o->model, o->width, o->height,
                                   o->max_sequence_length, o->steps, 1, size,
-                                  0 /* frames: images only so far */};
+                                  o->is_video ? o->frames : 0};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
             ring = gc.ring;
@@ -226,7 +262,8 @@ int run_item(const run_item_options *o_given)
     if (!st && rank == 0 && o->verbose) /* minutes at full size: say where they went */
         fprintf(stderr, "cpdit: model loaded in %.3f s\n", MPI_Wtime() - t_open);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
-                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length, 0};
+                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length,
+                           o->is_video ? o->frames : 0, o->flow_shift};
     if (!st) {
         if (!prm.steps)
             prm.steps = pipeline_default_steps(p);
@@ -272,9 +309,30 @@ int run_item(const run_item_options *o_given)
         run.cfg_comm = cfg_comm;
         st = job_agree_status(MPI_COMM_WORLD, st, &err);
     }
+    /* a clip: its writer opened now on the writing rank (a bad destination fails before
+     * sampling), fed each frame as it is decoded */
+    run_video video;
+    memset(&video, 0, sizeof video);
+    cpdit_error verr;
+    cpdit_error_clear(&verr);
+    video.err = &verr;
+    const int writer = !st && g->cp_rank == 0 && g->dp_index == 0;
+    if (o->is_video) {
+        char vpath[4096 + 200];
+        snprintf(vpath, sizeof vpath, "%s/%s", o->output, name);
+        if (writer && !(st = pipeline_make_dirs(o->output, &err)))
+            st = run_video_open(&video, o, &prm, vpath, &err);
+        run.on_frame = run_video_frame;
+        run.frame_ctx = &video;
+        st = job_agree_status(MPI_COMM_WORLD, st, &err);
+    }
     if (!st && (g->dp_index == 0 || (cfg_comm && g->dp_index == 1))) {
         st = cli_end_job_if_broken(pipeline_generate(p, &prm, &run, &rgb, &err), &err);
-        if (!st && g->cp_rank == 0 && g->dp_index == 0)
+        if (video.failed && st) /* the writer's own reason */
+            err = verr;
+        if (o->is_video && writer)
+            st = run_video_finish(&video, st, &err);
+        else if (!st && g->cp_rank == 0 && g->dp_index == 0)
             st = write_and_report(o, p, &prm, rgb, &tm, name, g, vae_world, &err);
     } else if (!st && vae_world) { /* no part in the item: join its decode */
         cli_end_job_if_broken(pipeline_vae_world_idle(p, &run, &err), &err);

@@ -104,7 +104,7 @@ static void test_pack_schedule(cpdit_model *m, const model_geometry *g)
     free(back);
     model_schedule *s = NULL;
     cpdit_error err;
-    CHECK(f->schedule_open(m, g, STEPS, &s, &err) == CPDIT_OK && s && s->steps == STEPS);
+    CHECK(f->schedule_open(m, g, STEPS, 0.0, &s, &err) == CPDIT_OK && s && s->steps == STEPS);
     if (!s)
         return;
     CHECK_NEAR(s->sigmas[0], 1.0, 0.0);

@@ -20,7 +20,7 @@
 
 #include "lib/models/model_detect.h"
 #include "lib/models/model_plan.h"
-#include "lib/models/wan_plan.h"
+#include "lib/models/wan/wan_plan.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
 #include "topology/cost_model.h"
@@ -40,9 +40,9 @@ static const char *fx(const char *name)
 }
 
 /* Wan2.1-T2V-1.3B's transformer, filled by hand (its config.json's values). */
-static wan_plan_config wan_1_3b(void)
+static wan_transformer_config wan_1_3b(void)
 {
-    wan_plan_config c = {{1, 2, 2}, 12, 128, 16, 16, 4096, 256, 8960, 30};
+    wan_transformer_config c = {{1, 2, 2}, 12, 128, 16, 16, 4096, 256, 8960, 30};
     return c;
 }
 
@@ -68,7 +68,7 @@ static void test_wan_shape(void)
 {
     cpdit_error err;
     cpdit_error_clear(&err);
-    wan_plan_config c = wan_1_3b();
+    wan_transformer_config c = wan_1_3b();
     model_plan_shape s;
     memset(&s, 0, sizeof s);
     model_request r = request(832, 480, 81);
@@ -98,7 +98,7 @@ static void test_wan_shape(void)
     memset(&s, 0, sizeof s);
     CHECK(wan_plan_shape(&s, &c, &r, &err) == CPDIT_OK && s.image_tokens == 30 * 52);
     /* 14B: 40 heads x 128, 40 layers, FFN 13824 */
-    wan_plan_config big = {{1, 2, 2}, 40, 128, 16, 16, 4096, 256, 13824, 40};
+    wan_transformer_config big = {{1, 2, 2}, 40, 128, 16, 16, 4096, 256, 13824, 40};
     r = request(832, 480, 81);
     memset(&s, 0, sizeof s);
     CHECK(wan_plan_shape(&s, &big, &r, &err) == CPDIT_OK);
@@ -129,7 +129,7 @@ static void test_detect_and_load(void)
     /* the folder, read through lib/io: the same shape as the hand-filled config */
     model_plan_shape a, b;
     memset(&a, 0, sizeof a);
-    wan_plan_config c = wan_1_3b();
+    wan_transformer_config c = wan_1_3b();
     model_request r = request(832, 480, 81);
     CHECK(wan_plan_shape(&a, &c, &r, &err) == CPDIT_OK);
     CHECK(model_plan_shape_load(&b, fx("wan21-1.3b-transformer"), &r, &err) == CPDIT_OK);
@@ -176,7 +176,7 @@ static void test_rank_tokens(void)
 {
     cpdit_error err;
     cpdit_error_clear(&err);
-    wan_plan_config c = wan_1_3b();
+    wan_transformer_config c = wan_1_3b();
     model_plan_shape s;
     memset(&s, 0, sizeof s);
     model_request r = request(832, 480, 81);
@@ -207,7 +207,7 @@ static void test_wan_grids(void)
         CHECK(0);
         return;
     }
-    wan_plan_config c = wan_1_3b();
+    wan_transformer_config c = wan_1_3b();
     model_plan_shape s, self_only;
     memset(&s, 0, sizeof s);
     model_request r = request(832, 480, 81);

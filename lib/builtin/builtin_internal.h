@@ -48,6 +48,10 @@ typedef struct builtin_sizes {
     int t5_d_model, t5_d_kv, t5_heads, t5_d_ff, t5_layers;
     int t5_buckets, t5_max_distance;
     int t5_vocab; /* from the tokenizer */
+    /* Wan 2.1 (a video model: run.frames > 0): WanTransformer3DModel over latent_channels
+     * (= the VAE's z_dim), UMT5 of the t5_* sizes (text_dim = t5_d_model), AutoencoderKLWan
+     * with base_dim wan_vae_base */
+    int wan_heads, wan_head_dim, wan_layers, wan_ffn, wan_freq, wan_vae_base;
 } builtin_sizes;
 
 /* builtin_model.c: write root (a JSON value, not consumed) as dir/rel_path, indented, keys
@@ -78,6 +82,15 @@ cpdit_status builtin_write_clip_weights(const char *dir, const builtin_sizes *s,
                                         size_t *n_params, cpdit_error *err);
 cpdit_status builtin_write_t5_weights(const char *dir, const builtin_sizes *s,
                                       size_t *n_params, cpdit_error *err);
+
+/* builtin_weights.c: the Wan family's weights (transformer/, text_encoder/ UMT5, vae/ decoder). */
+cpdit_status builtin_write_wan_weights(const char *dir, const builtin_sizes *s, size_t *n_params,
+                                       cpdit_error *err);
+/* builtin_wan.c: a whole WanPipeline folder of s at dir (an empty folder): configs, the
+ * tokenizer (the T5 one of the FLUX built-ins, as tokenizer/), the weights; text_only: no
+ * transformer or VAE weights. */
+cpdit_status builtin_write_wan_folder(const char *dir, builtin_sizes *s, int text_only,
+                                      cpdit_error *err);
 
 /* builtin_blobs.c: the trained weights of builtin:shapes (tests/reference/train-builtin/). */
 extern const builtin_blob builtin_shapes_transformer, builtin_shapes_vae;

@@ -127,7 +127,35 @@ static const builtin_sizes SHAPES = {
     .t5_max_distance = 128,
 };
 
-static const builtin_sizes *const MODELS[] = {&TINY, &SHAPES};
+/* A tiny Wan 2.1 text-to-video pipeline with random weights ("a 17-frame 64x64 clip in
+ * seconds"): 4 heads of 16 (Ulysses 2 and 4 even), 2 layers; UMT5 of 2 layers of 64; the VAE
+ * base_dim 8. Run defaults as WanPipeline's but small: 64 x 64, 17 frames, 8 steps, CFG 5.0
+ * against the empty negative prompt. */
+static const builtin_sizes WAN_TINY = {
+    .name = "wan-tiny",
+    .description = "a tiny Wan 2.1 text-to-video pipeline with random weights (UMT5, UniPC, "
+                   "the Wan VAE): a 17-frame 64x64 clip in seconds",
+    .run = {.width = 64, .height = 64, .steps = 8, .max_sequence_length = 512,
+            .true_cfg = 5.0, .negative_prompt = "", .frames = 17},
+    .seed = TINY_SEED,
+    .image_channels = 3,
+    .latent_channels = 16,
+    .t5_d_model = 64,
+    .t5_d_kv = 16,
+    .t5_heads = 4,
+    .t5_d_ff = 128,
+    .t5_layers = 2,
+    .t5_buckets = 32,
+    .t5_max_distance = 128,
+    .wan_heads = 4,
+    .wan_head_dim = 16,
+    .wan_layers = 2,
+    .wan_ffn = 128,
+    .wan_freq = 64,
+    .wan_vae_base = 8,
+};
+
+static const builtin_sizes *const MODELS[] = {&TINY, &SHAPES, &WAN_TINY};
 #define N_MODELS (sizeof MODELS / sizeof MODELS[0])
 
 static const builtin_sizes *find_model(const char *name)
@@ -368,6 +396,10 @@ static cpdit_status write_all(const char *dir, const builtin_sizes *model, int t
                               cpdit_error *err)
 {
     builtin_sizes s = *model;
+    if (s.run.frames > 0) { /* a video model: the Wan layout */
+        cpdit_status wst = builtin_write_wan_folder(dir, &s, text_only, err);
+        return wst || text_only ? wst : write_marker(dir, &s, err);
+    }
     char path[PATH_MAX_LEN + 64];
     for (size_t i = 0; i < sizeof SUBDIRS / sizeof SUBDIRS[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, SUBDIRS[i]);
@@ -671,6 +703,14 @@ cpdit_status builtin_model_stats_of(const char *name, const char *dir, builtin_m
                                    &s->transformer_params, err);
     st = st ? st
             : count_params(dir, "vae/diffusion_pytorch_model.safetensors", &s->vae_params, err);
+    const builtin_sizes *m = find_model(name);
+    if (st == CPDIT_OK && m && m->run.frames > 0) { /* Wan: text_encoder/ is the UMT5 */
+        st = count_params(dir, "text_encoder/model.safetensors", &s->t5_params, err);
+        st = st ? st : vocab_of(dir, "text_encoder/config.json", &s->t5_vocab, err);
+        if (st == CPDIT_OK)
+            s->total_bytes = tree_bytes(dir);
+        return st;
+    }
     st = st ? st : count_params(dir, "text_encoder/model.safetensors", &s->clip_params, err);
     st = st ? st : count_params(dir, "text_encoder_2/model.safetensors", &s->t5_params, err);
     st = st ? st : vocab_of(dir, "text_encoder/config.json", &s->clip_vocab, err);

@@ -60,6 +60,7 @@ typedef struct builtin_run_defaults {
     int max_sequence_length;    /* T5 tokens */
     double true_cfg;            /* 1 = off */
     const char *negative_prompt; /* NULL: none; "" the empty prompt (with true_cfg > 1) */
+    int frames;                 /* video frames (a video model); 0: an image model */
 } builtin_run_defaults;
 
 /* The run defaults of spec "builtin:NAME": 1 and *d filled for a known NAME, else 0. */

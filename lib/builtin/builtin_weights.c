@@ -33,7 +33,7 @@
 #include "lib/vae/vae_decoder.h"
 
 #define WT_NAME_MAX 128
-#define WT_MAX_DIMS 4
+#define WT_MAX_DIMS 5 /* Conv3d weights (Wan) */
 #define INITIAL_CAP 64
 
 #define BIAS_STD 0.02f         /* std of every bias */
@@ -42,6 +42,9 @@
 #define CLIP_EMBED_STD 0.5f    /* token and position tables of CLIP (summed: std ~0.7) */
 #define T5_EMBED_STD 1.0f      /* T5's shared table (T5 does not scale its embeddings) */
 #define T5_REL_BIAS_STD 0.5f   /* relative attention bias added to the logits */
+#define WAN_TABLE_STD 0.1f     /* Wan's modulation tables (added to the time projection) */
+#define WAN_VAE_LEVELS 4       /* AutoencoderKLWan dim_mult [1, 2, 4, 4] */
+#define WAN_VAE_RES_BLOCKS 2   /* num_res_blocks */
 
 #define SPLITMIX_GAMMA 0x9e3779b97f4a7c15ull
 #define FNV_OFFSET 0xcbf29ce484222325ull
@@ -355,6 +358,130 @@ static void t5_table(wt_list *l, const builtin_sizes *s)
     add_norm(l, "encoder.final_layer_norm", M, 0);
 }
 
+/* WanTransformer3DModel (diffusers names; shapes as lib/models/wan/wan_weights.c binds them):
+ * E = heads x head_dim, cross-attention norm on, qk norm across heads. */
+static void wan_transformer_table(wt_list *l, const builtin_sizes *s)
+{
+    char n[WT_NAME_MAX];
+    const int E = s->wan_heads * s->wan_head_dim, C = s->latent_channels, F = s->wan_ffn;
+    const int64_t patch[5] = {E, C, 1, 2, 2}, out_table[3] = {1, 2, E}, block_table[3] = {1, 6, E};
+    add(l, INIT_LINEAR, 1, 5, patch, "patch_embedding.weight");
+    add(l, INIT_BIAS, 0, 1, patch, "patch_embedding.bias");
+    add_linear(l, "condition_embedder.time_embedder.linear_1", E, s->wan_freq, 1, 1);
+    add_linear(l, "condition_embedder.time_embedder.linear_2", E, E, 1, 1);
+    add_linear(l, "condition_embedder.time_proj", 6 * E, E, 1, 1);
+    add_linear(l, "condition_embedder.text_embedder.linear_1", E, s->t5_d_model, 1, 1);
+    add_linear(l, "condition_embedder.text_embedder.linear_2", E, E, 1, 1);
+    for (int i = 0; i < s->wan_layers; i++) {
+        for (int a = 1; a <= 2; a++) {
+#define A(x) P(n, "blocks.%d.attn%d.%s", i, a, x)
+            add_linear(l, A("to_q"), E, E, 1, 1);
+            add_linear(l, A("to_k"), E, E, 1, 1);
+            add_linear(l, A("to_v"), E, E, 1, 1);
+            add_linear(l, A("to_out.0"), E, E, 1, 1);
+            add_norm(l, A("norm_q"), E, 0);
+            add_norm(l, A("norm_k"), E, 0);
+#undef A
+        }
+        add_norm(l, P(n, "blocks.%d.norm2", i), E, 1);
+        add_linear(l, P(n, "blocks.%d.ffn.net.0.proj", i), F, E, 1, 1);
+        add_linear(l, P(n, "blocks.%d.ffn.net.2", i), E, F, 1, 1);
+        add(l, INIT_EMBED, WAN_TABLE_STD, 3, block_table, "blocks.%d.scale_shift_table", i);
+    }
+    add_linear(l, "proj_out", 4 * C, E, 1, 1);
+    add(l, INIT_EMBED, WAN_TABLE_STD, 3, out_table, "scale_shift_table");
+}
+
+/* A causal conv of AutoencoderKLWan: weight (cout, cin, kt, k, k) or (cout, cin, k, k). */
+static void add_conv_nd(wt_list *l, const char *prefix, int cout, int cin, int kt, int k)
+{
+    const int64_t w[5] = {cout, cin, kt, k, k}, w2[4] = {cout, cin, k, k}, b[1] = {cout};
+    if (kt)
+        add(l, INIT_LINEAR, 1, 5, w, "%s.weight", prefix);
+    else
+        add(l, INIT_LINEAR, 1, 4, w2, "%s.weight", prefix);
+    add(l, INIT_BIAS, 0, 1, b, "%s.bias", prefix);
+}
+
+static void wan_res_table(wt_list *l, const char *prefix, int cin, int cout)
+{
+    char n[WT_NAME_MAX];
+    const int64_t g_in[4] = {cin, 1, 1, 1}, g_out[4] = {cout, 1, 1, 1};
+    add(l, INIT_NORM, 0, 4, g_in, "%s.norm1.gamma", prefix);
+    add_conv_nd(l, P(n, "%s.conv1", prefix), cout, cin, 3, 3);
+    add(l, INIT_NORM, 0, 4, g_out, "%s.norm2.gamma", prefix);
+    add_conv_nd(l, P(n, "%s.conv2", prefix), cout, cout, 3, 3);
+    if (cin != cout)
+        add_conv_nd(l, P(n, "%s.conv_shortcut", prefix), cout, cin, 1, 1);
+}
+
+/* AutoencoderKLWan's decoder half (lib/models/wan/wan_vae.h), dim_mult [1, 2, 4, 4],
+ * num_res_blocks 2, temporal upsampling in the first two up blocks (Wan 2.1's). */
+static void wan_vae_table(wt_list *l, const builtin_sizes *s)
+{
+    char n[WT_NAME_MAX];
+    static const int mult[WAN_VAE_LEVELS] = {1, 2, 4, 4};
+    static const int up_t[WAN_VAE_LEVELS - 1] = {1, 1, 0}; /* reversed (false, true, true) */
+    const int z = s->latent_channels, b = s->wan_vae_base;
+    int dims[WAN_VAE_LEVELS + 1];
+    dims[0] = b * mult[WAN_VAE_LEVELS - 1];
+    for (int i = 0; i < WAN_VAE_LEVELS; i++)
+        dims[i + 1] = b * mult[WAN_VAE_LEVELS - 1 - i];
+    add_conv_nd(l, "post_quant_conv", z, z, 1, 1);
+    add_conv_nd(l, "decoder.conv_in", dims[0], z, 3, 3);
+    wan_res_table(l, "decoder.mid_block.resnets.0", dims[0], dims[0]);
+    const int64_t ga[3] = {dims[0], 1, 1};
+    add(l, INIT_NORM, 0, 3, ga, "decoder.mid_block.attentions.0.norm.gamma");
+    add_conv_nd(l, "decoder.mid_block.attentions.0.to_qkv", 3 * dims[0], dims[0], 0, 1);
+    add_conv_nd(l, "decoder.mid_block.attentions.0.proj", dims[0], dims[0], 0, 1);
+    wan_res_table(l, "decoder.mid_block.resnets.1", dims[0], dims[0]);
+    for (int i = 0; i < WAN_VAE_LEVELS; i++) {
+        int cin = i > 0 ? dims[i] / 2 : dims[i];
+        const int cout = dims[i + 1];
+        for (int j = 0; j < WAN_VAE_RES_BLOCKS + 1; j++) {
+            wan_res_table(l, P(n, "decoder.up_blocks.%d.resnets.%d", i, j), cin, cout);
+            cin = cout;
+        }
+        if (i == WAN_VAE_LEVELS - 1)
+            continue;
+        add_conv_nd(l, P(n, "decoder.up_blocks.%d.upsamplers.0.resample.1", i), cout / 2, cout,
+                    0, 3);
+        if (up_t[i]) {
+            const int64_t tw[5] = {2 * cout, cout, 3, 1, 1}, tb[1] = {2 * cout};
+            add(l, INIT_LINEAR, 1, 5, tw, "decoder.up_blocks.%d.upsamplers.0.time_conv.weight", i);
+            add(l, INIT_BIAS, 0, 1, tb, "decoder.up_blocks.%d.upsamplers.0.time_conv.bias", i);
+        }
+    }
+    const int64_t go[4] = {dims[WAN_VAE_LEVELS], 1, 1, 1};
+    add(l, INIT_NORM, 0, 4, go, "decoder.norm_out.gamma");
+    add_conv_nd(l, "decoder.conv_out", s->image_channels, dims[WAN_VAE_LEVELS], 3, 3);
+}
+
+/* UMT5EncoderModel: T5's encoder with a relative-bias table in every block. */
+static void umt5_table(wt_list *l, const builtin_sizes *s)
+{
+    char n[WT_NAME_MAX];
+    const int M = s->t5_d_model, I = s->t5_heads * s->t5_d_kv;
+    const int64_t shared[2] = {s->t5_vocab, M}, rel[2] = {s->t5_buckets, s->t5_heads};
+    add(l, INIT_EMBED, T5_EMBED_STD, 2, shared, "shared.weight");
+    for (int i = 0; i < s->t5_layers; i++) {
+#define B(x) P(n, "encoder.block.%d.layer.%s", i, x)
+        add_linear(l, B("0.SelfAttention.q"), I, M, 0, 1.0f / sqrtf((float)s->t5_d_kv));
+        add_linear(l, B("0.SelfAttention.k"), I, M, 0, 1);
+        add_linear(l, B("0.SelfAttention.v"), I, M, 0, 1);
+        add_linear(l, B("0.SelfAttention.o"), M, I, 0, 1);
+        add(l, INIT_EMBED, T5_REL_BIAS_STD, 2, rel,
+            "encoder.block.%d.layer.0.SelfAttention.relative_attention_bias.weight", i);
+        add_norm(l, B("0.layer_norm"), M, 0);
+        add_linear(l, B("1.DenseReluDense.wi_0"), s->t5_d_ff, M, 0, 1);
+        add_linear(l, B("1.DenseReluDense.wi_1"), s->t5_d_ff, M, 0, 1);
+        add_linear(l, B("1.DenseReluDense.wo"), M, s->t5_d_ff, 0, 1);
+        add_norm(l, B("1.layer_norm"), M, 0);
+#undef B
+    }
+    add_norm(l, "encoder.final_layer_norm", M, 0);
+}
+
 /* ------------------------------------------------------------------ writing */
 
 /* Generate every tensor of l and write them to dir/rel as dtype (from fp32). */
@@ -446,5 +573,30 @@ cpdit_status builtin_write_t5_weights(const char *dir, const builtin_sizes *s,
     cpdit_status st = write_list(&l, dir, "text_encoder_2/model.safetensors", CPDIT_DTYPE_F32,
                                  s->seed, n_params, err);
     list_free(&l);
+    return st;
+}
+
+/* The Wan family's three generated components (builtin:wan-tiny): transformer (fp32, as the
+ * exact reference path reads it), UMT5 text_encoder/, the decoder half of vae/. */
+cpdit_status builtin_write_wan_weights(const char *dir, const builtin_sizes *s, size_t *n_params,
+                                       cpdit_error *err)
+{
+    static void (*const tables[3])(wt_list *, const builtin_sizes *) = {
+        wan_transformer_table, umt5_table, wan_vae_table};
+    static const char *const files[3] = {"transformer/diffusion_pytorch_model.safetensors",
+                                         "text_encoder/model.safetensors",
+                                         "vae/diffusion_pytorch_model.safetensors"};
+    cpdit_status st = CPDIT_OK;
+    size_t total = 0;
+    for (int k = 0; k < 3 && !st; k++) {
+        wt_list l = {0};
+        size_t n = 0;
+        tables[k](&l, s);
+        st = write_list(&l, dir, files[k], CPDIT_DTYPE_F32, s->seed, &n, err);
+        total += n;
+        list_free(&l);
+    }
+    if (!st && n_params)
+        *n_params = total;
     return st;
 }

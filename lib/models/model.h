@@ -58,6 +58,10 @@ typedef enum model_output_kind {
     MODEL_OUTPUT_VIDEO = 1  /* (3, F, H, W) */
 } model_output_kind;
 
+/* One decoded video frame on CP rank 0: chw (C, H, W) host fp32 in [-1, 1], frame f (0-based)
+ * of the clip. Return 0 to go on, nonzero to stop (the decode then fails with INPUT). */
+typedef int (*model_frame_fn)(void *ctx, int f, const float *chw, int C, int H, int W);
+
 /* How a model is opened. Zero-initialised = transformer only, the defaults. */
 typedef struct model_open_options {
     const cpdit_backend *backend;                   /* NULL: the default backend */
@@ -169,8 +173,10 @@ struct model_family {
     /* latents (1, C, [F',] H', W') <-> tokens (S, token_dim); no aliasing */
     void (*pack)(const model_geometry *g, const float *latents, float *tokens);
     void (*unpack)(const model_geometry *g, const float *tokens, float *latents);
+    /* flow_shift > 0: the request's shift (Wan's UniPC flow_shift); 0: the folder's scheduler
+     * config (families without a static shift ignore it) */
     cpdit_status (*schedule_open)(const cpdit_model *m, const model_geometry *g, int steps,
-                                  model_schedule **out, cpdit_error *err);
+                                  double flow_shift, model_schedule **out, cpdit_error *err);
 
     /* ---- the transformer on a CP-sharded token set */
     /* grid NULL: this rank holds everything. texts[n_texts]: the prompts the forwards may
@@ -187,6 +193,15 @@ struct model_family {
     /* tokens (S, token_dim) on every rank of the group from each rank's x (len, token_dim) */
     cpdit_status (*gather)(model_shard *s, const float *x, float *tokens, cpdit_error *err);
     void (*shard_close)(model_shard *s);
+
+    /* ---- video families (output VIDEO; NULL for images, which the pipeline decodes with
+     * lib/vae): latents (C, F', H', W') as sampled, de-normalised here as the family's
+     * pipeline does, decoded over grid (NULL: this rank alone; collective over grid->cp),
+     * each frame handed to fn on CP rank 0 as soon as it is decoded. latents may be
+     * overwritten. A failure inside the split decode may leave peers waiting (as the image
+     * VAE's): the caller ends the job. */
+    cpdit_status (*decode_video)(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
+                                 float *latents, model_frame_fn fn, void *ctx, cpdit_error *err);
 
     /* ---- `cpdit forward --component transformer` (NULL: not yet for this family) */
     cpdit_status (*forward_file)(const model_forward_file *a, model_forward_result *r,

@@ -9,7 +9,7 @@
 #include "lib/builtin/builtin_model.h"
 #include "lib/models/flux_plan.h"
 #include "lib/models/model_detect.h"
-#include "lib/models/wan_plan.h"
+#include "lib/models/wan/wan_plan.h"
 
 /* The planner's view of each family (the lead folds this into the family table). */
 typedef struct plan_family {

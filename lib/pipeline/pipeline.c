@@ -140,6 +140,8 @@ static cpdit_status check_params(const pipeline *p, const pipeline_params *prm,
                                prm->steps, PIPELINE_MAX_STEPS);
     if (!prm->prompt)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "prompt", "missing");
+    if (!(prm->flow_shift >= 0.0) || !isfinite(prm->flow_shift))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "flow_shift", "must be a number >= 0");
     if (!(prm->guidance >= 0.0f) || !(prm->true_cfg >= 0.0f))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, prm->guidance >= 0.0f ? "true_cfg" : "guidance",
                                "must be a number >= 0");

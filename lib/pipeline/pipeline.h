@@ -42,7 +42,14 @@ typedef struct pipeline_params {
     float true_cfg;              /* > 1 with a negative prompt: true classifier-free guidance */
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
     int frames;                  /* video frames of a video family; 0 = an image */
+    double flow_shift;           /* video (Wan's UniPC): > 0 overrides the folder's flow_shift */
 } pipeline_params;
+
+/* One video frame on CP rank 0 as it is decoded: rgb (H, W, 3) uint8, frame f of n_frames.
+ * Return 0 to go on, nonzero to stop (pipeline_generate fails then: INPUT from the decoder,
+ * and the CP group's job must end as after any failure inside the split decode). */
+typedef int (*pipeline_frame_fn)(void *ctx, int f, int n_frames, const uint8_t *rgb, int height,
+                                 int width);
 
 /* Called on CP rank 0 after each sampler step (step counts from 1); read_bytes: what this
  * process read from storage during the step (disk_reads.h), -1 where the kernel does not say. */
@@ -99,6 +106,13 @@ typedef struct pipeline_run {
     const cp_grid *vae_world;
     pipeline_timings *timings; /* NULL, or filled by pipeline_generate (also on failure: the
                                   phases that ran) */
+    /* A video family's frames (model_family.output VIDEO): NULL = pipeline_generate returns
+     * all frames in *rgb, (frames, H, W, 3) uint8; else each frame goes to on_frame on CP rank
+     * 0 as soon as it is decoded (*rgb stays NULL), e.g. into a video writer. Videos are
+     * decoded on the CP group (split by rows) or on CP rank 0 (vae_single_rank, vae_tiling);
+     * vae_world is not used for them (their ranks join the world round with nothing). */
+    pipeline_frame_fn on_frame;
+    void *frame_ctx;
 } pipeline_run;
 
 /* Where and how the models run. Zero-initialised = the defaults. */
@@ -153,7 +167,8 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
                                    cpdit_error *err);
 
 /* Generate one image. On CP rank 0, *rgb receives a malloc'd (height, width, 3) uint8
- * image; elsewhere *rgb is NULL. Collective over run->grid->cp. NaN or Inf in the sampled
+ * image (a video family: (frames, height, width, 3), or NULL with run->on_frame); elsewhere
+ * *rgb is NULL. Collective over run->grid->cp. NaN or Inf in the sampled
  * latents or in the decoded image is a RUNTIME error on CP rank 0 ("... values are not
  * finite"), never an image. Bad inputs fail alike on every rank (INPUT); a runtime failure on
  * one rank inside a collective stage (the forward, the split decode) is CPDIT_ERR_BROKEN on

@@ -2,7 +2,10 @@
  * unpacked to latents by the family, then the family's decoder (model_family.decoder_class):
  * AutoencoderKL for image families, split by rows over the CP group (vae_decode_group, exact),
  * on CP rank 0 alone (--vae-parallel off), tiled on CP rank 0 (approximate), or in a round over
- * every rank of the job (pipeline_vae_world.c); then RGB8 on the image's owner.
+ * every rank of the job (pipeline_vae_world.c); then RGB8 on the image's owner. A video family
+ * decodes with its own decoder (model_family.decode_video: split by rows over the CP group or
+ * on CP rank 0), each frame converted to RGB8 as it comes and handed on (pipeline_run.on_frame)
+ * or kept in one (frames, H, W, 3) buffer.
  */
 #include "lib/pipeline/pipeline_internal.h"
 
@@ -91,9 +94,104 @@ static cpdit_status decode_group(pipeline *p, pipeline_item *it, int vae_par, ui
     return CPDIT_OK;
 }
 
+/* The frames of one clip on CP rank 0: each converted to RGB8 and handed on, or kept. */
+typedef struct video_sink {
+    pipeline_item *it;
+    int n_frames, height, width;
+    uint8_t *frame;   /* (H, W, 3): the frame being handed on (on_frame) */
+    uint8_t *all;     /* (n_frames, H, W, 3) without on_frame */
+    cpdit_error *err; /* why a frame stopped the decode */
+    int failed;
+} video_sink;
+
+static int video_frame(void *ctx, int f, const float *chw, int C, int H, int W)
+{
+    video_sink *vs = ctx;
+    const pipeline_run *run = vs->it->run;
+    if (f < 0 || f >= vs->n_frames || H != vs->height || W != vs->width) {
+        cpdit_error_set(vs->err, CPDIT_ERR_RUNTIME, "pipeline",
+                        "decoder frame %d of %dx%d: expected %d frames of %dx%d", f, W, H,
+                        vs->n_frames, vs->width, vs->height);
+        return vs->failed = 1;
+    }
+    uint8_t *dst = run->on_frame ? vs->frame : vs->all + (size_t)f * H * W * 3;
+    if (pipeline_check_finite(chw, (size_t)C * H * W, "decoded frame", vs->err) ||
+        image_chw_to_rgb8(chw, C, H, W, dst, vs->err))
+        return vs->failed = 1;
+    if (run->on_frame && run->on_frame(run->frame_ctx, f, vs->n_frames, dst, H, W)) {
+        if (vs->err->status == CPDIT_OK)
+            cpdit_error_set(vs->err, CPDIT_ERR_RUNTIME, "pipeline", "stopped at frame %d", f);
+        return vs->failed = 1;
+    }
+    return 0;
+}
+
+/* A video item: the family's decoder on the group (vae_par) or on CP rank 0 (collective over
+ * the group when vae_par). */
+static cpdit_status decode_video(pipeline *p, pipeline_item *it, int vae_par, uint8_t **rgb,
+                                 cpdit_error *err)
+{
+    const model_geometry *g = &it->geo;
+    const int H = g->height, W = g->width, cp_rank = it->cp_rank;
+    cpdit_error ferr; /* a frame's own failure (the decoder then says only "stopped") */
+    cpdit_error_clear(&ferr);
+    video_sink vs = {it, g->frames, H, W, NULL, NULL, &ferr, 0};
+    cpdit_status st = CPDIT_OK;
+    if (cp_rank == 0) {
+        const size_t frame_bytes = (size_t)H * W * 3;
+        if (it->run->on_frame)
+            vs.frame = malloc(frame_bytes);
+        else
+            vs.all = malloc(frame_bytes * (size_t)vs.n_frames);
+        if (!vs.frame && !vs.all)
+            st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
+    }
+    if (vae_par) /* a rank short of memory must not leave the others in the decode */
+        st = cpdit_comm_agree(it->run->grid->cp, st, err);
+    const double t_dec = pipeline_now_seconds();
+    if (!st)
+        st = it->family->decode_video(p->m, g, vae_par ? it->run->grid : NULL, it->latents,
+                                      cp_rank == 0 ? video_frame : NULL, &vs, err);
+    if (vs.failed && st) { /* the frame's own reason, not "stopped" */
+        if (err)
+            *err = ferr;
+        st = ferr.status;
+    }
+    if (st == CPDIT_ERR_RUNTIME && vae_par)
+        st = pipeline_broken(err, cp_rank, "video decode");
+    if (cp_rank == 0) {
+        p->decode_seconds += pipeline_now_seconds() - t_dec;
+        p->decodes++;
+    }
+    free(vs.frame);
+    if (st || cp_rank != 0) {
+        free(vs.all);
+        return st;
+    }
+    *rgb = vs.all;
+    return CPDIT_OK;
+}
+
 cpdit_status pipeline_decode(pipeline *p, pipeline_item *it, uint8_t **rgb, int *joined,
                              cpdit_error *err)
 {
+    if (it->family->output == MODEL_OUTPUT_VIDEO && it->family->decode_video) {
+        const pipeline_run *vrun = it->run;
+        if (it->cfg_rank != 0) /* the negative branch's group: no clip of its own */
+            return CPDIT_OK;
+        const int par = vrun->grid && vrun->grid->cp_size > 1 && !vrun->vae_single_rank &&
+                        !vrun->vae_tiling;
+        if (!par && it->cp_rank != 0)
+            return CPDIT_OK;
+        const model_geometry *vg = &it->geo;
+        cpdit_status vst = pipeline_check_finite(it->tokens, (size_t)vg->tokens * vg->token_dim,
+                                                 "latents after sampling", err);
+        if (vst)
+            return vst;
+        it->family->unpack(vg, it->tokens, it->latents);
+        (void)joined; /* the world round is joined with nothing (pipeline_generate) */
+        return decode_video(p, it, par, rgb, err);
+    }
     const pipeline_run *run = it->run;
     const cp_grid *grid = run->grid;
     const model_geometry *g = &it->geo;

@@ -105,7 +105,7 @@ cpdit_status pipeline_prepare(pipeline *p, pipeline_item *it, cpdit_error *err)
     if ((st = torch_randn_seeded(prm->seed, it->latents, n_noise, TORCH_NORMAL_AVX2, err)))
         return st;
     f->pack(g, it->latents, it->tokens);
-    if ((st = f->schedule_open(p->m, g, prm->steps, &it->sched, err)))
+    if ((st = f->schedule_open(p->m, g, prm->steps, prm->flow_shift, &it->sched, err)))
         return st;
     if (it->run->dump_dir && it->cp_rank == 0)
         return dump_inputs(it->run->dump_dir, it, err);

@@ -359,8 +359,9 @@ static void flux_unpack(const model_geometry *g, const float *tokens, float *lat
 }
 
 static cpdit_status flux_schedule(const cpdit_model *m, const model_geometry *g, int steps,
-                                  model_schedule **out, cpdit_error *err)
+                                  double flow_shift, model_schedule **out, cpdit_error *err)
 {
+    (void)flow_shift; /* FLUX.1's shift is mu from the sequence length */
     if (!fm_of(m)->have_sched) {
         *out = NULL;
         return cpdit_error_set(err, CPDIT_ERR_INPUT, m->dir,

@@ -2,20 +2,17 @@
  * transformer (wan_transformer.h), its latent geometry (wan_latents.h: patches 1x2x2 of the
  * VAE's latents, 4x in time and 8x in space), the video tokens sharded over the CP group with
  * the text on every rank (cross-attention is local), and the planner's shape (wan_plan.h).
- *
- * The transformer-only ops run today (`cpdit tune`, the probe, the planner). The pipeline's
- * components are not in this build yet: encode_text (UMT5, lib/text), schedule_open (UniPC,
- * lib/pipeline) and the decoder (AutoencoderKLWan, issue 25) answer with a clear INPUT error,
- * and so does open with the pipeline's components; wiring them in is this file's job only.
+ * The pipeline's components, opened with model_open_options.text_encoders: UMT5 prompt
+ * embeddings (wan_family_text.c), UniPC (wan_family_schedule.c), the AutoencoderKLWan decoder
+ * over the grid with frames streamed (wan_family_decode.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/cp/comm.h"
-#include "lib/models/model.h"
+#include "lib/models/wan/wan_family_internal.h"
 #include "lib/models/wan/wan_latents.h"
-#include "lib/models/wan/wan_transformer.h"
-#include "lib/models/wan_plan.h"
+#include "lib/models/wan/wan_plan.h"
 #include "lib/weights/weight_loader.h"
 
 /* WanPipeline's defaults: steps, prompt tokens (UMT5, zero-padded after the true length). */
@@ -25,18 +22,6 @@
 #define WAN_VAE_TEMPORAL WAN_PLAN_VAE_TEMPORAL
 #define WAN_VAE_SPATIAL WAN_PLAN_VAE_SPATIAL
 #define WAN_DECODER_CLASS "AutoencoderKLWan"
-#define WAN_WHERE "wan"
-
-typedef struct wan_model {
-    wan_transformer *tr;
-    cp_attention_ws attn_ws; /* CP attention's workspace, kept between calls */
-} wan_model;
-
-/* One prompt: UMT5's tokens (no pooled vector). */
-struct model_text {
-    int len, dim;
-    float *tokens; /* (len, text_dim) */
-};
 
 /* One item on this rank: its video tokens' positions; the text stays whole. */
 struct model_shard {
@@ -53,7 +38,7 @@ struct model_shard {
 
 static wan_model *wm_of(const cpdit_model *m)
 {
-    return (wan_model *)m->impl;
+    return wan_model_of(m);
 }
 
 static const wan_transformer_config *wc_of(const cpdit_model *m)
@@ -69,6 +54,8 @@ static void wan_close(cpdit_model *m)
     if (!wm)
         return;
     wan_transformer_close(wm->tr);
+    wan_text_close(wm);
+    wan_vae_free(wm->vae);
     cp_attention_ws_release(&wm->attn_ws);
     free(wm);
     m->impl = NULL;
@@ -77,10 +64,6 @@ static void wan_close(cpdit_model *m)
 static cpdit_status wan_open(cpdit_model *m, const char *dir, const model_open_options *o,
                              cpdit_error *err)
 {
-    if (o->text_encoders)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, dir,
-                               "the Wan text-to-video pipeline (UMT5, UniPC, the Wan VAE) is "
-                               "not in this build yet; cpdit forward, plan and tune run it");
     wan_model *wm = calloc(1, sizeof *wm);
     if (!wm)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, WAN_WHERE, "out of memory");
@@ -94,9 +77,15 @@ static cpdit_status wan_open(cpdit_model *m, const char *dir, const model_open_o
         wan_transformer_set_weight_prefetch(wm->tr, 0);
     if (o->arena)
         wan_transformer_set_weight_arena(wm->tr, o->arena);
-    if ((st = wan_transformer_set_backend(wm->tr, m->be, err)))
+    wm->format = o->format;
+    if ((st = wan_transformer_set_backend(wm->tr, m->be, err)) ||
+        (st = wan_transformer_load_weights(wm->tr, err)) || !o->text_encoders)
         return st;
-    return wan_transformer_load_weights(wm->tr, err);
+    /* the pipeline's: the scheduler's and the decoder's configs checked now, on every rank */
+    if ((st = unipc_config_load(dir, &wm->sched, err)) || (st = wan_decoder_open(m, dir, err)))
+        return st;
+    wm->have_sched = 1;
+    return wan_text_open(m, dir, o, err);
 }
 
 static void wan_weight_stats(const cpdit_model *m, model_weight_stats *s)
@@ -110,13 +99,6 @@ static void wan_weight_stats(const cpdit_model *m, model_weight_stats *s)
 static size_t wan_params(const cpdit_model *m)
 {
     return wan_transformer_param_count(wm_of(m)->tr);
-}
-
-static void wan_text_stats(const cpdit_model *m, text_weight_stats *a, text_weight_stats *b)
-{
-    (void)m;
-    memset(a, 0, sizeof *a);
-    memset(b, 0, sizeof *b);
 }
 
 static int wan_default_steps(const cpdit_model *m)
@@ -185,24 +167,6 @@ static cpdit_status wan_geometry(const cpdit_model *m, int width, int height, in
     g->token_dim = c->patch_dim;
     g->text_tokens = L;
     return CPDIT_OK;
-}
-
-static cpdit_status wan_encode_text(cpdit_model *m, const char *prompt, int L,
-                                    model_text **out, cpdit_error *err)
-{
-    (void)prompt;
-    (void)L;
-    *out = NULL;
-    return cpdit_error_set(err, CPDIT_ERR_INPUT, m->dir,
-                           "the UMT5 text encoder of the Wan family is not in this build yet");
-}
-
-static void wan_text_free(model_text *t)
-{
-    if (!t)
-        return;
-    free(t->tokens);
-    free(t);
 }
 
 /* Fixed values in [-1, 1): a small integer hash, the same on every run. */
@@ -275,16 +239,6 @@ static void wan_unpack(const model_geometry *g, const float *tokens, float *late
                                         w * pw + kw] =
                                     tok[(size_t)c * K + (kt * ph + kh) * pw + kw];
             }
-}
-
-static cpdit_status wan_schedule(const cpdit_model *m, const model_geometry *g, int steps,
-                                 model_schedule **out, cpdit_error *err)
-{
-    (void)g;
-    (void)steps;
-    *out = NULL;
-    return cpdit_error_set(err, CPDIT_ERR_INPUT, m->dir,
-                           "the UniPC scheduler of the Wan family is not in this build yet");
 }
 
 /* ------------------------------------------------------------------ the sharded forward */
@@ -434,12 +388,13 @@ const model_family wan_family = {
     .text_free = wan_text_free,
     .pack = wan_pack,
     .unpack = wan_unpack,
-    .schedule_open = wan_schedule,
+    .schedule_open = wan_schedule_open,
     .shard_open = wan_shard_open,
     .shard_range = wan_shard_range,
     .forward = wan_forward,
     .gather = wan_gather,
     .shard_close = wan_shard_close,
+    .decode_video = wan_decode_video,
     .forward_file = NULL, /* bin/cmd_forward_wan.c (cmd_forward.c's component table) */
     .plan_shape = wan_plan_shape_load,
 };

@@ -1,5 +1,6 @@
-/* wan_plan.c — Wan 2.1's shapes for the planner (wan_plan.h). */
-#include "lib/models/wan_plan.h"
+/* wan_plan.c — Wan 2.1's shapes for the planner (wan_plan.h), from the transformer's own
+ * config (wan_config.h: the one parser of transformer/config.json). */
+#include "lib/models/wan/wan_plan.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -7,58 +8,8 @@
 #include "lib/cp/cp_shard.h"
 #include "lib/io/model_folder.h"
 
-#define PATCH_DIMS 3
 #define MOD_CHUNKS 6 /* shift, scale, gate for attention and FFN (time_proj, scale_shift_table) */
 #define OUT_MOD_CHUNKS 2 /* the output norm's shift and scale */
-
-/* ---------------------------------------------------------------- config */
-cpdit_status wan_plan_config_from(const model_config *mc, wan_plan_config *c, cpdit_error *err)
-{
-    static const int def_patch[PATCH_DIMS] = {1, 2, 2};
-    static const char *unsupported[] = {"image_dim", "added_kv_proj_dim", "pos_embed_seq_len"};
-    memset(c, 0, sizeof *c);
-    const char *cls = model_config_class_name(mc);
-    if (cls && strcmp(cls, WAN_PLAN_CLASS) != 0)
-        return model_config_key_error(mc, "_class_name", err, "is \"%s\", expected \"%s\"", cls,
-                                      WAN_PLAN_CLASS);
-    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
-        if (model_config_has(mc, unsupported[i]))
-            return model_config_key_error(mc, unsupported[i], err,
-                                          "image-to-video Wan models are not supported yet");
-    int n = 0;
-    cpdit_status st = model_config_get_int_array_default(mc, "patch_size", def_patch, PATCH_DIMS,
-                                                         c->patch_size, PATCH_DIMS, &n, err);
-    if (!st && n != PATCH_DIMS)
-        return model_config_key_error(mc, "patch_size", err, "must have 3 entries (t, h, w), "
-                                      "got %d", n);
-    struct {
-        const char *key;
-        int def, *out;
-    } ints[] = {
-        {"num_attention_heads", 40, &c->num_attention_heads},
-        {"attention_head_dim", 128, &c->attention_head_dim},
-        {"in_channels", 16, &c->in_channels},
-        {"out_channels", 0, &c->out_channels}, /* None -> in_channels */
-        {"text_dim", 4096, &c->text_dim},
-        {"freq_dim", 256, &c->freq_dim},
-        {"ffn_dim", 13824, &c->ffn_dim},
-        {"num_layers", 40, &c->num_layers},
-    };
-    for (size_t i = 0; !st && i < sizeof ints / sizeof ints[0]; i++)
-        st = model_config_get_int_default(mc, ints[i].key, ints[i].def, ints[i].out, err);
-    if (st)
-        return st;
-    if (c->out_channels == 0)
-        c->out_channels = c->in_channels;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (*ints[i].out <= 0)
-            return model_config_key_error(mc, ints[i].key, err, "must be positive (got %d)",
-                                          *ints[i].out);
-    for (int i = 0; i < PATCH_DIMS; i++)
-        if (c->patch_size[i] <= 0)
-            return model_config_key_error(mc, "patch_size", err, "entries must be positive");
-    return CPDIT_OK;
-}
 
 /* ---------------------------------------------------------------- shape */
 /* Latent frames of N video frames; INPUT error unless N = 4k + 1. */
@@ -78,7 +29,7 @@ static cpdit_status latent_frames(int frames, int *out, cpdit_error *err)
  * the cross-attention norm (2E), the FFN (2EF + E + F) and the modulation table (6E); the
  * patch embedding, time embedder (freq_dim E + E^2) and projection (6 E^2), text embedder
  * (text_dim E + E^2), output projection and table. */
-static double wan_params(const wan_plan_config *c, double E, double F, double patch,
+static double wan_params(const wan_transformer_config *c, double E, double F, double patch,
                          double out_w)
 {
     const double attn = 4 * (E * E + E) + 2 * E;
@@ -89,7 +40,7 @@ static double wan_params(const wan_plan_config *c, double E, double F, double pa
     return c->num_layers * block + emb;
 }
 
-cpdit_status wan_plan_shape(model_plan_shape *s, const wan_plan_config *c,
+cpdit_status wan_plan_shape(model_plan_shape *s, const wan_transformer_config *c,
                             const model_request *req, cpdit_error *err)
 {
     const int pt = c->patch_size[0], ph = c->patch_size[1], pw = c->patch_size[2];
@@ -159,11 +110,11 @@ cpdit_status wan_plan_shape_load(model_plan_shape *s, const char *dir, const mod
     if (st)
         return st;
     model_config mc;
-    wan_plan_config c;
+    wan_transformer_config c;
     memset(&mc, 0, sizeof mc);
     st = model_folder_load_config(&mf, "transformer", &mc, err);
     if (!st)
-        st = wan_plan_config_from(&mc, &c, err);
+        st = wan_transformer_config_from(&mc, &c, err);
     model_config_free(&mc);
     model_folder_close(&mf);
     if (!st)

@@ -19,32 +19,21 @@
 
 #include "lib/io/model_config.h"
 #include "lib/models/model_plan.h"
+#include "lib/models/wan/wan_config.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define WAN_PLAN_CLASS "WanTransformer3DModel"
+#define WAN_PLAN_CLASS WAN_TRANSFORMER_CLASS
 #define WAN_PLAN_VAE_TEMPORAL 4 /* AutoencoderKLWan scale_factor_temporal */
 #define WAN_PLAN_VAE_SPATIAL 8  /* scale_factor_spatial */
 #define WAN_PLAN_TEXT_LEN 512   /* WanPipeline max_sequence_length */
 
-/* The config keys the planner reads (diffusers' defaults for absent ones). */
-typedef struct wan_plan_config {
-    int patch_size[3]; /* (t, h, w) */
-    int num_attention_heads, attention_head_dim, in_channels, out_channels;
-    int text_dim, freq_dim, ffn_dim, num_layers;
-} wan_plan_config;
-
-/* Read c from a loaded transformer/config.json; INPUT errors name the file and key
- * (non-positive sizes; image_dim / added_kv_proj_dim / pos_embed_seq_len set: image-to-video
- * is not supported yet). */
-cpdit_status wan_plan_config_from(const model_config *mc, wan_plan_config *c, cpdit_error *err);
-
 /* Fill s from c and a request (sizes: multiples of 16; frames 4k + 1; INPUT errors where =
  * "width" / "height" / "frames" / "max_sequence_length"). family, key are left to the
  * caller. */
-cpdit_status wan_plan_shape(model_plan_shape *s, const wan_plan_config *c,
+cpdit_status wan_plan_shape(model_plan_shape *s, const wan_transformer_config *c,
                             const model_request *req, cpdit_error *err);
 
 /* The same from a folder (pipeline root or transformer folder). */
