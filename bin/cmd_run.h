@@ -28,6 +28,7 @@ typedef struct run_item_options {
     const char *vae_parallel;    /* the --vae-parallel word (NULL: not given) */
     int vae_tiling;              /* --vae-tiling: tiled decode on CP rank 0 (approximate) */
     int verbose;                 /* --verbose: a plain line per sampler step and per item */
+    const char *cache;           /* --cache SPEC (lib/pipeline/pipeline_cache.h); NULL: none */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);

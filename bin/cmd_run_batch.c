@@ -25,6 +25,7 @@ typedef struct batch_ctx {
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
     int verbose;
     unsigned long long item; /* index of the item being rendered (--verbose step lines) */
+    pipeline_cache_config cache; /* the manifest's `cache:` (or --cache) */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -61,7 +62,7 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length, 0};
+                           it->max_sequence_length, 0, c->cache};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);
@@ -94,6 +95,13 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
     times->read_step1_bytes = tm.read_step1_bytes;
     times->read_later_bytes = tm.steps > 1 ? tm.read_later_bytes : -1;
+    if (prm.cache.kind != PIPELINE_CACHE_NONE) {
+        pipeline_cache_describe(&prm.cache, times->cache_spec, sizeof times->cache_spec);
+        times->cache_full = tm.cache.full;
+        times->cache_cached = tm.cache.cached;
+        times->cache_saved_s = pipeline_cache_saved_s(&tm.cache);
+        snprintf(times->cache_steps, sizeof times->cache_steps, "%s", tm.cache.pattern);
+    }
     return st;
 }
 
@@ -205,6 +213,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     if (!st) {
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
+        c.cache = m->cache;
         c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         job_test_hold("open", rank);

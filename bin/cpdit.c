@@ -30,6 +30,7 @@ static const cli_command commands[] = {
      "                 [--weight-format native|fp32] [--weight-memory SIZE]\n"
      "                 [--no-weight-sharing] [--topology FILE]\n"
      "       (both forms) [--vae-parallel on|off|world] [--vae-tiling] [--verbose]\n"
+     "                 [--cache fbcache[:THRESHOLD]|taylorseer[:ORDER,INTERVAL]|none]\n"
      "\n"
      "Runs the FLUX.1 text-to-image pipeline on every rank of the MPI job (start it with\n"
      "srun or mpirun). Ranks form data-parallel groups of ring x ulysses context-parallel\n"

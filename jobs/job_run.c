@@ -663,6 +663,9 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
             sum->vae_s += groups[d].vae_s;
             sum->write_s += groups[d].write_s;
             sum->steps += (uint64_t)groups[d].steps;
+            sum->cache_full += (uint64_t)groups[d].cache_full;
+            sum->cache_cached += (uint64_t)groups[d].cache_cached;
+            sum->cache_saved_s += groups[d].cache_saved_s;
             sum->failed += (uint64_t)groups[d].failed;
             sum->left += (uint64_t)groups[d].left;
             sum->stopped |= groups[d].stopped != 0;

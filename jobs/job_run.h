@@ -120,6 +120,8 @@ typedef struct job_summary {
      * items without a measured phase do not add to it) */
     double text_s, sample_s, vae_s, write_s;
     uint64_t steps;
+    uint64_t cache_full, cache_cached; /* transformer forwards, full / from the cache */
+    double cache_saved_s;
 } job_summary;
 
 /* Run the batch (collective over world). summary may be NULL. Returns the same status on

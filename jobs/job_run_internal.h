@@ -20,6 +20,8 @@ typedef struct job_group_stats {
     double seconds;   /* leader's time spent on items */
     double text_s, sample_s, vae_s, write_s; /* leader's phase sums (job_item_times) */
     long long steps;
+    long long cache_full, cache_cached; /* forwards (job_item_times.cache_*) */
+    double cache_saved_s;
     cpdit_error error; /* when fatal */
 } job_group_stats;
 

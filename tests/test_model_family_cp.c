@@ -70,7 +70,7 @@ static cpdit_status forward_on(cpdit_model *m, const model_geometry *g, const cp
     f->shard_range(sh, &start, &len);
     const size_t n = (size_t)len * g->token_dim;
     float *vl = malloc((n + 1) * sizeof *vl);
-    const model_step step = {0, 0.5f, 0.5f, 3.5f};
+    const model_step step = {0, 0.5f, 0.5f, 3.5f, NULL};
     if (!vl)
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "test", "out of memory");
     if (!st)

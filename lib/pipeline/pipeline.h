@@ -22,6 +22,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
+#include "lib/pipeline/pipeline_cache.h"
 #include "kernels/backend.h"
 #include "lib/text/text_weights.h"
 
@@ -42,6 +43,7 @@ typedef struct pipeline_params {
     float true_cfg;              /* > 1 with a negative prompt: true classifier-free guidance */
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
     int frames;                  /* video frames of a video family; 0 = an image */
+    pipeline_cache_config cache; /* zero: none (every block of every step) */
 } pipeline_params;
 
 /* Called on CP rank 0 after each sampler step (step counts from 1); read_bytes: what this
@@ -66,6 +68,7 @@ typedef struct pipeline_timings {
      * (disk_reads.h); -1: the kernel does not say. Weights that fit the budget are made at
      * load, so the later steps read nothing; streamed ones may be read again at every step. */
     long long read_step1_bytes, read_later_bytes;
+    pipeline_cache_stats cache; /* forwards run in full / from the cache (zero: no cache) */
 } pipeline_timings;
 
 typedef struct pipeline_run {
