@@ -53,7 +53,7 @@ for spec in fbcache:0.2 taylorseer; do
     right=$(quick "$spec" --cache "$spec") || continue
     full=$(grep -o '"full":[0-9]*' "$work/q_$spec/index.jsonl" | awk -F: '{s += $2} END {print s + 0}')
     cached=$(grep -o '"cached":[0-9]*' "$work/q_$spec/index.jsonl" | awk -F: '{s += $2} END {print s + 0}')
-    ratio=$(awk -v f="$full" -v c="$cached" 'BEGIN {printf "%.3f", f > 0 ? (f + c) / f : 0}')
+    ratio=$(awk -v f="$full" -v c="$cached" 'BEGIN {printf "%.3f", (f > 0 ? (f + c) / f : 0)}')
     echo "quickstart $spec: $full full + $cached cached forwards (${ratio}x fewer full), colour check $right vs $right_off uncached"
     awk -v r="$ratio" -v m=$MIN_RATIO 'BEGIN {exit !(r >= m)}' ||
         { echo "FAIL: $spec: only ${ratio}x fewer full forwards"; fail=1; }
