@@ -241,8 +241,10 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
             snprintf(ranks, sizeof ranks, "%d", g);
         if (x->done + x->failed > 0)
             snprintf(per, sizeof per, "%.3f", x->seconds / (double)(x->done + x->failed));
-        fprintf(log, "%6d  %-13s %8lld %8lld %8lld %8lld %10s\n", g, ranks, x->todo, x->done,
-                x->failed, x->left, per);
+        fprintf(log, "%6d  %-13s %8lld %8lld %8lld %8lld %10s%s\n", g, ranks, x->todo, x->done,
+                x->failed, x->left, per,
+                x->cfg_partner ? "  (CFG partner of the group above: its negative prompts)"
+                               : "");
     }
     fprintf(log, "%6s  %-13d %8llu %8llu %8llu %8llu\n", "total", dp * cp_size,
             (unsigned long long)(s->done + s->failed + s->left), (unsigned long long)s->done,
