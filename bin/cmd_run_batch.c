@@ -110,6 +110,7 @@ static cpdit_status render_on(const job_item *it, const cp_grid *g, cpdit_comm *
         times->cache_full = tm.cache.full;
         times->cache_cached = tm.cache.cached;
         times->cache_saved_s = pipeline_cache_saved_s(&tm.cache);
+        times->cache_state_bytes = (long long)tm.cache.state_bytes;
         snprintf(times->cache_steps, sizeof times->cache_steps, "%s", tm.cache.pattern);
     }
     c->cfg_comm = NULL;

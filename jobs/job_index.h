@@ -74,6 +74,7 @@ typedef struct job_item_times {
     char cache_spec[32];
     int cache_full, cache_cached;
     double cache_saved_s;
+    long long cache_state_bytes; /* the cache's memory on the leader (its rows only) */
     char cache_steps[520];
 } job_item_times;
 
