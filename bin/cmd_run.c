@@ -133,6 +133,7 @@ int cmd_run(int argc, char **argv)
         {"verbose", no_argument, 0, 'v'},
         {"frames", required_argument, 0, 'f'},   {"fps", required_argument, 0, 'r'},
         {"flow-shift", required_argument, 0, 'w'}, {"format", required_argument, 0, 'O'},
+        {"cache", required_argument, 0, 'k'},
         {0, 0, 0, 0}};
     int check = 0, status = 0, dp = 0, item_only = 0, output_given = 0;
     run_item_options o;
@@ -170,6 +171,15 @@ int cmd_run(int argc, char **argv)
         case 'a': o.anything = 1; break;
         case 'X': o.vae_tiling = 1; break;
         case 'v': o.verbose = 1; break;
+        case 'k': {
+            pipeline_cache_config cc;
+            cpdit_error cerr;
+            cpdit_error_clear(&cerr);
+            if (pipeline_cache_parse(optarg, "--cache", &cc, &cerr))
+                return cli_usage_error(SUB, "--cache: %s", cerr.what);
+            o.cache = optarg;
+            break;
+        }
         case 'V':
             if (manifest_vae_parallel_from_name(optarg) < 0)
                 return cli_usage_error(SUB, "--vae-parallel: '%s'; use on, off or world",
@@ -218,6 +228,7 @@ int cmd_run(int argc, char **argv)
             ov.anything = 1;
         ov.vae_tiling = o.vae_tiling;
         ov.vae_parallel = o.vae_parallel;
+        ov.cache = o.cache;
         if (check)
             return check_batch(argv[optind], &ov);
         if (status) {

@@ -36,6 +36,7 @@ typedef struct run_item_options {
     double flow_shift;           /* --flow-shift S */
     const char *video_format;    /* --format mp4|webp|png-frames */
     int is_video;                /* set by run_item_model_defaults: the model makes videos */
+    const char *cache;           /* --cache SPEC (lib/pipeline/pipeline_cache.h); NULL: none */
 } run_item_options;
 
 void run_item_defaults(run_item_options *o);

@@ -13,6 +13,7 @@
 #include "bin/cmd_run.h"
 #include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
+#include "lib/cp/comm.h"
 #include "topology/cost_model.h"
 #include "topology/grid_choice.h"
 
@@ -25,6 +26,8 @@ typedef struct batch_ctx {
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
     int verbose;
     unsigned long long item; /* index of the item being rendered (--verbose step lines) */
+    pipeline_cache_config cache; /* the manifest's `cache:` (or --cache) */
+    cpdit_comm *cfg_comm; /* CFG pair of the item being rendered (NULL: none) */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -32,7 +35,12 @@ typedef struct batch_ctx {
 static int stop_poll(void *ctx)
 {
     batch_ctx *c = ctx;
-    return job_stop_agreed(c->grid);
+    long long stop = job_stop_agreed(c->grid); /* the same on every rank of the group */
+    cpdit_error err;
+    if (c->cfg_comm && /* and over the pair: both groups stop at the same step */
+        cpdit_comm_allreduce(c->cfg_comm, &stop, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &err))
+        return 1;
+    return stop != 0;
 }
 
 static void progress_tty(int step, int steps, double seconds, long long read_bytes,
@@ -55,13 +63,14 @@ static void progress_tty(int step, int steps, double seconds, long long read_byt
         fputs("\r                                   \r", stderr);
 }
 
-static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
-                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
+/* One item on this group; cfg_comm: its CFG pair (pipeline_run.cfg_comm), or NULL. */
+static cpdit_status render_on(const job_item *it, const cp_grid *g, cpdit_comm *cfg_comm,
+                              uint8_t **rgb, int *w, int *h, job_item_times *times,
+                              batch_ctx *c, cpdit_error *err)
 {
-    batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length, 0, 0.0};
+                           it->max_sequence_length, 0, 0.0, c->cache};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);
@@ -73,7 +82,9 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     run.progress = progress_tty;
     run.should_stop = stop_poll;
     run.ctx = c;
+    run.cfg_comm = cfg_comm;
     c->grid = g;
+    c->cfg_comm = cfg_comm;
     if (c->dump) {
         snprintf(dump, sizeof dump, "%s/%05llu", c->dump, (unsigned long long)it->index);
         run.dump_dir = dump;
@@ -94,7 +105,32 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
     times->read_step1_bytes = tm.read_step1_bytes;
     times->read_later_bytes = tm.steps > 1 ? tm.read_later_bytes : -1;
+    if (prm.cache.kind != PIPELINE_CACHE_NONE) {
+        pipeline_cache_describe(&prm.cache, times->cache_spec, sizeof times->cache_spec);
+        times->cache_full = tm.cache.full;
+        times->cache_cached = tm.cache.cached;
+        times->cache_saved_s = pipeline_cache_saved_s(&tm.cache);
+        times->cache_state_bytes = (long long)tm.cache.state_bytes;
+        snprintf(times->cache_steps, sizeof times->cache_steps, "%s", tm.cache.pattern);
+    }
+    c->cfg_comm = NULL;
     return st;
+}
+
+static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
+                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
+{
+    return render_on(it, g, NULL, rgb, w, h, times, ctx, err);
+}
+
+/* CFG pairs (job_runner_hooks.render_pair): this group's branch, the velocities swapped with
+ * the partner group every step; only cfg_rank 0's leader gets the image. */
+static cpdit_status render_pair(const job_item *it, const cp_grid *g, cpdit_comm *cfg_comm,
+                                int cfg_rank, uint8_t **rgb, int *w, int *h,
+                                job_item_times *times, void *ctx, cpdit_error *err)
+{
+    (void)cfg_rank; /* the pipeline reads it from cfg_comm */
+    return render_on(it, g, cfg_comm, rgb, w, h, times, ctx, err);
 }
 
 /* Lockstep rounds (--vae-parallel world): a group without an item in this round joins the
@@ -205,6 +241,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     if (!st) {
         c.attn.anything = m->parallel.anything;
         c.vae_tiling = m->vae_tiling;
+        c.cache = m->cache;
         c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */
         job_test_hold("open", rank);
@@ -237,6 +274,8 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.vae = vae_word(&c);
         if (c.vae_world)
             hooks.idle_round = idle_round;
+        else if (m->base.true_cfg > 1.0 && m->base.negative_prompt)
+            hooks.render_pair = render_pair; /* CFG pairs on an even number of groups */
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }

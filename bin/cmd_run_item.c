@@ -160,6 +160,13 @@ static cpdit_status write_and_report(const run_item_options *o, pipeline *p,
                 "%.3f s (CLIP %.3f, T5 %.3f; the next layer on a helper thread), the "
                 "forwards waited %.3f s for them\n", cs.create_s + ts.create_s,
                 cs.create_s, ts.create_s, cs.stall_s + ts.stall_s);
+    if (!st && prm->cache.kind != PIPELINE_CACHE_NONE) {
+        char spec[64];
+        pipeline_cache_describe(&prm->cache, spec, sizeof spec);
+        fprintf(stderr, "cpdit: cache %s: %d forwards full, %d cached, saved %.3f s, state "
+                "%zu bytes per rank, steps %s\n", spec, tm.cache.full, tm.cache.cached,
+                pipeline_cache_saved_s(&tm.cache), tm.cache.state_bytes, tm.cache.pattern);
+    }
     if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
         fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, later steps %lld bytes\n",
                 tm.read_step1_bytes, tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
@@ -263,7 +270,9 @@ int run_item(const run_item_options *o_given)
         fprintf(stderr, "cpdit: model loaded in %.3f s\n", MPI_Wtime() - t_open);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
                            o->steps, o->guidance, o->true_cfg, o->max_sequence_length,
-                           o->is_video ? o->frames : 0, o->flow_shift};
+                           o->is_video ? o->frames : 0, o->flow_shift, {0}};
+    if (!st && o->cache) /* checked by the option parser */
+        st = pipeline_cache_parse(o->cache, "--cache", &prm.cache, &err);
     if (!st) {
         if (!prm.steps)
             prm.steps = pipeline_default_steps(p);
@@ -328,6 +337,9 @@ int run_item(const run_item_options *o_given)
     }
     if (!st && (g->dp_index == 0 || (cfg_comm && g->dp_index == 1))) {
         st = cli_end_job_if_broken(pipeline_generate(p, &prm, &run, &rgb, &err), &err);
+        if (!st && o->verbose && prm.cache.kind != PIPELINE_CACHE_NONE) /* decisions per rank */
+            fprintf(stderr, "cpdit: rank %d (group %d, CP rank %d) cache steps %s\n", rank,
+                    g->dp_index, g->cp_rank, tm.cache.pattern);
         if (video.failed && st) /* the writer's own reason */
             err = verr;
         if (o->is_video && writer)

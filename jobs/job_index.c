@@ -48,6 +48,10 @@ void job_item_times_clear(job_item_times *t)
     t->text_s = t->sample_s = t->step_max_s = t->vae_load_s = t->vae_s = t->write_s = -1.0;
     t->steps = -1;
     t->read_step1_bytes = t->read_later_bytes = -1;
+    t->cache_spec[0] = t->cache_steps[0] = 0;
+    t->cache_full = t->cache_cached = 0;
+    t->cache_saved_s = 0.0;
+    t->cache_state_bytes = 0;
 }
 
 static json_t *seconds_or_null(double s)
@@ -123,6 +127,14 @@ char *job_index_line_timed(const job_item *item, const job_grid_info *grid, doub
     if (times) {
         json_t *t = times_object(times);
         bad |= !t || json_object_set_new(o, "times", t);
+    }
+    if (times && times->cache_spec[0]) {
+        json_t *c = json_pack("{s:s,s:i,s:i,s:f,s:I,s:s}", "spec", times->cache_spec, "full",
+                              times->cache_full, "cached", times->cache_cached, "saved_s",
+                              times->cache_saved_s, "state_bytes",
+                              (json_int_t)times->cache_state_bytes, "steps",
+                              times->cache_steps);
+        bad |= !c || json_object_set_new(o, "cache", c);
     }
     bad |= json_object_set_new(o, "file", json_string(item->file));
     bad |= json_object_set_new(o, "status", json_string(error ? "failed" : "ok"));

@@ -69,6 +69,13 @@ typedef struct job_item_times {
     /* bytes the leader read from storage during step 1 / the later steps (pipeline_timings;
      * printed in the item's log line, not written to the index); -1: not measured */
     long long read_step1_bytes, read_later_bytes;
+    /* the cache (lib/pipeline/pipeline_cache.h), written as "cache":{"spec":"fbcache:0.05",
+     * "full":8,"cached":12,"saved_s":0.4,"steps":"FFFCC..."}; spec "" = none (no key) */
+    char cache_spec[32];
+    int cache_full, cache_cached;
+    double cache_saved_s;
+    long long cache_state_bytes; /* the cache's memory on the leader (its rows only) */
+    char cache_steps[520];
 } job_item_times;
 
 /* Every field "not measured". */

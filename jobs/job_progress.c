@@ -189,6 +189,9 @@ void job_times_add(job_group_stats *gs, const job_item_times *t)
     gs->vae_s += (t->vae_s > 0 ? t->vae_s : 0.0) + (t->vae_load_s > 0 ? t->vae_load_s : 0.0);
     gs->write_s += t->write_s > 0 ? t->write_s : 0.0;
     gs->steps += t->steps > 0 ? t->steps : 0;
+    gs->cache_full += t->cache_full;
+    gs->cache_cached += t->cache_cached;
+    gs->cache_saved_s += t->cache_saved_s;
 }
 
 void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
@@ -212,6 +215,10 @@ void job_print_item_times(FILE *log, const job_item *x, const job_item_times *t,
             t->sample_s > 0 ? t->sample_s : 0.0,
             t->steps > 0 ? t->sample_s / t->steps : 0.0, t->step_max_s > 0 ? t->step_max_s : 0.0,
             vae, t->write_s > 0 ? t->write_s : 0.0, reads);
+    if (t->cache_spec[0])
+        fprintf(log, "[cpdit] item %llu cache %s: %d forwards full, %d cached, saved %.3f s, "
+                "steps %s\n", (unsigned long long)x->index, t->cache_spec, t->cache_full,
+                t->cache_cached, t->cache_saved_s, t->cache_steps);
     fflush(log);
 }
 
@@ -234,8 +241,10 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
             snprintf(ranks, sizeof ranks, "%d", g);
         if (x->done + x->failed > 0)
             snprintf(per, sizeof per, "%.3f", x->seconds / (double)(x->done + x->failed));
-        fprintf(log, "%6d  %-13s %8lld %8lld %8lld %8lld %10s\n", g, ranks, x->todo, x->done,
-                x->failed, x->left, per);
+        fprintf(log, "%6d  %-13s %8lld %8lld %8lld %8lld %10s%s\n", g, ranks, x->todo, x->done,
+                x->failed, x->left, per,
+                x->cfg_partner ? "  (CFG partner of the group above: its negative prompts)"
+                               : "");
     }
     fprintf(log, "%6s  %-13d %8llu %8llu %8llu %8llu\n", "total", dp * cp_size,
             (unsigned long long)(s->done + s->failed + s->left), (unsigned long long)s->done,
@@ -254,6 +263,15 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
                 "vae %.3f s, write %.3f s\n", (unsigned long long)(s->done + s->failed),
                 s->text_s / n, s->sample_s / n, s->steps ? s->sample_s / (double)s->steps : 0.0,
                 s->vae_s / n, s->write_s / n);
+    }
+    if (m->cache.kind != PIPELINE_CACHE_NONE && s->cache_full + s->cache_cached > 0) {
+        char spec[64];
+        pipeline_cache_describe(&m->cache, spec, sizeof spec);
+        fprintf(log, "cache %s: %llu transformer forwards in full, %llu from the cache "
+                "(%.2fx fewer full ones), %.3f s saved\n", spec,
+                (unsigned long long)s->cache_full, (unsigned long long)s->cache_cached,
+                s->cache_full ? (double)(s->cache_full + s->cache_cached) / s->cache_full
+                              : 0.0, s->cache_saved_s);
     }
     if (s->stopped)
         fprintf(log, "stopped by %s: %llu items left for the next run (exit %d: requeue)\n",

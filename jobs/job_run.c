@@ -100,17 +100,6 @@ static void remove_created_folders(const char *dir, size_t created)
     free(p);
 }
 
-/* What expand() hands back. */
-typedef struct job_plan {
-    job_item *mine; /* this group's items that are not done yet, in index order */
-    size_t n_mine, cap_mine;
-    uint64_t n_items, already_done; /* n_items: the whole manifest; already_done: share */
-    uint64_t n_share;               /* items of this run's share (all without an array) */
-    job_resume_stats resume; /* rank 0 */
-    int temp_removed;        /* rank 0 */
-    off_t index_size;        /* rank 0: the index's size before any group appends */
-} job_plan;
-
 static void plan_free(job_plan *p)
 {
     for (size_t i = 0; i < p->n_mine; i++)
@@ -287,8 +276,11 @@ static void start_failed(const char *dir, job_lock **lock, size_t created)
  * rank, find the done items (rank 0) and keep this group's remaining items. Collective. */
 static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
                            const job_slurm_info *sl, const char *index_name, job_lock **lock,
-                           job_plan *plan, cpdit_error *err)
+                           const job_cfg_pair *pair, job_plan *plan, cpdit_error *err)
 {
+    /* CFG pairs: both groups of pair j take the items of pair j */
+    const int units = pair->on ? g->dp / 2 : g->dp;
+    const int unit = pair->on ? g->dp_index / 2 : g->dp_index;
     int rank = g->world_rank;
     job_resume *res = NULL;
     temp_list temps;
@@ -346,7 +338,7 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
         if (!job_slurm_in_share(sl, x->index))
             continue; /* another array task's */
         plan->n_share++;
-        if (job_assign_group(x->index / (uint64_t)sl->shares, g->dp) == g->dp_index)
+        if (job_assign_group(x->index / (uint64_t)sl->shares, units) == unit)
             st = keep_item(plan, x, err);
         if (rank != 0 || rank0_st)
             continue;
@@ -439,161 +431,6 @@ static cpdit_status expand(const manifest *m, MPI_Comm world, const cp_grid *g,
     return st;
 }
 
-/* ---------------------------------------------------------------- one item (the leader) */
-/* Write the PNG and the index line of a rendered item, or the "failed" line. Returns 0 done,
- * 1 failed, -1 when its line could not be appended to the index (then *fatal gets the error,
- * and the item counts as neither done nor failed: nothing recorded it). */
-static int leader_record(const manifest *m, const job_item *x, const job_grid_info *gi,
-                         const uint8_t *rgb, int w, int h, const char *failure, double t0,
-                         job_item_times *times, const char *index_path, cpdit_status *fatal,
-                         cpdit_error *fatal_err)
-{
-    const double t_write = job_now();
-    char reason[REASON_MAX];
-    const char *error = failure;
-    if (!failure) {
-        char seed[NUM_TEXT], steps[NUM_TEXT], guidance[NUM_TEXT], index[NUM_TEXT], sw[NUM_TEXT];
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->seed);
-        snprintf(steps, sizeof steps, "%d", x->steps);
-        snprintf(guidance, sizeof guidance, "%g", x->guidance);
-        snprintf(index, sizeof index, "%llu", (unsigned long long)x->index);
-        snprintf(sw, sizeof sw, "cpdit %s", cpdit_version_string());
-        cpdit_png_text text[8] = {{"prompt", x->prompt}, {"seed", seed},
-                                  {"steps", steps},      {"guidance", guidance},
-                                  {"model", m->model},   {"index", index},
-                                  {"Software", sw},      {"negative_prompt", x->negative_prompt}};
-        int n_text = x->negative_prompt ? 8 : 7;
-        char *path = job_path_join(m->output_dir, x->file);
-        cpdit_error perr;
-        cpdit_error_clear(&perr);
-        if (!path)
-            cpdit_error_set(&perr, CPDIT_ERR_RUNTIME, x->file, "out of memory");
-        else
-            cpdit_png_write_rgb8(path, rgb, w, h, text, n_text, &perr);
-        free(path);
-        if (perr.status) {
-            snprintf(reason, sizeof reason, "writing the PNG: %s%s%s", perr.where,
-                     perr.where[0] ? ": " : "", perr.what);
-            error = reason;
-        }
-    }
-    if (!failure)
-        times->write_s = job_now() - t_write;
-    size_t len;
-    char *line = job_index_line_timed(x, gi, job_now() - t0, times, error, &len);
-    cpdit_status st = line ? job_index_append(index_path, line, len, fatal_err)
-                           : cpdit_error_set(fatal_err, CPDIT_ERR_RUNTIME, index_path,
-                                             "out of memory");
-    free(line);
-    if (st) {
-        *fatal = st;
-        return -1;
-    }
-    return error ? 1 : 0;
-}
-
-/* Render every remaining item of this group (step 4). With hooks->idle_round, in lockstep
- * rounds over the world (job_run.h): a group never leaves the loop alone (a stop or a fatal
- * error is carried to the next round's world agreement instead), and a group whose items are
- * done idles through the remaining rounds. */
-static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm world,
-                      cp_grid *g, const job_slurm_info *sl, const char *node,
-                      const job_plan *plan, const char *index_path, job_progress *progress,
-                      job_group_stats *gs)
-{
-    job_grid_info gi = {g->dp, g->ring, g->ulysses, sl, node, hooks->grid_reason, hooks->vae};
-    cpdit_status fatal = CPDIT_OK;
-    const int lockstep = hooks->idle_round != NULL;
-    long long rounds = (long long)plan->n_mine;
-    if (lockstep)
-        MPI_Allreduce(MPI_IN_PLACE, &rounds, 1, MPI_LONG_LONG, MPI_MAX, world);
-    for (long long k = 0; k < rounds; k++) {
-        long long flags[2] = {job_stop_requested() || gs->stopped,
-                              fatal ? fatal : gs->fatal};
-        if (lockstep) {
-            MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_LONG_LONG, MPI_MAX, world);
-            if (flags[1]) { /* the failing group reports it; the others just end */
-                if (fatal && !gs->fatal)
-                    gs->fatal = fatal;
-                break;
-            }
-        } else if (g->cp_size > 1 &&
-                   cpdit_comm_allreduce(g->cp, flags, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX,
-                                        &gs->error)) {
-            flags[1] = fatal = CPDIT_ERR_RUNTIME;
-        }
-        if (flags[1]) {
-            gs->fatal = flags[1];
-            break;
-        }
-        if (flags[0]) {
-            gs->stopped = 1;
-            break;
-        }
-        if ((size_t)k >= plan->n_mine) { /* lockstep: this group has no item in this round */
-            hooks->idle_round(g, hooks->ctx);
-            continue;
-        }
-        const job_item *x = &plan->mine[k];
-        double t0 = job_now();
-        cpdit_error ierr;
-        cpdit_error_clear(&ierr);
-        uint8_t *rgb = NULL;
-        int w = 0, h = 0;
-        job_item_times tm;
-        job_item_times_clear(&tm);
-        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
-        if (!rs && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
-            rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
-        /* agree: the lowest failing cp rank (as -rank under MAX), and a stop request */
-        long long v[2] = {rs ? -(long long)g->cp_rank : -(long long)g->cp_size,
-                          job_stop_requested()};
-        if (g->cp_size > 1 &&
-            cpdit_comm_allreduce(g->cp, v, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error)) {
-            free(rgb);
-            gs->fatal = CPDIT_ERR_RUNTIME;
-            if (lockstep) /* the next round's agreement ends the run for every group */
-                continue;
-            break;
-        }
-        int first_fail = (int)-v[0];
-        char reason[REASON_MAX];
-        if (first_fail < g->cp_size) {
-            if (g->cp_size > 1)
-                cpdit_comm_bcast(g->cp, &ierr, sizeof ierr, first_fail, &gs->error);
-            free(rgb);
-            rgb = NULL;
-            if (v[1]) { /* interrupted by a stop: left for the next run */
-                gs->stopped = 1;
-                if (lockstep) /* the next round's agreement stops every group */
-                    continue;
-                break;
-            }
-            snprintf(reason, sizeof reason, "%s%s%s", ierr.where, ierr.where[0] ? ": " : "",
-                     ierr.what);
-        }
-        if (g->cp_rank == 0) {
-            if (first_fail >= g->cp_size)
-                job_test_hold("write", g->world_rank);
-            int r = leader_record(m, x, &gi, rgb, w, h,
-                                  first_fail < g->cp_size ? reason : NULL, t0, &tm,
-                                  index_path, &fatal, &gs->error);
-            gs->failed += r == 1;
-            gs->done += r == 0;
-            gs->seconds += job_now() - t0;
-            job_times_add(gs, &tm);
-            if (hooks->verbose)
-                job_print_item_times(hooks->log ? hooks->log : stderr, x, &tm,
-                                     job_now() - t0, r);
-        }
-        free(rgb);
-        if (progress)
-            job_progress_poll(progress, 0);
-    }
-    if (fatal)
-        gs->fatal = fatal;
-}
-
 /* ---------------------------------------------------------------- the end */
 /* Rank 0: the runner's own record of a stop, which the sbatch script requeues on even when
  * the launcher's exit code does not say 3 (mpirun returns 1 when it was signalled). */
@@ -657,14 +494,19 @@ static cpdit_status finish(const manifest *m, MPI_Comm world, const cp_grid *g,
                 groups[d].stopped |= y->stopped;
             }
             groups[d].left = groups[d].todo - groups[d].done - groups[d].failed;
-            sum->done += (uint64_t)groups[d].done;
-            sum->text_s += groups[d].text_s;
-            sum->sample_s += groups[d].sample_s;
-            sum->vae_s += groups[d].vae_s;
-            sum->write_s += groups[d].write_s;
-            sum->steps += (uint64_t)groups[d].steps;
-            sum->failed += (uint64_t)groups[d].failed;
-            sum->left += (uint64_t)groups[d].left;
+            sum->cache_full += (uint64_t)groups[d].cache_full;
+            sum->cache_cached += (uint64_t)groups[d].cache_cached;
+            sum->cache_saved_s += groups[d].cache_saved_s;
+            if (!groups[d].cfg_partner) { /* a partner's items are its first group's */
+                sum->done += (uint64_t)groups[d].done;
+                sum->text_s += groups[d].text_s;
+                sum->sample_s += groups[d].sample_s;
+                sum->vae_s += groups[d].vae_s;
+                sum->write_s += groups[d].write_s;
+                sum->steps += (uint64_t)groups[d].steps;
+                sum->failed += (uint64_t)groups[d].failed;
+                sum->left += (uint64_t)groups[d].left;
+            }
             sum->stopped |= groups[d].stopped != 0;
             if (groups[d].fatal && !st) {
                 st = (cpdit_status)groups[d].fatal;
@@ -729,9 +571,15 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     st = job_agree_status(world, index_path ? CPDIT_OK
                                             : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "job_run",
                                                               "out of memory"), err);
+    job_cfg_pair pair;
     if (!st)
-        st = expand(m, world, g, &sl, index_name, &lock, &plan, err);
+        st = job_cfg_pair_open(hooks, g, world, &pair, err);
+    else
+        memset(&pair, 0, sizeof pair), pair.both = MPI_COMM_NULL;
+    if (!st)
+        st = expand(m, world, g, &sl, index_name, &lock, &pair, &plan, err);
     if (st) {
+        job_cfg_pair_close(&pair);
         job_lock_release(lock);
         free(index_path);
         job_stop_uninstall();
@@ -793,7 +641,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     job_stop_watch_file(request_path);
     free(request_path);
     job_stop_relay_begin(world); /* a stop seen by any rank reaches every group */
-    run_group(m, hooks, world, g, &sl, node, &plan, leader_index, pp, &gs);
+    job_run_group(m, hooks, world, g, &sl, node, &plan, &pair, leader_index, pp, &gs);
     job_stop_relay_end();
     job_stop_watch_file(NULL);
     if (leader_index != index_path)
@@ -802,6 +650,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                 hooks->grid_reason, &sl, g->world_rank == 0 ? lock : NULL, err);
 
     plan_free(&plan);
+    job_cfg_pair_close(&pair);
     free(index_path);
     job_stop_uninstall();
     cp_grid_destroy(g);

@@ -78,6 +78,16 @@ typedef cpdit_status (*job_render_fn)(const job_item *item, const cp_grid *g, ui
                                       int *w, int *h, job_item_times *times, void *ctx,
                                       cpdit_error *err);
 
+/* CFG-parallel inside a batch: render one item with true CFG on a pair of groups in lockstep.
+ * Called on every rank of both groups with the same item; cfg_comm joins this rank with the
+ * rank of the same CP coordinates in the other group; cfg_rank 0 computes the prompt's branch
+ * and its leader returns the image, cfg_rank 1 the negative prompt's (no image). */
+struct cpdit_comm;
+typedef cpdit_status (*job_render_pair_fn)(const job_item *item, const cp_grid *g,
+                                           struct cpdit_comm *cfg_comm, int cfg_rank,
+                                           uint8_t **rgb, int *w, int *h, job_item_times *times,
+                                           void *ctx, cpdit_error *err);
+
 /* Pick degrees for `parallel: auto` (called on rank 0 only; the answer is broadcast). */
 typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, int *dp,
                                            int *ring, int *ulysses, void *ctx,
@@ -102,6 +112,13 @@ typedef struct job_runner_hooks {
      * that render_item may contain a collective over the world (one per round). */
     void (*idle_round)(const cp_grid *g, void *ctx);
     const char *vae; /* NULL, or how images are decoded, for the index line ("grid":{"vae"}) */
+    /* NULL, or CFG PAIRS: on an even number of groups (and without idle_round), groups 2j and
+     * 2j + 1 take the same items (item i to pair i mod dp/2) and render each item with true
+     * CFG together through render_pair (the first group writes its PNG and index line; both
+     * report their time per item in the summary); an item without true CFG is rendered by
+     * the first group alone (render_item) while the second waits. Stop and failure are agreed
+     * over both groups before each item, so resume and stop work as without pairs. */
+    job_render_pair_fn render_pair;
 } job_runner_hooks;
 
 typedef struct job_summary {
@@ -120,6 +137,8 @@ typedef struct job_summary {
      * items without a measured phase do not add to it) */
     double text_s, sample_s, vae_s, write_s;
     uint64_t steps;
+    uint64_t cache_full, cache_cached; /* transformer forwards, full / from the cache */
+    double cache_saved_s;
 } job_summary;
 
 /* Run the batch (collective over world). summary may be NULL. Returns the same status on

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "jobs/job_run.h"
+#include "jobs/job_slurm.h"
 
 /* One group's result, sent by every rank to rank 0 at the end (only leaders' count). */
 typedef struct job_group_stats {
@@ -20,8 +21,47 @@ typedef struct job_group_stats {
     double seconds;   /* leader's time spent on items */
     double text_s, sample_s, vae_s, write_s; /* leader's phase sums (job_item_times) */
     long long steps;
+    long long cache_full, cache_cached; /* forwards (job_item_times.cache_*) */
+    long long cfg_partner; /* 1: the second group of a CFG pair (its items are its partner's:
+                              not counted again in the totals) */
+    double cache_saved_s;
     cpdit_error error; /* when fatal */
 } job_group_stats;
+
+/* What expand() hands back. */
+typedef struct job_plan {
+    job_item *mine; /* this group's items that are not done yet, in index order */
+    size_t n_mine, cap_mine;
+    uint64_t n_items, already_done; /* n_items: the whole manifest; already_done: share */
+    uint64_t n_share;               /* items of this run's share (all without an array) */
+    job_resume_stats resume; /* rank 0 */
+    int temp_removed;        /* rank 0 */
+    off_t index_size;        /* rank 0: the index's size before any group appends */
+} job_plan;
+
+struct job_progress;
+
+/* The CFG pair of a run with hooks->render_pair on an even number of groups (job_run_group.c):
+ * groups 2j and 2j + 1 render the same items, the first the prompt's branch (and writes), the
+ * second the negative prompt's. NULL comms without pairs. */
+typedef struct job_cfg_pair {
+    int on;
+    int role;            /* 0: the writing group, 1: its partner (dp_index % 2) */
+    MPI_Comm both;       /* the pair's 2 x cp_size ranks */
+    struct cpdit_comm *cfg; /* this rank and its partner of the same CP coordinates */
+} job_cfg_pair;
+
+/* Pairs when hooks ask for them and the grid has an even number >= 2 of groups, without
+ * lockstep rounds; collective over world. p->on 0 otherwise. */
+cpdit_status job_cfg_pair_open(const job_runner_hooks *hooks, const cp_grid *g, MPI_Comm world,
+                               job_cfg_pair *p, cpdit_error *err);
+void job_cfg_pair_close(job_cfg_pair *p);
+
+/* Render every remaining item of this group (job_run_group.c). */
+void job_run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm world,
+                   cp_grid *g, const job_slurm_info *sl, const char *node,
+                   const job_plan *plan, const job_cfg_pair *pair, const char *index_path,
+                   struct job_progress *progress, job_group_stats *gs);
 
 /* Rank 0's progress: it counts the lines other groups append to the index files (the index
  * is the one place every group writes), so it needs no messages from them. The files are the

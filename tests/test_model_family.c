@@ -146,7 +146,7 @@ static void test_forward(cpdit_model *m, const model_geometry *g)
     if (x && v1 && v2 && all) {
         for (size_t i = 0; i < n; i++)
             x[i] = sinf((float)i * 0.37f);
-        const model_step step = {0, 1.0f, 1.0f, 3.5f};
+        const model_step step = {0, 1.0f, 1.0f, 3.5f, NULL};
         CHECK(f->forward(m, sh, 0, x, &step, v1, &err) == CPDIT_OK);
         CHECK(f->forward(m, sh, 0, x, &step, v2, &err) == CPDIT_OK);
         CHECK(memcmp(v1, v2, n * sizeof *v1) == 0);

@@ -12,6 +12,9 @@
  * tokens unchanged. unpack(pack(x)) == x exactly. Wan: unpack(the interface's velocity) equals
  * the transformer's own output put back by wan_unpatchify within 1e-6 (the family reorders
  * each token from proj_out's (kt, kh, kw, c) to the latents' (c, kt, kh, kw)).
+ * Block hooks (model_hooks.h, what the caches use), on every grid: hooks that only look
+ * change nothing (bitwise); skipping every block with the hN they saw gives the same v within
+ * 1e-6; skipping after the first block with h1 + (hN - h1) within 1e-5.
  */
 #include <math.h>
 #include <mpi.h>
@@ -27,6 +30,54 @@
 #include "tests/test_util.h"
 
 #define TOL_CP 1e-5
+#define TOL_SKIP_ALL 1e-6  /* the output layer on the same hN (an fp32 round trip) */
+#define TOL_SKIP_HEAD 1e-5 /* h1 + (hN - h1): one rounding per value */
+
+/* A test cache: records h1 and hN, then replays them. */
+typedef enum { HOOK_RECORD, HOOK_SKIP_ALL, HOOK_SKIP_HEAD } hook_mode;
+typedef struct test_hook {
+    hook_mode mode;
+    float *buf, *h1, *hn;
+    size_t n;
+    int calls[3];
+} test_hook;
+
+static float *th_buffer(void *ctx, long long rows, int dim)
+{
+    test_hook *t = ctx;
+    const size_t n = (size_t)rows * dim;
+    if (!t->buf) {
+        t->n = n;
+        t->buf = malloc((n + 1) * sizeof(float));
+        t->h1 = malloc((n + 1) * sizeof(float));
+        t->hn = malloc((n + 1) * sizeof(float));
+    }
+    return t->n == n && t->h1 && t->hn ? t->buf : NULL;
+}
+
+static cpdit_status th_at(void *ctx, model_hook_point point, model_hidden *hs, int *skip,
+                          cpdit_error *err)
+{
+    test_hook *t = ctx;
+    (void)err;
+    t->calls[point]++;
+    *skip = 0;
+    const size_t n = (size_t)hs->rows * hs->dim;
+    if (t->mode == HOOK_RECORD && point == MODEL_HOOK_HEAD)
+        memcpy(t->h1, hs->h, n * sizeof(float));
+    if (t->mode == HOOK_RECORD && point == MODEL_HOOK_TAIL)
+        memcpy(t->hn, hs->h, n * sizeof(float));
+    if (t->mode == HOOK_SKIP_ALL && point == MODEL_HOOK_EMBEDDED) {
+        memcpy(hs->h, t->hn, n * sizeof(float));
+        *skip = 1;
+    }
+    if (t->mode == HOOK_SKIP_HEAD && point == MODEL_HOOK_HEAD) {
+        for (size_t i = 0; i < n; i++)
+            hs->h[i] += t->hn[i] - t->h1[i];
+        *skip = 1;
+    }
+    return CPDIT_OK;
+}
 #define TEXT_SEED 11u
 
 /* Fixed values in [-1, 1). */
@@ -55,7 +106,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 /* One forward of the whole (grid NULL) or of this rank's share, gathered into v (S, dim). */
 static cpdit_status forward_on(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
                                const model_text *const *texts, const float *x, float *v,
-                               cpdit_error *err)
+                               const model_block_hooks *hooks, cpdit_error *err)
 {
     const model_family *f = m->family;
     cp_attention_config attn;
@@ -70,7 +121,7 @@ static cpdit_status forward_on(cpdit_model *m, const model_geometry *g, const cp
     f->shard_range(sh, &start, &len);
     const size_t n = (size_t)len * g->token_dim;
     float *vl = malloc((n + 1) * sizeof *vl);
-    const model_step step = {0, 0.5f, 0.5f, 3.5f};
+    const model_step step = {0, 0.5f, 0.5f, 3.5f, hooks};
     if (!vl)
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "test", "out of memory");
     if (!st)
@@ -104,7 +155,7 @@ static void check_wan_order(const char *dir, const model_geometry *g, const floa
                             g->latent_w / g->patch_w);
         fill(txt, (size_t)g->text_tokens * c->text_dim, TEXT_SEED); /* = text_synthetic's */
         const float t = 0.5f;
-        const wan_inputs in = {1, (int)S, x, pos, &t, g->text_tokens, txt};
+        const wan_inputs in = {1, (int)S, x, pos, &t, g->text_tokens, txt, NULL};
         CHECK(wan_transformer_forward(tr, NULL, NULL, &in, out, &err) == CPDIT_OK);
         wan_unpatchify(want, out, 1, c->out_channels, g->latent_frames, g->latent_h,
                        g->latent_w, g->patch_t, g->patch_h, g->patch_w);
@@ -118,6 +169,45 @@ static void check_wan_order(const char *dir, const model_geometry *g, const floa
     free(want);
     free(got);
     wan_transformer_close(tr);
+}
+
+/* The hooks on grid (NULL: one rank) against want, the plain forward there (S, token_dim). */
+static void check_hooks(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
+                        const model_text *const *texts, const float *x, const float *want,
+                        const char *what)
+{
+    const size_t n = (size_t)g->tokens * g->token_dim;
+    float *v = malloc(n * sizeof *v);
+    test_hook t;
+    memset(&t, 0, sizeof t);
+    model_block_hooks hk = {&t, MODEL_HOOK_BIT(MODEL_HOOK_EMBEDDED) |
+                                    MODEL_HOOK_BIT(MODEL_HOOK_HEAD) |
+                                    MODEL_HOOK_BIT(MODEL_HOOK_TAIL),
+                            th_buffer, th_at};
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    const hook_mode modes[] = {HOOK_RECORD, HOOK_SKIP_ALL, HOOK_SKIP_HEAD};
+    const double tol[] = {0.0, TOL_SKIP_ALL, TOL_SKIP_HEAD};
+    for (int k = 0; v && k < 3; k++) {
+        t.mode = modes[k];
+        memset(t.calls, 0, sizeof t.calls);
+        cpdit_status st = forward_on(m, g, grid, texts, x, v, &hk, &err);
+        CHECK_MSG(st == CPDIT_OK, "%s hooks %d: %s", what, k, err.what);
+        const double e = st       ? 1.0
+                         : k == 0 ? (double)(memcmp(v, want, n * sizeof *v) != 0) /* bitwise */
+                                  : rel_err(v, want, n);
+        CHECK_MSG(e <= tol[k], "%s hooks mode %d: %.3g", what, k, e);
+        /* record: every point once; skip all: no block ran; skip after the head: no tail */
+        const int want_calls[3][3] = {{1, 1, 1}, {1, 0, 0}, {1, 1, 0}};
+        CHECK_MSG(!memcmp(t.calls, want_calls[k], sizeof t.calls), "%s hooks mode %d calls "
+                  "%d %d %d", what, k, t.calls[0], t.calls[1], t.calls[2]);
+        if (!st && (!grid || grid->world_rank == 0))
+            printf("ok: %s block hooks mode %d: %.3g\n", what, k, e);
+    }
+    free(t.buf);
+    free(t.h1);
+    free(t.hn);
+    free(v);
 }
 
 static void test_model(const char *name, int width, int height, int frames, int text)
@@ -160,8 +250,10 @@ static void test_model(const char *name, int width, int height, int frames, int 
         f->pack(&g, lat, x);
         f->unpack(&g, x, back);
         CHECK(memcmp(lat, back, nl * sizeof *lat) == 0);
-        st = forward_on(m, &g, NULL, texts, x, want, &err);
+        st = forward_on(m, &g, NULL, texts, x, want, NULL, &err);
         CHECK_MSG(st == CPDIT_OK, "%s: whole: %s", dir, err.what);
+        if (!st)
+            check_hooks(m, &g, NULL, texts, x, want, f->name);
         if (!st && !strcmp(f->name, "wan"))
             check_wan_order(dir, &g, x, want, m);
         for (int k = 0; !st && k < 2; k++) {
@@ -169,7 +261,11 @@ static void test_model(const char *name, int width, int height, int frames, int 
             cp_grid *grid = NULL;
             st = cp_grid_create(MPI_COMM_WORLD, 1, ring, uly, &grid, &err);
             if (!st)
-                st = forward_on(m, &g, grid, texts, x, got, &err);
+                st = forward_on(m, &g, grid, texts, x, got, NULL, &err);
+            char what[64];
+            snprintf(what, sizeof what, "%s %s %d", f->name, k ? "ulysses" : "ring", size);
+            if (!st)
+                check_hooks(m, &g, grid, texts, x, got, what);
             CHECK_MSG(st == CPDIT_OK, "%s: ring %d ulysses %d: %s", dir, ring, uly, err.what);
             const double e = st ? 1.0 : rel_err(got, want, n);
             CHECK_MSG(e <= TOL_CP, "%s ring %d ulysses %d: rel err %.3g", dir, ring, uly, e);

@@ -260,6 +260,15 @@ static void test_wan_grids(void)
     cm_predict(&t, &cfg, &o, &g, &two);
     CHECK(two.step_s == one.step_s);
     CHECK_NEAR(two.latency_s, 2 * 50 * one.step_s, REL * two.latency_s);
+    /* on an even dp, CFG pairs: half the latency, the same images per hour */
+    cm_prediction pair1, pair2;
+    cm_config g2 = {2, 2, 2, CP_RING_P2P, 0};
+    cm_predict(&t, &s, &o, &g2, &pair1);
+    cm_predict(&t, &cfg, &o, &g2, &pair2);
+    CHECK(pair2.cfg_pairs == 1 && pair1.cfg_pairs == 0 && two.cfg_pairs == 0);
+    CHECK_NEAR(pair2.latency_s, 50 * pair2.step_s, REL * pair2.latency_s);
+    CHECK_NEAR(pair2.images_per_hour, 2 * 3600.0 / (2 * 50 * pair2.step_s), /* dp 2, sequential */
+               REL * pair2.images_per_hour);
     free(p);
     free(q);
     topo_file_free(&t);

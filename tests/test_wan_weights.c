@@ -184,7 +184,7 @@ static float hs[S * PD], pos[S * 3], ehs[L * TEXT], tstep[1] = {731.0f};
 
 static cpdit_status run(wan_transformer *w, float *out, cpdit_error *err)
 {
-    wan_inputs in = {1, S, hs, pos, tstep, L, ehs};
+    wan_inputs in = {1, S, hs, pos, tstep, L, ehs, NULL};
     return wan_transformer_forward(w, cpdit_backend_cpu(), NULL, &in, out, err);
 }
 

@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     for (int b = 0; b < B; b++)
         ts[b] = 500.0f + b;
     wan_token_positions(pos, pf, ph, pw);
-    wan_inputs in = {B, S, hs, pos, ts, L, ehs};
+    wan_inputs in = {B, S, hs, pos, ts, L, ehs, NULL};
     double best = 1e30, sgemm = 0, bf16mm = 0;
     for (int r = -1; !st && r < reps; r++) { /* r = -1: warm-up */
         const double t0 = now_s();

@@ -14,7 +14,9 @@
  * the text's K/V on every rank) as compute only. The formulas are in topology/COST-MODEL.md.
  *
  * Objective: the time to render `images` images (or videos), ceil(images / dp) * steps *
- * forwards_per_step * step_s (every group runs its own image at the same time). images = 1 is latency; images >= N ranks is
+ * forwards_per_step * step_s (every group runs its own image at the same time); with true CFG
+ * (forwards_per_step 2) on an even dp, pairs of groups share an image (cpdit run's CFG pairs):
+ * ceil(images / (dp / 2)) * steps * step_s. images = 1 is latency; images >= N ranks is
  * throughput (images per hour).
  */
 #ifndef CPDIT_COST_MODEL_H
@@ -64,6 +66,8 @@ typedef struct cm_prediction {
     double score_s;          /* the objective: ceil(images / dp) * latency_s */
     double measured_s;       /* step_s measured by cpdit tune (tuned section), 0 if none */
     int at_shapes;           /* compute from times measured at the model's own shapes */
+    int cfg_pairs;           /* 1: true CFG on an even dp: pairs of groups share each item
+                                (latency_s one forward per step, dp / 2 items in flight) */
 } cm_prediction;
 
 typedef struct cm_options {

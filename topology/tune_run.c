@@ -93,7 +93,7 @@ static double median(const double *v, int n)
 static cpdit_status one_step(MPI_Comm world, cpdit_model *m, tune_slot *s, double *seconds,
                              cpdit_error *err)
 {
-    const model_step step = {0, TUNE_SIGMA, TUNE_SIGMA, TUNE_GUIDANCE};
+    const model_step step = {0, TUNE_SIGMA, TUNE_SIGMA, TUNE_GUIDANCE, NULL};
     MPI_Barrier(world);
     const double t0 = now_s();
     cpdit_status st = m->family->forward(m, s->shard, 0, s->x, &step, s->out, err);

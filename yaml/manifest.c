@@ -187,6 +187,8 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
                                    "'%s'; use on, off or world", ov->vae_parallel);
         m->vae_parallel = v;
     }
+    if (ov->cache && pipeline_cache_parse(ov->cache, "--cache", &m->cache, err))
+        return CPDIT_ERR_INPUT;
     if (m->vae_tiling && m->vae_parallel == MANIFEST_VAE_WORLD)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "vae_parallel",
                                "world splits the decode over every rank, tiling decodes on one "

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "lib/core/cpdit_error.h"
+#include "lib/pipeline/pipeline_cache.h" /* `cache:` (plain data) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,11 @@ extern "C" {
 #define MANIFEST_DEGREE_MAX 65536  /* dp, ring, ulysses */
 #define MANIFEST_GUIDANCE_MAX 100.0 /* guidance and true_cfg: 0 .. 100 */
 #define MANIFEST_MAX_BYTES (64u << 20) /* a manifest file larger than this is refused */
+/* `cache:` / --cache (lib/pipeline/pipeline_cache.h): fbcache threshold in (0, 10] (default
+ * 0.05), taylorseer ORDER 1..4 (default 1) and INTERVAL 1..100 (default 5) */
+#define MANIFEST_CACHE_THRESHOLD_MAX PIPELINE_FBCACHE_THRESHOLD_MAX
+#define MANIFEST_CACHE_ORDER_MAX PIPELINE_TAYLORSEER_ORDER_MAX
+#define MANIFEST_CACHE_INTERVAL_MAX PIPELINE_TAYLORSEER_INTERVAL_MAX
 /* Items per manifest (prompts x sizes x seeds x repeats, inline and prompts file together).
  * Counted prompt by prompt before any item is made, so a manifest over it is refused with
  * the position of the prompt that crosses it, before memory grows. A run keeps 16-64 bytes
@@ -156,6 +162,8 @@ typedef struct manifest {
                      * diffusers' enable_tiling; less memory); default false */
     int vae_parallel; /* `vae_parallel: on|off|world` (manifest_vae_parallel): how the decode is
                        * split; default on */
+    pipeline_cache_config cache; /* `cache: fbcache[:T] | taylorseer[:ORDER,INTERVAL] | none`
+                                  * for every item; default none */
 } manifest;
 
 /* `vae_parallel` / `cpdit run --vae-parallel`: on (0, the default) = split by rows over the
@@ -177,8 +185,9 @@ typedef struct manifest_overrides {
     int anything;
     int vae_tiling; /* 1: --vae-tiling (on whatever the manifest says) */
     const char *vae_parallel; /* NULL, or --vae-parallel on|off|world */
+    const char *cache;        /* NULL, or --cache SPEC (pipeline_cache_parse) */
 } manifest_overrides;
-#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1, 0, NULL}
+#define MANIFEST_OVERRIDES_NONE {NULL, 0, 0, 0, -1, 0, NULL, NULL}
 
 /* Flags of manifest_parse_bytes / manifest_load. */
 enum {

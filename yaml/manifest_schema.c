@@ -28,10 +28,25 @@
 
 static const char *const TOP_KEYS[] = {"model",   "output",  "defaults",     "seeds",   "sizes",
                                        "repeats", "prompts", "prompts_file", "parallel",
-                                       "vae_tiling", "vae_parallel"};
+                                       "vae_tiling", "vae_parallel", "cache"};
 enum { K_MODEL, K_OUTPUT, K_DEFAULTS, K_SEEDS, K_SIZES, K_REPEATS, K_PROMPTS, K_PROMPTS_FILE,
-       K_PARALLEL, K_VAE_TILING, K_VAE_PARALLEL };
+       K_PARALLEL, K_VAE_TILING, K_VAE_PARALLEL, K_CACHE };
 static const char *const OUTPUT_KEYS[] = {"dir", "name"};
+
+/* `cache: fbcache[:THRESHOLD] | taylorseer[:ORDER,INTERVAL] | none` (limits: manifest.h). */
+static cpdit_status parse_cache(mf_ctx *c, const mf_node *v, manifest *m)
+{
+    char *s = NULL;
+    cpdit_status st = mf_get_string(c, v, "cache", &s);
+    if (st)
+        return st;
+    cpdit_error e;
+    cpdit_error_clear(&e);
+    if (pipeline_cache_parse(s, "cache", &m->cache, &e))
+        st = mf_error(c, v->mark, "cache: %s", e.what);
+    free(s);
+    return st;
+}
 
 /* `vae_parallel: on|off|world` (a string: YAML 1.2 reads on/off as strings). */
 static cpdit_status parse_vae_parallel(mf_ctx *c, const mf_node *v, manifest *m)
@@ -592,6 +607,7 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
         case K_PARALLEL: st = parse_parallel(c, v, &m->parallel); break;
         case K_VAE_TILING: st = mf_get_bool(c, v, "vae_tiling", &m->vae_tiling); break;
         case K_VAE_PARALLEL: st = parse_vae_parallel(c, v, m); break;
+        case K_CACHE: st = parse_cache(c, v, m); break;
         }
     }
     free(order);

@@ -36,6 +36,7 @@
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/grid.h"
+#include "lib/models/model_hooks.h"
 #include "lib/text/text_weights.h"
 
 #ifdef __cplusplus
@@ -104,6 +105,9 @@ typedef struct model_step {
     float sigma;    /* the schedule's sigma_i */
     float timestep; /* the forward's timestep, in the family's units (schedule->timesteps[i]) */
     float guidance; /* distilled guidance (FLUX.1-dev embeds it); ignored without */
+    /* NULL, or a cache's hooks (model_hooks.h: the residual stream after the embeddings, the
+     * first block, the last block; skip the rest): only for a family with block_hooks */
+    const model_block_hooks *hooks;
 } model_step;
 
 /* The scheduler a family samples with (FLUX: flow-match Euler; Wan: UniPC). */
@@ -147,6 +151,7 @@ struct model_family {
     const char *decoder_class;     /* the decoder the pipeline runs ("AutoencoderKL") */
     model_output_kind output;
     int single_file;               /* 1: also opens a lone .safetensors transformer file */
+    int block_hooks;               /* 1: forward honours model_step.hooks (caches can run) */
 
     /* ---- config, weights, text encoders (open fills m->impl) */
     cpdit_status (*open)(cpdit_model *m, const char *dir, const model_open_options *o,
@@ -187,7 +192,8 @@ struct model_family {
                                int n_texts, model_shard **out, cpdit_error *err);
     /* this rank's share [start, start + len) of the S sampler tokens */
     void (*shard_range)(const model_shard *s, long long *start, long long *len);
-    /* v (len, token_dim) = the transformer on x (len, token_dim) with texts[text] */
+    /* v (len, token_dim) = the transformer on x (len, token_dim) with texts[text];
+     * step->hooks (block_hooks families): the cache's view of the blocks (model_hooks.h) */
     cpdit_status (*forward)(cpdit_model *m, model_shard *s, int text, const float *x,
                             const model_step *step, float *v, cpdit_error *err);
     /* tokens (S, token_dim) on every rank of the group from each rank's x (len, token_dim) */

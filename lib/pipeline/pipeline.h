@@ -22,6 +22,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
+#include "lib/pipeline/pipeline_cache.h"
 #include "kernels/backend.h"
 #include "lib/text/text_weights.h"
 
@@ -43,6 +44,7 @@ typedef struct pipeline_params {
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
     int frames;                  /* video frames of a video family; 0 = an image */
     double flow_shift;           /* video (Wan's UniPC): > 0 overrides the folder's flow_shift */
+    pipeline_cache_config cache; /* zero: none (every block of every step) */
 } pipeline_params;
 
 /* One video frame on CP rank 0 as it is decoded: rgb (H, W, 3) uint8, frame f of n_frames.
@@ -73,6 +75,7 @@ typedef struct pipeline_timings {
      * (disk_reads.h); -1: the kernel does not say. Weights that fit the budget are made at
      * load, so the later steps read nothing; streamed ones may be read again at every step. */
     long long read_step1_bytes, read_later_bytes;
+    pipeline_cache_stats cache; /* forwards run in full / from the cache (zero: no cache) */
 } pipeline_timings;
 
 typedef struct pipeline_run {

@@ -49,6 +49,7 @@ typedef struct pipeline_item {
     float *tokens;             /* (S, token_dim): the packed noise, then the gathered result */
     float *x, *v, *v_neg;      /* (len, token_dim) this rank's tokens and velocities */
     float *image;              /* (3, H, W) decoded, on the image's owner */
+    struct pipeline_cache *cache; /* NULL, or the item's cache state (pipeline_cache.h) */
 } pipeline_item;
 
 /* Latent values of one item: C·max(F', 1)·H'·W'. */
@@ -70,6 +71,19 @@ cpdit_status pipeline_gather(pipeline *p, pipeline_item *it, cpdit_error *err);
  * *joined = 1 once this rank took part in run->vae_world's round */
 cpdit_status pipeline_decode(pipeline *p, pipeline_item *it, uint8_t **rgb, int *joined,
                              cpdit_error *err);
+
+/* The cache of one item (pipeline_cache.c). */
+typedef struct pipeline_cache pipeline_cache;
+/* *out NULL for kind none; group: the CP group its decisions are reduced over (NULL: one
+ * rank). */
+cpdit_status pipeline_cache_open(const pipeline_cache_config *cfg, struct cpdit_comm *group,
+                                 pipeline_cache **out, cpdit_error *err);
+/* The hooks of branch (0 prompt, 1 negative prompt) for its forward at step (NULL without a
+ * cache); then pipeline_cache_done with the forward's wall seconds. */
+const model_block_hooks *pipeline_cache_hooks(pipeline_cache *c, int branch, int step);
+void pipeline_cache_done(pipeline_cache *c, int branch, double seconds);
+void pipeline_cache_stats_of(const pipeline_cache *c, pipeline_cache_stats *s);
+void pipeline_cache_close(pipeline_cache *c); /* NULL is fine */
 
 /* Monotonic wall clock, seconds. */
 double pipeline_now_seconds(void);

@@ -51,6 +51,7 @@ void pipeline_item_free(pipeline_item *it)
             it->family->text_free(it->texts[k]);
     }
     model_schedule_free(it->sched);
+    pipeline_cache_close(it->cache);
     memset(it, 0, sizeof *it);
 }
 
@@ -122,6 +123,14 @@ cpdit_status pipeline_shard(pipeline *p, pipeline_item *it, cpdit_error *err)
     if (st)
         return st;
     f->shard_range(it->shard, &it->start, &it->len);
+    if (it->prm->cache.kind != PIPELINE_CACHE_NONE && !f->block_hooks)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "cache",
+                               "the %s family's forward has no block hooks: no cache for it",
+                               f->name);
+    const cp_grid *grid = it->run->grid;
+    if ((st = pipeline_cache_open(&it->prm->cache, grid && grid->cp_size > 1 ? grid->cp : NULL,
+                                  &it->cache, err)))
+        return st;
     const size_t n = (size_t)it->len * it->geo.token_dim;
     it->x = alloc_floats(n);
     it->v = alloc_floats(n);
@@ -141,21 +150,36 @@ static void cfg_combine(float *v, const float *v_neg, size_t n, float true_cfg)
         v[k] = v_neg[k] + true_cfg * (v[k] - v_neg[k]);
 }
 
+/* v = the forward of branch text (0 prompt, 1 negative prompt) on this rank's tokens, through
+ * the item's cache when it has one (the branch's hooks; its time counted full or cached). */
+static cpdit_status item_forward(pipeline *p, pipeline_item *it, int text, const model_step *step,
+                                 float *v, cpdit_error *err)
+{
+    if (!it->cache)
+        return p->m->family->forward(p->m, it->shard, text, it->x, step, v, err);
+    model_step hooked = *step;
+    hooked.hooks = pipeline_cache_hooks(it->cache, text, step->index);
+    const double t0 = pipeline_now_seconds();
+    cpdit_status st = p->m->family->forward(p->m, it->shard, text, it->x, &hooked, v, err);
+    if (!st)
+        pipeline_cache_done(it->cache, text, pipeline_now_seconds() - t0);
+    return st;
+}
+
 /* One forward on the prompt. */
 static cpdit_status velocity_plain(pipeline *p, pipeline_item *it, const model_step *step,
                                    cpdit_error *err)
 {
-    return p->m->family->forward(p->m, it->shard, 0, it->x, step, it->v, err);
+    return item_forward(p, it, 0, step, it->v, err);
 }
 
 /* Two forwards on this group: the prompt, then the negative prompt; combined. */
 static cpdit_status velocity_sequential(pipeline *p, pipeline_item *it, const model_step *step,
                                         cpdit_error *err)
 {
-    const model_family *f = p->m->family;
-    cpdit_status st = f->forward(p->m, it->shard, 0, it->x, step, it->v, err);
+    cpdit_status st = item_forward(p, it, 0, step, it->v, err);
     if (!st)
-        st = f->forward(p->m, it->shard, 1, it->x, step, it->v_neg, err);
+        st = item_forward(p, it, 1, step, it->v_neg, err);
     if (!st)
         cfg_combine(it->v, it->v_neg, (size_t)it->len * it->geo.token_dim, it->prm->true_cfg);
     return st;
@@ -170,8 +194,7 @@ static cpdit_status velocity_parallel(pipeline *p, pipeline_item *it, const mode
     const size_t nv = (size_t)it->len * it->geo.token_dim;
     float *mine = it->cfg_rank == 0 ? it->v : it->v_neg;
     float *theirs = it->cfg_rank == 0 ? it->v_neg : it->v;
-    cpdit_status st = p->m->family->forward(p->m, it->shard, it->cfg_rank, it->x, step, mine,
-                                            err);
+    cpdit_status st = item_forward(p, it, it->cfg_rank, step, mine, err);
     if (st)
         return st;
     cpdit_comm_request rq[2] = {CPDIT_COMM_REQUEST_INIT, CPDIT_COMM_REQUEST_INIT};
@@ -221,6 +244,37 @@ static void step_done(pipeline_item *it, int i, double t_step, long long read)
         run->progress(i + 1, it->prm->steps, t_step, read, run->ctx);
 }
 
+/* FNV-1a of a pattern, in 62 bits (so that its negation fits). */
+static long long pattern_hash(const char *s)
+{
+    unsigned long long h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (long long)(h >> 2);
+}
+
+/* After the last step: the cache's figures into the timings, and the check that every rank of
+ * the CP group took the same decisions (one allreduce of the pattern's hash, max and -min). */
+static cpdit_status cache_finish(pipeline_item *it, cpdit_error *err)
+{
+    if (!it->cache)
+        return CPDIT_OK;
+    pipeline_cache_stats_of(it->cache, &it->tm->cache);
+    const cp_grid *g = it->run->grid;
+    if (!g || g->cp_size < 2)
+        return CPDIT_OK;
+    const long long h = pattern_hash(it->tm->cache.pattern);
+    long long mm[2] = {h, -h};
+    cpdit_status st = cpdit_comm_allreduce(g->cp, mm, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, err);
+    if (st)
+        return pipeline_broken(err, it->cp_rank, "cache check");
+    if (mm[0] != -mm[1])
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "cache",
+                               "the ranks of the CP group took different cache decisions "
+                               "(this rank: %s)", it->tm->cache.pattern);
+    return CPDIT_OK;
+}
+
 cpdit_status pipeline_sample(pipeline *p, pipeline_item *it, cpdit_error *err)
 {
     const pipeline_run *run = it->run;
@@ -232,7 +286,7 @@ cpdit_status pipeline_sample(pipeline *p, pipeline_item *it, cpdit_error *err)
         if (run->should_stop && run->should_stop(run->ctx))
             return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "stopped");
         const model_step step = {i, it->sched->sigmas[i], it->sched->timesteps[i],
-                                 it->prm->guidance};
+                                 it->prm->guidance, NULL};
         cpdit_status st = test_fails_here(it, i)
                               ? cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
                                                 "forward failed (%s)", TEST_FAIL_FORWARD_ENV)
@@ -251,7 +305,7 @@ cpdit_status pipeline_sample(pipeline *p, pipeline_item *it, cpdit_error *err)
         step_done(it, i, pipeline_now_seconds() - t0,
                   read0 >= 0 && read1 >= read0 ? read1 - read0 : -1);
     }
-    return CPDIT_OK;
+    return cache_finish(it, err);
 }
 
 cpdit_status pipeline_gather(pipeline *p, pipeline_item *it, cpdit_error *err)

@@ -480,7 +480,7 @@ static cpdit_status flux_forward(cpdit_model *m, model_shard *s, int text, const
     flux_inputs in = {1, s->tlen, s->ilen, x, s->txt_local[text], s->texts[text]->pooled,
                       &step->timestep, tc_of(m)->guidance_embeds ? &guidance : NULL,
                       s->txt_ids, s->img_ids};
-    return flux_transformer_forward(s->fm->tr, m->be, &s->cp, &in, v, err);
+    return flux_transformer_forward_hooked(s->fm->tr, m->be, &s->cp, &in, step->hooks, v, err);
 }
 
 static cpdit_status flux_gather(model_shard *s, const float *x, float *tokens, cpdit_error *err)
@@ -498,6 +498,7 @@ const model_family flux_family = {
     .decoder_class = AUTOENCODER_KL_CLASS,
     .output = MODEL_OUTPUT_IMAGE,
     .single_file = 1,
+    .block_hooks = 1,
     .open = flux_open,
     .close = flux_close,
     .weight_stats = flux_weight_stats_of,

@@ -480,13 +480,64 @@ cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backe
     return weight_loader_set_backend(&m->wl, be ? be : cpdit_backend_default(), err);
 }
 
+/* Block k of the double blocks followed by the single blocks (after its weights). */
+static cpdit_status run_block(flux_transformer *m, const cpdit_backend *be, const flux_cp *cp,
+                              fwd_bufs *f, int k, cpdit_error *err)
+{
+    const int nd = m->cfg.num_layers;
+    const int id = k < nd ? flux_group_double(k) : flux_group_single(m, k - nd);
+    cpdit_status st = group_agree(cp, flux_weights_acquire(m, id, err), err);
+    if (st)
+        return st;
+    return k < nd ? flux_double_block(&m->dbl[k], &f->a, be, cp, err)
+                  : flux_single_block(&m->sgl[k - nd], &f->a, be, cp, err);
+}
+
+/* The hook at one point (model_hooks.h): the residual stream x (S, E) of item 0 to the
+ * hook's host buffer and, when the hook skips the remaining blocks, back. Failures agreed
+ * over the group before the blocks' next collective. */
+static cpdit_status call_hook(const model_block_hooks *hk, model_hook_point point,
+                              const cpdit_backend *be, const flux_cp *cp, fwd_bufs *f,
+                              int *skip, cpdit_error *err)
+{
+    *skip = 0;
+    if (!hk || !(hk->points & MODEL_HOOK_BIT(point)))
+        return CPDIT_OK;
+    flux_acts *a = &f->a;
+    const size_t n = (size_t)a->S * a->inner;
+    model_hidden hs = {hk->buffer(hk->ctx, a->S, a->inner), a->S, a->inner, a->txt, a->img};
+    cpdit_status st = hs.h ? be->sync(err)
+                           : cpdit_error_set(err, CPDIT_ERR_RUNTIME, FLUX_WHERE,
+                                             "out of memory (cache buffer)");
+    if (!st)
+        be->download_act(hs.h, a->x, n);
+    if ((st = group_agree(cp, st, err)))
+        return st;
+    st = hk->at(hk->ctx, point, &hs, skip, err);
+    if (!st && *skip)
+        be->upload_act(a->x, hs.h, n);
+    return group_agree(cp, st, err);
+}
+
 cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *be,
                                       const flux_cp *cp, const flux_inputs *in, float *out,
                                       cpdit_error *err)
 {
+    return flux_transformer_forward_hooked(m, be, cp, in, NULL, out, err);
+}
+
+cpdit_status flux_transformer_forward_hooked(flux_transformer *m, const cpdit_backend *be,
+                                             const flux_cp *cp, const flux_inputs *in,
+                                             const model_block_hooks *hooks, float *out,
+                                             cpdit_error *err)
+{
     if (!be)
         be = cpdit_backend_default();
     cpdit_status st = check_inputs(m, cp, in, err);
+    if (!st && hooks && in->batch != 1)
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, FLUX_WHERE,
+                             "block hooks (a cache) take one item per forward, not %d",
+                             in->batch);
     fwd_bufs f;
     if (!st) /* the weights belong to be (made on the first acquire) */
         st = weight_loader_set_backend(&m->wl, be, err);
@@ -505,15 +556,16 @@ cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *
     if (!st)
         st = embed(m, be, in, &f, err);
     st = group_agree(cp, st, err);
-    for (int i = 0; !st && i < m->cfg.num_layers; i++) {
-        st = group_agree(cp, flux_weights_acquire(m, flux_group_double(i), err), err);
-        if (!st)
-            st = flux_double_block(&m->dbl[i], &f.a, be, cp, err);
-    }
-    for (int i = 0; !st && i < m->cfg.num_single_layers; i++) {
-        st = group_agree(cp, flux_weights_acquire(m, flux_group_single(m, i), err), err);
-        if (!st)
-            st = flux_single_block(&m->sgl[i], &f.a, be, cp, err);
+    const int nblocks = m->cfg.num_layers + m->cfg.num_single_layers;
+    int skip = 0;
+    if (!st)
+        st = call_hook(hooks, MODEL_HOOK_EMBEDDED, be, cp, &f, &skip, err);
+    for (int k = 0; !st && !skip && k < nblocks; k++) {
+        st = run_block(m, be, cp, &f, k, err);
+        if (!st && k == 0)
+            st = call_hook(hooks, MODEL_HOOK_HEAD, be, cp, &f, &skip, err);
+        if (!st && !skip && k == nblocks - 1)
+            st = call_hook(hooks, MODEL_HOOK_TAIL, be, cp, &f, &skip, err);
     }
     if (!st)
         st = flux_weights_acquire(m, flux_group_global(), err);

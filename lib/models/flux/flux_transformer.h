@@ -32,6 +32,7 @@
 #include "lib/core/cpdit_error.h"
 #include "lib/cp/grid.h"
 #include "kernels/backend.h"
+#include "lib/models/model_hooks.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +169,15 @@ typedef struct flux_cp {
 cpdit_status flux_transformer_forward(flux_transformer *m, const cpdit_backend *be,
                                       const flux_cp *cp, const flux_inputs *in, float *out,
                                       cpdit_error *err);
+
+/* flux_transformer_forward with a cache's hooks (lib/models/model_hooks.h; NULL: none, the
+ * same forward bit for bit): called after the embeddings, after the first block (double
+ * block 0) and after the last one; a hook's skip goes straight to norm_out / proj_out.
+ * batch must be 1 with hooks. */
+cpdit_status flux_transformer_forward_hooked(flux_transformer *m, const cpdit_backend *be,
+                                             const flux_cp *cp, const flux_inputs *in,
+                                             const model_block_hooks *hooks, float *out,
+                                             cpdit_error *err);
 
 /* Weight FLOPs (multiply + add = 2) of one forward over B items of txt + img tokens in total,
  * linear layers only; attention FLOPs come from cp_attention_flops per block. */

@@ -339,7 +339,8 @@ static cpdit_status wan_forward(cpdit_model *m, model_shard *s, int text, const 
     const wan_inputs in = {.batch = 1, .vid_len = s->len, .hidden_states = x,
                            .positions = s->positions, .timestep = &step->timestep,
                            .text_len = s->texts[text]->len,
-                           .encoder_hidden_states = s->texts[text]->tokens};
+                           .encoder_hidden_states = s->texts[text]->tokens,
+                           .hooks = step->hooks};
     cpdit_status st = wan_transformer_forward(s->wm->tr, m->be, &s->cp, &in, s->out, err);
     if (!st)
         reorder(v, s->out, (size_t)s->len, s->C, s->K, 1);
@@ -375,6 +376,7 @@ const model_family wan_family = {
     .decoder_class = WAN_DECODER_CLASS,
     .output = MODEL_OUTPUT_VIDEO,
     .single_file = 0,
+    .block_hooks = 1,
     .open = wan_open,
     .close = wan_close,
     .weight_stats = wan_weight_stats,

@@ -343,6 +343,31 @@ static cpdit_status group_agree(const wan_cp *cp, cpdit_status st, cpdit_error *
     return st;
 }
 
+/* The hook at one point (lib/models/model_hooks.h): the residual stream x (S, E) to the
+ * hook's host buffer and, when it skips the remaining blocks, back; failures agreed. */
+static cpdit_status call_hook(const model_block_hooks *hk, model_hook_point point,
+                              const cpdit_backend *be, const wan_cp *cp, fwd_bufs *f,
+                              int *skip, cpdit_error *err)
+{
+    *skip = 0;
+    if (!hk || !(hk->points & MODEL_HOOK_BIT(point)))
+        return CPDIT_OK;
+    wan_acts *a = &f->a;
+    const size_t n = (size_t)a->S * a->E;
+    model_hidden hs = {hk->buffer(hk->ctx, a->S, a->E), a->S, a->E, 0, a->S};
+    cpdit_status st = hs.h ? be->sync(err)
+                           : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WAN_WHERE,
+                                             "out of memory (cache buffer)");
+    if (!st)
+        be->download_act(hs.h, a->x, n);
+    if ((st = group_agree(cp, st, err)))
+        return st;
+    st = hk->at(hk->ctx, point, &hs, skip, err);
+    if (!st && *skip)
+        be->upload_act(a->x, hs.h, n);
+    return group_agree(cp, st, err);
+}
+
 cpdit_status wan_transformer_forward(wan_transformer *m, const cpdit_backend *be,
                                      const wan_cp *cp, const wan_inputs *in, float *out,
                                      cpdit_error *err)
@@ -366,10 +391,22 @@ cpdit_status wan_transformer_forward(wan_transformer *m, const cpdit_backend *be
     if (!st)
         st = embed(m, be, in, &f, err);
     st = group_agree(cp, st, err);
-    for (int i = 0; !st && i < m->cfg.num_layers; i++) {
+    if (!st && in->hooks && in->batch != 1)
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, WAN_WHERE,
+                             "block hooks (a cache) take one item per forward, not %d",
+                             in->batch);
+    int skip = 0;
+    const int nb = m->cfg.num_layers;
+    if (!st)
+        st = call_hook(in->hooks, MODEL_HOOK_EMBEDDED, be, cp, &f, &skip, err);
+    for (int i = 0; !st && !skip && i < nb; i++) {
         st = group_agree(cp, wan_weights_acquire(m, wan_group_block(i), err), err);
         if (!st)
             st = wan_block(&m->blocks[i], &f.a, be, cp, err);
+        if (!st && i == 0)
+            st = call_hook(in->hooks, MODEL_HOOK_HEAD, be, cp, &f, &skip, err);
+        if (!st && !skip && i == nb - 1)
+            st = call_hook(in->hooks, MODEL_HOOK_TAIL, be, cp, &f, &skip, err);
     }
     if (!st)
         st = wan_weights_acquire(m, wan_group_global(), err);

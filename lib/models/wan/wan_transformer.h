@@ -37,6 +37,7 @@
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/cp/grid.h"
+#include "lib/models/model_hooks.h"
 #include "lib/models/wan/wan_config.h"
 
 #ifdef __cplusplus
@@ -104,6 +105,9 @@ typedef struct wan_inputs {
     const float *timestep;              /* (B) diffusers units (0..1000), as WanPipeline */
     int text_len;                       /* L: all text tokens, on every rank (>= 1) */
     const float *encoder_hidden_states; /* (B, L, text_dim) */
+    /* NULL, or a cache's hooks (lib/models/model_hooks.h; B must be 1): after the
+     * embeddings, block 0 and the last block; every row is a probe row (video tokens) */
+    const model_block_hooks *hooks;
 } wan_inputs;
 
 /* How self-attention is split: the grid, the variant, the layout of the video tokens over
