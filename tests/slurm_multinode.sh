@@ -56,7 +56,7 @@ cat > auto.yaml <<'EOF'
 model: builtin:shapes
 output: {dir: auto}
 parallel: auto
-defaults: {steps: 4, width: 64, height: 64}
+defaults: {steps: 4, width: 64, height: 64, true_cfg: 1}  # no CFG: dp groups render their own items (CFG pairs would join them)
 seeds: [1, 2]
 prompts:
   - a large red circle in the center on a blue background

@@ -48,7 +48,7 @@ W=256 H=256 STEPS=50 N=36
 cat > fail.yaml <<EOF
 model: builtin:shapes
 output: {dir: fail}
-defaults: {steps: $STEPS, width: $W, height: $H}
+defaults: {steps: $STEPS, width: $W, height: $H, true_cfg: 1}
 seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 prompts:
   - a large red circle in the center on a blue background

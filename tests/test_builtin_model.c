@@ -160,10 +160,11 @@ static void check_specs(void)
     CHECK(builtin_model_is_spec("builtin:other"));
     CHECK(!builtin_model_is_spec("/models/flux"));
     CHECK(!builtin_model_is_spec(NULL));
-    CHECK(builtin_model_count() == 2);
+    CHECK(builtin_model_count() == 3);
     CHECK(builtin_model_name_at(0) && !strcmp(builtin_model_name_at(0), "tiny"));
     CHECK(builtin_model_name_at(1) && !strcmp(builtin_model_name_at(1), "shapes"));
-    CHECK(builtin_model_name_at(2) == NULL);
+    CHECK(builtin_model_name_at(2) && !strcmp(builtin_model_name_at(2), "wan-tiny"));
+    CHECK(builtin_model_name_at(3) == NULL);
     CHECK(builtin_model_description_at(1) && strstr(builtin_model_description_at(1), "trained"));
 
     setenv("CPDIT_CACHE", "/c", 1);
