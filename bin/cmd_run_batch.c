@@ -138,8 +138,8 @@ static void print_decode_time(const batch_ctx *c, int rank)
 /* `parallel: auto`: the planner (topology/grid_choice.h: the topology file, else a quick probe
  * now) chooses the grid of a job of this many items; every rank then runs with explicit
  * degrees and, unless --attention named a variant, the variant the planner chose. Collective. */
-static cpdit_status choose_grid(manifest *m, const char *topo_path, const char **variant,
-                                grid_choice *gc, cpdit_error *err)
+static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *backend,
+                                const char **variant, grid_choice *gc, cpdit_error *err)
 {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -158,7 +158,9 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return st;
     grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
                               m->base.max_sequence_length, m->base.steps, items, size,
-                              0 /* frames: images only so far */};
+                              0 /* frames: images only so far */,
+                              m->base.true_cfg > 1.0 && m->base.negative_prompt != NULL,
+                              backend, 0 /* threads: this process's */};
     if (m->base.n_sizes > 0)
         rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
     if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))
@@ -197,7 +199,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     grid_choice gc;
     char grid_line[GRID_CHOICE_REASON_MAX + 128];
     if (!st)
-        st = choose_grid(m, o->topology, &variant, &gc, &err);
+        st = choose_grid(m, o->topology, o->backend, &variant, &gc, &err);
     if (!st)
         st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {

@@ -110,7 +110,9 @@ int run_item(const run_item_options *o_given)
         grid_choice gc;
         grid_choice_request rq = {o->topology, o->model, o->width, o->height,
                                   o->max_sequence_length, o->steps, 1, size,
-                                  0 /* frames: images only so far */};
+                                  0 /* frames: images only so far */,
+                                  o->true_cfg > 1.0f && o->negative_prompt != NULL, o->backend,
+                                  0 /* threads: this process's */};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
             ring = gc.ring;

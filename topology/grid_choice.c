@@ -8,6 +8,7 @@
 #include "jobs/job_run.h"
 #include "topology/cost_model.h"
 #include "topology/probe.h"
+#include "topology/tuned_key.h"
 
 /* The model's plan shape for the request. */
 static cpdit_status grid_choice_shape(const grid_choice_request *rq, model_plan_shape *s,
@@ -20,6 +21,7 @@ static cpdit_status grid_choice_shape(const grid_choice_request *rq, model_plan_
     req.frames = rq->frames;
     req.text_tokens = rq->max_seq_len;
     req.steps = rq->steps;
+    req.cfg = rq->cfg;
     return model_plan_shape_load(s, rq->model, &req, err);
 }
 
@@ -43,11 +45,16 @@ static cpdit_status choose_from(const topology *t, const model_plan_shape *s,
 {
     const int N = rq->ranks > 0 ? rq->ranks : 1;
     cm_options o = {N, rq->steps > 0 ? rq->steps : 1,
-                    rq->images > (uint64_t)1 << 30 ? 1 << 30 : (int)(rq->images ? rq->images : 1)};
+                    rq->images > (uint64_t)1 << 30 ? 1 << 30 : (int)(rq->images ? rq->images : 1),
+                    rq->threads > 0 ? rq->threads : t->threads_per_rank, 0};
     cm_prediction *p = NULL;
     int n = 0;
-    cpdit_status st = cm_rank(t, s, &o, topo_find_tuned(t, s->key, rq->width, rq->height, N),
-                              &p, &n, err);
+    tuned_key_buf kb;
+    topo_tuned_key key;
+    cpdit_status st = tuned_key_make(s, N, rq->threads, rq->backend, &kb, &key, err);
+    if (st)
+        return st;
+    st = cm_rank(t, s, &o, topo_find_tuned(t, &key), &p, &n, err);
     if (!st && n > 0) {
         out->dp = p[0].cfg.dp, out->ring = p[0].cfg.ring, out->ulysses = p[0].cfg.ulysses;
         out->planned = 1;

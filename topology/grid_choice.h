@@ -2,7 +2,8 @@
  * `cpdit run --model ...` without --ring/--ulysses. The same choice as `cpdit plan`
  * (cost_model.h), with the order of sources of topology/COST-MODEL.md:
  *   1. the topology file: the path given (--topology), else $CPDIT_TOPOLOGY: measured winners
- *      of `cpdit tune` for this model, size and rank count, else the cost model's best;
+ *      of `cpdit tune` for this step's whole key (topology/tuned_key.h: model, size, frames,
+ *      text tokens, CFG, ranks, threads, backend, dtype), else the cost model's best;
  *   2. else (grid_choice_world only) the probe's quick mode run at job start over every rank
  *      (a few seconds), and the cost model on what it measured;
  *   3. when that probe fails: every rank data-parallel, and the reason says why.
@@ -42,6 +43,9 @@ typedef struct grid_choice_request {
     uint64_t images;      /* items the job renders (1 for a single image) */
     int ranks;            /* world size */
     int frames;           /* video frames (0/1: an image) */
+    int cfg;              /* 1: true CFG (two forwards per step) */
+    const char *backend;  /* --backend (NULL: the default) */
+    int threads;          /* threads per rank (0: this process's GEMM threads) */
 } grid_choice_request;
 
 /* Errors: INPUT for a topology file that cannot be read or is of another format, a model

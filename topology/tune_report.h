@@ -23,6 +23,12 @@ typedef struct tune_report_info {
     double load_before[3], load_after[3]; /* getloadavg; < 0 unknown */
     int ncpus;                /* online CPUs of rank 0's host */
     double seconds;           /* wall time of the measurements */
+    const char *objective;    /* "latency" or "throughput" */
+    int images, steps;        /* the job the objective is for; sampler steps per image */
+    int threads;              /* threads per rank */
+    const char *key_text;     /* tuned_key_text of the recorded entry */
+    const char *command;      /* the command line, as run */
+    double budget_s;          /* the measuring time budget */
 } tune_report_info;
 
 /* Write dir/report.md, dir/report.json and the charts (mkdir -p dir). chosen: index into c
