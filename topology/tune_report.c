@@ -138,7 +138,7 @@ static void write_choice(FILE *f, const tune_report_info *in, const tune_candida
             in->images == 1 ? "" : "s", in->steps, w->objective_s, w->objective_lo,
             w->objective_hi, w->objective_s > 0 ? 3600.0 * in->images / w->objective_s : 0,
             w->measured_s, w->stats.min, w->stats.max, w->stats.n,
-            w->tight ? ", interval tight" : ", stopped by the time budget");
+            w->tight ? ", interval tight" : ", interval not tight when measuring stopped");
     for (int i = 0; i < n; i++) {
         if (i == chosen || c[i].failed || c[i].measured_s <= 0)
             continue;
@@ -211,11 +211,13 @@ static cpdit_status write_md(const char *path, const tune_report_info *in,
     if (s->frames > 1)
         snprintf(frames, sizeof frames, ", %d frames", s->frames);
     fprintf(f, "# cpdit tune report\n\n%s. Model `%s` (%s blocks, %d heads x %d, %.3g "
-               "parameters) at %dx%d%s: %lld text + %lld %s tokens. %d ranks, %d timed rounds "
-               "after one warm-up round, %.1f s of measurements.\n\n",
+               "parameters) at %dx%d%s: %lld text + %lld %s tokens. %d ranks; after one warm-up "
+               "round at least %d timed rounds per grid, then more until the 95 %% interval "
+               "of each grid's median was within %.0f %% or the %.0f s budget ran out: %.1f s "
+               "of measurements.\n\n",
             date, s->key, s->blocks_text, s->heads, s->head_dim, s->params, s->width, s->height,
             frames, s->text_tokens, s->image_tokens, s->frames > 1 ? "video" : "image",
-            in->ranks, in->rounds, in->seconds);
+            in->ranks, in->rounds, 100 * TUNE_STATS_REL_HALF_WIDTH, in->budget_s, in->seconds);
     write_choice(f, in, c, n, chosen);
     write_table(f, c, n, chosen);
     write_machine(f, in);

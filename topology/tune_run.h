@@ -7,7 +7,7 @@
  * always runs first or last); round 0 is a warm-up (weights converted, workspaces grown)
  * and is not counted. One forward is timed from a world barrier to the slowest rank's end
  * (every dp group busy with its own image, as in a batch). After the minimum rounds, a
- * candidate keeps being measured until the 95 % interval of its mean is tight
+ * candidate keeps being measured until the 95 % interval of its median is tight
  * (tune_stats.h) or the time budget is spent; its time is the median of its rounds, with
  * min, max, n and the interval in c[i].stats.
  *

@@ -1,4 +1,5 @@
-/* tune_stats.c — median, spread and 95 % intervals of tune's samples (tune_stats.h). */
+/* tune_stats.c — median, spread and the 95 % interval of the median of tune's samples
+ * (tune_stats.h). */
 #include "topology/tune_stats.h"
 
 #include <math.h>
@@ -6,20 +7,9 @@
 #include <string.h>
 
 #define TUNE_STATS_MAX_N 1024
-#define TUNE_STATS_Z95 1.959964 /* the normal quantile, df = infinity */
-
-/* t_{0.975, df} for df 1..30. */
-static const double t95[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                               2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                               2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                               2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-
-double tune_stats_t95(int df)
-{
-    if (df < 1)
-        return INFINITY;
-    return df <= 30 ? t95[df - 1] : TUNE_STATS_Z95 + 2.4 / df; /* within 0.2 % above 30 */
-}
+#define TUNE_STATS_Z95 1.959964 /* the normal quantile of a two-sided 95 % interval */
+/* Below this many samples the distribution-free interval of the median is [min, max]. */
+#define TUNE_STATS_MIN_ORDER_N 6
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -48,14 +38,24 @@ void tune_stats_of(const double *v, int n, tune_stats *out)
     for (int i = 0; i < n; i++)
         ss += (t[i] - out->mean) * (t[i] - out->mean);
     out->sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
-    const double half = n > 1 ? tune_stats_t95(n - 1) * out->sd / sqrt((double)n) : 0;
-    out->lo = out->mean - half;
-    out->hi = out->mean + half;
+    if (n < TUNE_STATS_MIN_ORDER_N) {
+        out->lo = out->min;
+        out->hi = out->max;
+        return;
+    }
+    /* order statistics r_lo, r_hi (1-based) with P(x_(r_lo) <= median <= x_(r_hi)) ~ 95 %:
+     * the binomial(n, 1/2) count below the median, normal approximation */
+    const double h = 0.5 * TUNE_STATS_Z95 * sqrt((double)n);
+    int lo = (int)floor(0.5 * n - h), hi = (int)ceil(1.0 + 0.5 * n + h);
+    lo = lo < 1 ? 1 : lo;
+    hi = hi > n ? n : hi;
+    out->lo = t[lo - 1];
+    out->hi = t[hi - 1];
 }
 
 int tune_stats_tight(const tune_stats *st, double rel)
 {
-    return st->n >= TUNE_STATS_MIN_SAMPLES && 0.5 * (st->hi - st->lo) <= rel * st->mean;
+    return st->n >= TUNE_STATS_MIN_SAMPLES && 0.5 * (st->hi - st->lo) <= rel * st->median;
 }
 
 int tune_stats_overlap(double a_lo, double a_hi, double b_lo, double b_hi)
