@@ -96,3 +96,19 @@ int cli_parse_size(const char *text, size_t *out)
     *out = (size_t)(v * mult);
     return 0;
 }
+
+void cli_print_exit_codes(FILE *out)
+{
+    fputs("\n"
+          "Exit status (every subcommand):\n"
+          "  0  success (run: every item done; status: every item done)\n"
+          "  1  runtime failure (I/O, out of memory, a rank failed)\n"
+          "  2  bad input or usage (manifest FILE:LINE:COL, option, model, topology file)\n"
+          "  3  stopped by a signal (TERM, INT or USR1: the ranks stop after the current\n"
+          "     sampler step, the images in flight are finished or redone by the next run;\n"
+          "     a stop marker is written; requeue or rerun to resume; status: items\n"
+          "     left, none failed)\n"
+          "  4  finished, but some items failed (see index.jsonl; a rerun retries them;\n"
+          "     status: items failed)\n",
+          out);
+}

@@ -118,49 +118,67 @@ static const cli_command commands[] = {
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
-     "usage: cpdit plan --topology FILE --model DIR|builtin:NAME --width W --height H\n"
-     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L]\n"
-     "                  [--frames N] [--cfg] [--json]\n"
+     "usage: cpdit plan [MANIFEST.yaml] [--manifest FILE] [-m|--model DIR|builtin:NAME]\n"
+     "                  [-t|--topology FILE] [-n|--ranks N] [--width W] [--height H]\n"
+     "                  [--frames N] [--steps S] [--max-sequence-length L] [--cfg | --no-cfg]\n"
+     "                  [--objective latency|throughput] [--images K] [--threads T]\n"
+     "                  [--backend NAME] [--json]\n"
      "\n"
      "Predicts, for every way to split N ranks (default: the ranks the topology file was\n"
      "measured with) into data-parallel groups of ring x ulysses context-parallel ranks, the\n"
      "time of one transformer step, its compute / communication split, the ring transfer that\n"
-     "hides behind compute, memory per rank and images per hour, from the model's config,\n"
-     "the image or video size and the link and compute rates in FILE (written by `cpdit probe`;\n"
-     "default $CPDIT_TOPOLOGY). The variant each grid needs is named: local, ulysses, ring,\n"
-     "ring-allgather, unified, unified-allgather, with +anything when the tokens do not divide\n"
-     "ring x ulysses or the heads do not divide ulysses. Grids are ranked by the time to\n"
-     "render K images (default 1: the latency of one image; a large K ranks by throughput);\n"
-     "grids measured by `cpdit tune` for this model, size and rank count rank by measurement.\n"
-     "The last line is `chosen: dp D ring R ulysses U VARIANT`; --json prints the same as one\n"
-     "JSON document. Steps (default 28) scale latency and images/hour only; --cfg counts two\n"
-     "forwards per step (true CFG / a negative prompt). The model family (FLUX.1, Wan 2.1)\n"
-     "comes from the transformer's _class_name; --frames N plans a video model's N frames\n"
-     "(Wan: 4k + 1, e.g. 81; video tokens = (1 + (N-1)/4) x H/16 x W/16; its cross-attention\n"
-     "to the text runs on every rank and is counted as compute).\n"
-     "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
-     "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
+     "hides behind compute, memory per rank, images per hour and core-hours (GPU-hours on\n"
+     "GPU ranks) per 1000 images, from the model's config, the size and the link and compute\n"
+     "rates in FILE (written by `cpdit probe`; default $CPDIT_TOPOLOGY). The first column #\n"
+     "is the ranking.\n"
+     "The request has the defaults `cpdit run` uses: a manifest's (model, size or its first\n"
+     "size, max_sequence_length, steps, true_cfg with a negative prompt: --cfg, its item\n"
+     "count: --images), else the model's run defaults (builtin:shapes 128x128, 20 steps, 32\n"
+     "T5 tokens, CFG on; a folder 1024x1024, 28 steps, its family's tokens); options given\n"
+     "win. The line `request: ...` shows the key of the step (size, frames, text tokens,\n"
+     "CFG, ranks x threads, backend, dtype); grids measured by `cpdit tune` for exactly\n"
+     "that key rank by measurement, and for the same image count tune's own choice first.\n"
+     "--objective latency ranks by the time of one image; throughput (the default with\n"
+     "--images K > 1 or a manifest of several items) by the time of the whole job of K\n"
+     "images, ceil(K / dp) x steps x step time. --steps: sampler steps per image.\n"
+     "The variant each grid needs is named: local, ulysses, ring, ring-allgather, unified,\n"
+     "unified-allgather, with +anything when the tokens do not divide ring x ulysses or the\n"
+     "heads do not divide ulysses. The last line is `chosen: dp D ring R ulysses U VARIANT`;\n"
+     "--json prints the same as one JSON document. The model family (FLUX.1, Wan 2.1) comes\n"
+     "from the transformer's _class_name; --frames N plans a video model's N frames (Wan:\n"
+     "4k + 1, e.g. 81). The model is explained in topology/COST-MODEL.md.\n",
      cmd_plan},
     {"tune", "time candidate grids with real steps, record the fastest, write a report",
-     "usage: cpdit tune --model DIR|builtin:NAME --width W --height H [--topology FILE]\n"
-     "                  [--top K] [--steps S] [--report DIR] [--max-sequence-length L]\n"
-     "                  [--frames N]\n"
+     "usage: cpdit tune [MANIFEST.yaml] [--manifest FILE] [-m|--model DIR|builtin:NAME]\n"
+     "                  [-t|--topology FILE] [--width W] [--height H] [--frames N]\n"
+     "                  [--steps S] [--max-sequence-length L] [--cfg | --no-cfg]\n"
+     "                  [--objective latency|throughput] [--images K] [--top K]\n"
+     "                  [--rounds R] [--budget SECONDS] [--report DIR]\n"
      "       (under mpirun -np N or srun)\n"
      "\n"
-     "Runs the K best grids `cpdit plan` predicts (default 4) plus two baselines (all\n"
-     "data-parallel, pure Ulysses over every rank) for S timed transformer steps each\n"
-     "(default 3, after one warm-up), interleaved round by round so a noisy machine slows\n"
-     "every grid alike, and picks the fastest by measurement (median step, every group busy).\n"
-     "The winner and every measured time go into FILE's \"tuned\" section (atomic rewrite);\n"
-     "`parallel: auto` and `cpdit run` without grid flags use them. FILE: --topology, else\n"
-     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists `cpdit probe --quick` runs\n"
-     "first and its result is saved as ./cpdit-topology.json.\n"
-     "The report folder (default cpdit-report/) gets report.md (findings, tables, the choice\n"
-     "and its reasons), report.json ({\"candidates\": [{\"dp\", \"ring\", \"ulysses\",\n"
-     "\"variant\", \"predicted_s\", \"measured_s\"}], \"chosen\": {...}}) and, when built with\n"
+     "Runs the K best grids `cpdit plan` predicts (--top, default 4) plus two baselines (all\n"
+     "data-parallel, pure Ulysses over every rank), interleaved round by round so a noisy\n"
+     "machine slows every grid alike: one warm-up round, at least R timed rounds (--rounds,\n"
+     "default 3), then more rounds of the grids whose 95 % interval of the median step is\n"
+     "wider than 5 % of it, until the budget (--budget, default 60 s) is spent. Each grid's\n"
+     "objective (as plan's: latency of one image, or the time of K images) comes with its\n"
+     "interval; grids whose intervals overlap the best one's are tied, and a tie goes to the\n"
+     "simpler grid (more data parallelism, even splits, no ring). The request and its\n"
+     "defaults are plan's (the manifest's, else the model's run defaults); --steps is the\n"
+     "sampler steps per image, --rounds the timed rounds.\n"
+     "The winner and every measured median go into FILE's \"tuned\" section (atomic\n"
+     "rewrite) under the step's whole key (model, size, frames, text tokens, CFG, ranks,\n"
+     "threads per rank, backend, dtype); `parallel: auto` and `cpdit run` without grid flags\n"
+     "use them only for that key. FILE: --topology, else $CPDIT_TOPOLOGY, else\n"
+     "./cpdit-topology.json; when none exists `cpdit probe --quick` runs first and its result\n"
+     "is saved as ./cpdit-topology.json.\n"
+     "The report folder (default cpdit-report/) gets report.html (self-contained, charts\n"
+     "inline), report.md, report.json ({\"objective\", \"images\", \"key\", \"command\",\n"
+     "\"candidates\": [{\"dp\", \"ring\", \"ulysses\", \"variant\", \"predicted_s\",\n"
+     "\"measured_s\", \"samples\", \"stats\", \"objective\"}], \"chosen\"}) and, when built with\n"
      "PLplot, bandwidth.png and predicted_vs_measured.png.\n"
-     "A grid that fails on any rank is marked failed on all of them; the others go on.\n"
-     "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
+     "A grid that fails on any rank is marked failed on all of them; the others go on\n"
+     "(exit 1 only when every grid failed).\n",
      cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
@@ -248,7 +266,8 @@ static const cli_command commands[] = {
      "Prints the version, the configure options, whether CUDA, NCCL and cuDNN are compiled\n"
      "in, the MPI library, hwloc, and which BLAS kernels run on this CPU.\n",
      cmd_version},
-    {"help", "show help for a subcommand", "usage: cpdit help [SUBCOMMAND]\n", cmd_help},
+    {"help", "show help for a subcommand",
+     "usage: cpdit help [SUBCOMMAND]   (same as cpdit SUBCOMMAND --help)\n", cmd_help},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -274,8 +293,8 @@ static void print_main_help(FILE *out)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
-                 "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n"
-                 "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
+                 "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n");
+    cli_print_exit_codes(out);
 }
 
 static int cmd_version(int argc, char **argv)
@@ -294,12 +313,15 @@ static int cmd_help(int argc, char **argv)
     }
     if (argc > 2)
         return cli_usage_error("help", "expected one subcommand name, got %d arguments", argc - 1);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        argv[1] = "help"; /* cpdit help --help: help's own text */
     const cli_command *c = cli_find_command(argv[1]);
     if (!c) {
         fprintf(stderr, "cpdit: help: unknown subcommand '%s' (see 'cpdit --help')\n", argv[1]);
         return CLI_EXIT_USAGE;
     }
     fputs(c->help, stdout);
+    cli_print_exit_codes(stdout);
     return CLI_EXIT_OK;
 }
 
@@ -342,6 +364,7 @@ int main(int argc, char **argv)
     }
     if (c->fn != cmd_help && wants_help(argc - 1, argv + 1)) {
         fputs(c->help, stdout);
+        cli_print_exit_codes(stdout);
         return CLI_EXIT_OK;
     }
     return c->fn(argc - 1, argv + 1);
