@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +137,56 @@ static int run_sbatch(const char *script, char *id, size_t size)
     return CLI_EXIT_OK;
 }
 
+/* --array K or K%M (at most M tasks at once). 0, or -1 with the usage error printed. */
+static int parse_array(const char *text, job_sbatch_options *so)
+{
+    char k[32];
+    const char *pct = strchr(text, '%');
+    const size_t n = pct ? (size_t)(pct - text) : strlen(text);
+    if (n >= sizeof k) {
+        cli_usage_error(SUB, "--array: expected K or K%%M, got '%s'", text);
+        return -1;
+    }
+    memcpy(k, text, n);
+    k[n] = '\0';
+    long v;
+    if (cli_parse_int(SUB, "--array", k, 1, COUNT_MAX, &v))
+        return -1;
+    so->array = (int)v;
+    if (pct) {
+        if (cli_parse_int(SUB, "--array (the %M throttle)", pct + 1, 1, COUNT_MAX, &v))
+            return -1;
+        so->array_throttle = (int)v;
+    }
+    return 0;
+}
+
+#define SETUP_MAX_BYTES (64 * 1024)
+
+/* The text of --setup FILE (a regular file, at most SETUP_MAX_BYTES, no NUL bytes) into *out
+ * (caller frees). 0, or -1 with the message printed. */
+static int read_setup(const char *path, char **out)
+{
+    struct stat sb;
+    FILE *f = NULL;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fopen(path, "rb"))) {
+        cli_usage_error(SUB, "--setup %s: not a readable regular file", path);
+        return -1;
+    }
+    char *buf = malloc(SETUP_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, SETUP_MAX_BYTES + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > SETUP_MAX_BYTES || memchr(buf, '\0', n)) {
+        free(buf);
+        cli_usage_error(SUB, "--setup %s: more than %d bytes, or not text", path,
+                        SETUP_MAX_BYTES);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
 int cmd_submit(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -150,6 +201,9 @@ int cmd_submit(int argc, char **argv)
         {"ring", required_argument, 0, 'R'},      {"ulysses", required_argument, 0, 'U'},
         {"anything", no_argument, 0, 'y'},
         {"signal-lead", required_argument, 0, 'L'},
+        {"exclusive", no_argument, 0, 'x'},       {"cpu-bind", required_argument, 0, 'B'},
+        {"gpu-bind", required_argument, 0, 'g'},  {"max-requeues", required_argument, 0, 'Q'},
+        {"setup", required_argument, 0, 's'},     {"prolog", required_argument, 0, 's'},
         {0, 0, 0, 0}};
     /* everything after "--" goes to sbatch */
     int n_own = argc;
@@ -168,14 +222,21 @@ int cmd_submit(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(n_own, argv, "", opts, NULL)) != -1) {
+    const char *setup_path = NULL;
+    /* the short options sbatch has: -N -t -p -A -q -a -c */
+    while ((c = getopt_long(n_own, argv, "N:t:p:A:q:a:c:", opts, NULL)) != -1) {
         switch (c) {
         case 'n': dry = 1; break;
         case 'N': if (cli_parse_int(SUB, "--nodes", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.nodes = (int)v; break;
         case 'T': if (cli_parse_int(SUB, "--ntasks-per-node", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.ntasks_per_node = (int)v; break;
         case 'G': if (cli_parse_int(SUB, "--gpus-per-node", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.gpus_per_node = (int)v; break;
         case 'c': if (cli_parse_int(SUB, "--cpus-per-task", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.cpus_per_task = (int)v; break;
-        case 'a': if (cli_parse_int(SUB, "--array", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.array = (int)v; break;
+        case 'a': if (parse_array(optarg, &so)) return CLI_EXIT_USAGE; break;
+        case 'x': so.exclusive = 1; break;
+        case 'B': so.cpu_bind = optarg; break;
+        case 'g': so.gpu_bind = optarg; break;
+        case 's': setup_path = optarg; break;
+        case 'Q': if (cli_parse_int(SUB, "--max-requeues", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.max_requeues = (int)v; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.dp = (int)v; break;
         case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.ring = (int)v; break;
         case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.ulysses = (int)v; break;
@@ -227,6 +288,13 @@ int cmd_submit(int argc, char **argv)
         return cli_report(&err);
     }
 
+    char *setup = NULL;
+    if (setup_path && read_setup(setup_path, &setup)) {
+        manifest_free(m);
+        return CLI_EXIT_USAGE;
+    }
+    so.setup = setup;
+    so.setup_path = setup_path;
     char name[96];
     job_name(path, name, sizeof name);
     char *exe = program_path(), *man = realpath(path, NULL), *out = absolute(m->output_dir);
@@ -272,6 +340,7 @@ int cmd_submit(int argc, char **argv)
         free(file);
     }
     free(script);
+    free(setup);
     free(exe);
     free(man);
     free(out);
