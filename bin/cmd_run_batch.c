@@ -11,6 +11,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
+#include "bin/run_placement.h"
 #include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
 #include "topology/cost_model.h"
@@ -198,6 +199,8 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     grid_choice gc;
     char grid_line[GRID_CHOICE_REASON_MAX + 128];
+    if (!st)
+        run_print_placement(MPI_COMM_WORLD, o->verbose, stderr);
     if (!st)
         st = choose_grid(m, o->topology, o->backend, &variant, &gc, &err);
     if (!st)

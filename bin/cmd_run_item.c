@@ -23,6 +23,7 @@
 #include "bin/cli.h"
 #include "lib/cp/comm_mpi.h"
 #include "bin/cmd_run.h"
+#include "bin/run_placement.h"
 #include "lib/builtin/builtin_model.h"
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
@@ -104,6 +105,7 @@ int run_item(const run_item_options *o_given)
     const char *variant = o->variant;
     int anything = o->anything;
     cpdit_status st = CPDIT_OK;
+    run_print_placement(MPI_COMM_WORLD, o->verbose, stderr);
     if (!o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
