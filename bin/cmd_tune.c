@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kernels/backend.h"
+#include "lib/core/version.h"
 #include "bin/cli.h"
 #include "bin/plan_request.h"
 #include "jobs/job_run.h"
@@ -180,6 +181,13 @@ static cpdit_status conclude(topology *t, const char *topo_source, const model_p
     info.key_text = key_text;
     info.command = a->command;
     info.budget_s = a->budget_s;
+    info.version = cpdit_version_string();
+    const cpdit_backend *be = cpdit_backend_default();
+    char be_line[512] = "";
+    if (be->describe)
+        be->describe(be_line, sizeof be_line);
+    info.backend = be->name;
+    info.backend_line = be_line;
     if (chosen >= 0) {
         topo_grid_time ms[TUNE_MAX_CANDIDATES];
         int k = 0;

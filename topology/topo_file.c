@@ -49,6 +49,13 @@ static int get_int(json_t *obj, const char *key, int def)
     return v && json_is_integer(v) ? (int)json_integer_value(v) : def;
 }
 
+/* Element i of an array of integers; -1 when absent. */
+static int get_int_at(json_t *arr, size_t i)
+{
+    json_t *v = json_is_array(arr) ? json_array_get(arr, i) : NULL;
+    return v && json_is_integer(v) ? (int)json_integer_value(v) : -1;
+}
+
 static void read_grid_time(json_t *o, topo_grid_time *g)
 {
     memset(g, 0, sizeof *g);
@@ -349,6 +356,9 @@ static cpdit_status read_links(topology *t, json_t *root, cpdit_error *err)
         get_num(e, "bytes", &d->bytes);
         get_num(e, "time_s_avg", &d->time_s_avg);
         get_num(e, "bw_Bps", &d->bw_Bps);
+        get_num(e, "time_s_min", &d->time_s_min);
+        json_t *pr = json_object_get(e, "ranks");
+        d->rank_a = get_int_at(pr, 0), d->rank_b = get_int_at(pr, 1);
         if (d->bw_Bps <= 0 && d->time_s_avg > 0)
             d->bw_Bps = d->bytes / d->time_s_avg;
         if (d->bytes > 0 && d->bw_Bps > 0)
@@ -388,6 +398,9 @@ static cpdit_status read_links(topology *t, json_t *root, cpdit_error *err)
             }
         get_num(e, "bytes", &d->bytes);
         get_num(e, "time_s_avg", &d->time_s_avg);
+        get_num(e, "time_s_min", &d->time_s_min);
+        get_num(e, "algbw_Bps", &d->algbw_Bps);
+        get_num(e, "busbw_Bps", &d->busbw_Bps);
         if (ok && d->bytes > 0 && d->time_s_avg > 0)
             t->n_coll++;
     }

@@ -73,6 +73,8 @@ typedef struct topo_host {
 typedef struct topo_p2p {
     topo_class cls;
     double bytes, time_s_avg, bw_Bps;
+    double time_s_min; /* the best trial (what the fit uses); 0 when the row has none */
+    int rank_a, rank_b; /* the pair ("ranks"); -1 when absent */
 } topo_p2p;
 
 /* One row of links.collectives. */
@@ -83,6 +85,8 @@ typedef struct topo_coll {
     topo_class cls;     /* widest pair class of the group */
     double bytes;       /* per-rank send size */
     double time_s_avg;
+    double time_s_min;  /* 0 when absent */
+    double algbw_Bps, busbw_Bps; /* as nccl-tests define them; 0 when absent */
 } topo_coll;
 
 typedef struct topo_grid_time {

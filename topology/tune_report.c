@@ -11,6 +11,7 @@
 #include "lib/io/atomic_file.h"
 #include "lib/pipeline/pipeline.h"
 #include "topology/tune_charts.h"
+#include "topology/tune_report_html.h"
 
 #define GB 1e9
 
@@ -318,7 +319,13 @@ cpdit_status tune_report_write(const char *dir, const tune_report_info *in,
         else
             used += (size_t)snprintf(charts + used, sizeof charts - used,
                                      "No bandwidth chart: %s.\n\n", e.what);
-        if (tune_chart_predictions(c, n, dir, &e) == CPDIT_OK)
+        if (tune_chart_collectives(in->topo, dir, &e) == CPDIT_OK)
+            used += (size_t)snprintf(charts + used, sizeof charts - used,
+                                     "![collectives: time per call vs size](collectives.png)\n\n");
+        else
+            used += (size_t)snprintf(charts + used, sizeof charts - used,
+                                     "No collectives chart: %s.\n\n", e.what);
+        if (tune_chart_predictions(c, n, chosen, dir, &e) == CPDIT_OK)
             snprintf(charts + used, sizeof charts - used,
                      "![predicted vs measured step time per grid](predicted_vs_measured.png)\n");
         else
@@ -328,5 +335,8 @@ cpdit_status tune_report_write(const char *dir, const tune_report_info *in,
     if ((st = write_json(path, in, c, n, chosen, err)))
         return st;
     snprintf(path, sizeof path, "%s/report.md", dir);
-    return write_md(path, in, c, n, chosen, charts, err);
+    if ((st = write_md(path, in, c, n, chosen, charts, err)))
+        return st;
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    return tune_report_html(path, dir, in, c, n, chosen, err);
 }

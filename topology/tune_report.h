@@ -1,4 +1,5 @@
-/* tune_report.h — `cpdit tune`'s report folder for admins: report.md (what was found, the
+/* tune_report.h — `cpdit tune`'s report folder for admins: report.html (self-contained:
+ * every section below, the charts inline; tune_report_html.h), report.md (what was found, the
  * tables, the choice and the reasons in words), report.json ({"candidates": [{"dp", "ring",
  * "ulysses", "variant", "predicted_s", "measured_s", ...}], "chosen": {...}, ...}) and the
  * PNG charts of tune_charts.h when PLplot is built in.
@@ -29,6 +30,9 @@ typedef struct tune_report_info {
     const char *key_text;     /* tuned_key_text of the recorded entry */
     const char *command;      /* the command line, as run */
     double budget_s;          /* the measuring time budget */
+    const char *version;      /* cpdit's version */
+    const char *backend_line; /* the backend's describe() line (libraries, device) */
+    const char *backend;      /* its name */
 } tune_report_info;
 
 /* Write dir/report.md, dir/report.json and the charts (mkdir -p dir). chosen: index into c
