@@ -161,7 +161,8 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
                               m->base.max_sequence_length, m->base.steps, items, size,
                               0 /* frames: images only so far */,
                               m->base.true_cfg > 1.0 && m->base.negative_prompt != NULL,
-                              backend, 0 /* threads: this process's */};
+                              backend, 0 /* threads: this process's */,
+                              m->output_dir /* the job-start probe kept there */};
     if (m->base.n_sizes > 0)
         rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
     if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))

@@ -114,7 +114,8 @@ int run_item(const run_item_options *o_given)
                                   o->max_sequence_length, o->steps, 1, size,
                                   0 /* frames: images only so far */,
                                   o->true_cfg > 1.0f && o->negative_prompt != NULL, o->backend,
-                                  0 /* threads: this process's */};
+                                  0 /* threads: this process's */,
+                                  o->output /* the job-start probe kept there */};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
             ring = gc.ring;

@@ -4,6 +4,8 @@
 # 2 ranks, builtin:tiny at 64x64, 1 step:
 #  1. no --topology and no $CPDIT_TOPOLOGY: a quick probe runs at job start; the grid line
 #     says so, for one image and for a manifest (summary and every index line's grid.why);
+#     it is kept in the output folder: a rerun there uses it (no probe), a rerun with other
+#     threads per rank (another layout) probes again;
 #  2. a topology file whose "tuned" section measured a grid for this step's whole key
 #     (model, size, frames, text tokens, CFG, ranks, threads, backend, dtype): that grid is
 #     used (not the prediction), given by --topology and by $CPDIT_TOPOLOGY; an entry with
@@ -55,6 +57,16 @@ index_why() {
 run item_probe 0 $item --output "$work/item_probe"
 expect item_probe "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe at job start"
 [ -s "$work/item_probe/00000-0-fox.png" ] || fail "item_probe: no image"
+# 1b. the probe is kept in the output folder (topology/probe_cache.h): a rerun into it on
+#     the same hosts and layout plans on it without probing; other threads per rank are
+#     another layout: probed again, kept beside
+ls -a "$work/item_probe" | grep -q '^\.cpdit-probe-[0-9a-f]*\.json$' || fail "item_probe: no cached probe"
+run item_cached 0 $item --output "$work/item_probe"
+expect item_cached "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from the quick probe of an earlier run on the same hosts and rank layout, cached in $work/item_probe/.cpdit-probe-"
+OPENBLAS_NUM_THREADS=2 run item_threads 0 $item --output "$work/item_probe"
+expect item_threads "(predicted from a quick probe at job start"
+n=$(ls -a "$work/item_probe" | grep -c '^\.cpdit-probe-')
+[ "$n" -eq 2 ] || fail "item_probe: $n cached probes, want 2 (one per layout)"
 run batch_probe 0 "$work/m.yaml" --output "$work/batch_probe"
 expect batch_probe "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe at job start"
 index_why batch_probe "dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe"

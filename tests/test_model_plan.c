@@ -270,7 +270,7 @@ static void test_grid_choice(void)
     cpdit_error err;
     cpdit_error_clear(&err);
     grid_choice_request rq = {fx("two_nodes_8gpu.json"), fx("wan21-1.3b-transformer"), 832,
-                              480, 0, 50, 1, 8, 81, 0, NULL, 0};
+                              480, 0, 50, 1, 8, 81, 0, NULL, 0, NULL};
     grid_choice gc;
     CHECK(grid_choice_auto(&rq, &gc, &err) == CPDIT_OK);
     CHECK(gc.planned && gc.dp * gc.ring * gc.ulysses == 8);

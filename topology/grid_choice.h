@@ -5,7 +5,9 @@
  *      of `cpdit tune` for this step's whole key (topology/tuned_key.h: model, size, frames,
  *      text tokens, CFG, ranks, threads, backend, dtype), else the cost model's best;
  *   2. else (grid_choice_world only) the probe's quick mode run at job start over every rank
- *      (a few seconds), and the cost model on what it measured;
+ *      (a few seconds), and the cost model on what it measured; the probe is kept in the
+ *      output folder (topology/probe_cache.h) and reused, without probing, by the later runs
+ *      on the same hosts, hardware and rank layout (requeues);
  *   3. when that probe fails: every rank data-parallel, and the reason says why.
  * grid_choice_auto is step 1 on one rank (without a file: the documented default, all ranks
  * data-parallel or one Ulysses group for one image); grid_choice_world is the collective
@@ -46,6 +48,8 @@ typedef struct grid_choice_request {
     int cfg;              /* 1: true CFG (two forwards per step) */
     const char *backend;  /* --backend (NULL: the default) */
     int threads;          /* threads per rank (0: this process's GEMM threads) */
+    const char *probe_cache; /* the folder of the job-start probe's cache (probe_cache.h: the
+                                output folder), NULL: only $CPDIT_PROBE_CACHE */
 } grid_choice_request;
 
 /* Errors: INPUT for a topology file that cannot be read or is of another format, a model
