@@ -5,7 +5,9 @@
 # (text_tokens, cfg, frames, threads_per_rank, backend, dtype); `cpdit plan MANIFEST` reads
 # the same defaults and chooses tune's winner; `cpdit run` of that manifest reuses the winner
 # ("measured by cpdit tune"), while the same manifest with 32 tokens, or with true CFG and a
-# negative prompt, does not (it is predicted instead). Exit 77 (skip) without mpirun.
+# negative prompt, does not (it is predicted instead). The probe prints its per-size tables
+# (size, avg and min time, algbw, busbw), one row per row of its JSON. Exit 77 (skip) without
+# mpirun.
 : "${CPDIT:?CPDIT is set by make check}"
 : "${MPI_RUN:?MPI_RUN is set by make check}"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cpdit-tunekey-XXXXXX") || exit 1
@@ -31,10 +33,28 @@ manifest m64.yaml 64
 manifest m32.yaml 32
 manifest cfg64.yaml 64 ', true_cfg: 4.0, negative_prompt: ""'
 
-"$MPI_RUN" -np 2 "$CPDIT" probe --quick --quiet --output topo.json > /dev/null 2>&1
+"$MPI_RUN" -np 2 "$CPDIT" probe --quick --output topo.json > probe.out 2> /dev/null
 rc=$?
 [ $rc -eq 77 ] && exit 77
 [ $rc -eq 0 ] || { bad "probe exit $rc"; exit 1; }
+# the probe prints its per-size tables (nccl-tests style), one row per measured size
+grep -q '^  class  *pair  *size_B  *avg_us  *min_us  *algbw_GB/s  *busbw_GB/s$' probe.out ||
+    bad "probe: no point-to-point table header"
+grep -q '^  op  *ranks class  *size_B  *avg_us  *algbw_GB/s  *busbw_GB/s$' probe.out ||
+    bad "probe: no collectives table header"
+if [ -n "${PYTHON3:-}" ]; then
+    "$PYTHON3" - <<'PY' || bad "probe's tables do not match its JSON"
+import json, re
+t = json.load(open("topo.json"))["links"]
+out = open("probe.out").read().splitlines()
+p2p = [l for l in out if re.match(r"^  \w+ +\d+-\d+ +\d+ ", l)]
+col = [l for l in out if re.match(r"^  (alltoall|allgather|sendrecv_ring) +\d+ ", l)]
+assert len(p2p) == len(t["p2p"]) and len(col) == len(t["collectives"]), (len(p2p), len(col))
+for l, r in zip(p2p, t["p2p"]):
+    f = l.split()
+    assert int(f[2]) == r["bytes"] and abs(float(f[3]) - r["time_s_avg"] * 1e6) < 1e-3 + 1e-3 * r["time_s_avg"] * 1e6, (l, r)
+PY
+fi
 "$MPI_RUN" -np 2 "$CPDIT" tune m64.yaml --topology topo.json --rounds 1 --budget 0 --top 1 \
     > tune.out 2> tune.err || { cat tune.err; bad "tune exit $?"; exit 1; }
 grep -q '^key: 64x64, 1 frame, 64 text tokens, CFG off, 2 ranks x ' tune.out ||
