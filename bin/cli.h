@@ -24,6 +24,11 @@ typedef struct cli_command {
  * at the end of every --help, in the same words everywhere. */
 void cli_print_exit_codes(FILE *out);
 
+/* One --verbose line on stderr, written with a single write(2) so that lines of several
+ * ranks never interleave mid-line, prefixed "[cpdit rank R/N] " under MPI with N > 1 (else
+ * "[cpdit] "); fmt without the newline. */
+void cli_verbose_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Print "cpdit: <where>: <what>" to stderr and return the exit code of err's status. */
 int cli_report(const cpdit_error *err);
 

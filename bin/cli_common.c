@@ -2,10 +2,12 @@
 #include "bin/cli.h"
 
 #include <errno.h>
+#include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "lib/cp/cp_attention.h"
@@ -111,4 +113,29 @@ void cli_print_exit_codes(FILE *out)
           "  4  finished, but some items failed (see index.jsonl; a rerun retries them;\n"
           "     status: items failed)\n",
           out);
+}
+
+#define CLI_LINE_MAX 1024
+
+void cli_verbose_line(const char *fmt, ...)
+{
+    char buf[CLI_LINE_MAX];
+    int inited = 0, rank = 0, size = 1;
+    MPI_Initialized(&inited);
+    if (inited) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    int k = size > 1 ? snprintf(buf, sizeof buf, "[cpdit rank %d/%d] ", rank, size)
+                     : snprintf(buf, sizeof buf, "[cpdit] ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + k, sizeof buf - (size_t)k - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)k + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof buf - 2)
+        len = sizeof buf - 2;
+    buf[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, len); /* one write: never split between ranks */
+    (void)w;
 }

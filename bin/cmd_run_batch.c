@@ -42,11 +42,10 @@ static void progress_tty(int step, int steps, double seconds, long long read_byt
     const batch_ctx *c = ctx;
     if (c->verbose) { /* plain lines, also under mpirun and in Slurm logs */
         if (read_bytes >= 0)
-            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s, disk read %lld bytes\n",
-                    c->item, step, steps, seconds, read_bytes);
+            cli_verbose_line("item %llu step %d/%d %.3f s, disk read %lld bytes", c->item, step,
+                             steps, seconds, read_bytes);
         else
-            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps,
-                    seconds);
+            cli_verbose_line("item %llu step %d/%d %.3f s", c->item, step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))

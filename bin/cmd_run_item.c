@@ -44,10 +44,10 @@ static void progress_line(int step, int steps, double seconds, long long read_by
     const run_item_options *o = ctx;
     if (o && o->verbose) { /* plain lines, also under mpirun */
         if (read_bytes >= 0)
-            fprintf(stderr, "cpdit: step %d/%d %.3f s, disk read %lld bytes\n", step, steps,
-                    seconds, read_bytes);
+            cli_verbose_line("step %d/%d %.3f s, disk read %lld bytes", step, steps, seconds,
+                             read_bytes);
         else
-            fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+            cli_verbose_line("step %d/%d %.3f s", step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))

@@ -19,10 +19,10 @@ static int cmd_help(int argc, char **argv);
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
-     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U]\n"
-     "                 [--anything] [--topology FILE] [--attention VARIANT]\n"
+     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--dp D] [--ring R]\n"
+     "                 [--ulysses U] [--anything] [--topology FILE] [--attention VARIANT]\n"
      "                 [--attention-backend KERNEL] [--backend NAME]\n"
-     "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
+     "       cpdit run --model DIR|builtin:NAME --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
@@ -41,11 +41,17 @@ static const cli_command commands[] = {
      "models (FLUX.1-dev), 4 otherwise (schnell); a built-in model its own (also for what a\n"
      "manifest leaves out): builtin:tiny 256x256, 28 steps; builtin:shapes as trained,\n"
      "128x128, 20 steps, 32 T5 tokens, --true-cfg 4 with the empty negative prompt.\n"
+     "--dp D (manifest form): data-parallel groups (default: the ranks left over by ring x\n"
+     "ulysses). builtin:NAME is builtin:tiny or builtin:shapes (`cpdit builtin list`).\n"
+     "The run starts with a placement line (ranks x threads, each rank's CPUs) and warns when\n"
+     "a host is oversubscribed. --status exits 3 while items are left, 4 when some failed.\n"
      "Without grid flags (and with `parallel: auto` in a manifest) the grid is the one\n"
      "`cpdit plan` chooses from --topology FILE or $CPDIT_TOPOLOGY (for the manifest's item\n"
      "count; one image: latency; measured `cpdit tune` winners first); without a topology\n"
      "file every rank runs the probe's quick mode first (about a second per rank pair;\n"
-     "`cpdit probe` once per partition saves it) and plans on that; if that probe fails, all\n"
+     "`cpdit probe` once per partition saves it) and plans on that, keeping it in the output\n"
+     "folder (.cpdit-probe-KEY.json, or in $CPDIT_PROBE_CACHE) for later runs on the same\n"
+     "hosts, hardware and rank layout (requeues skip the probe); if that probe fails, all\n"
      "ranks run data-parallel. The summary and each index line say which grid and why\n"
      "(\"grid: dp 2 ring 1 ulysses 2 unified (predicted from ...)\"). Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
@@ -123,7 +129,9 @@ static const cli_command commands[] = {
      "OUTPUT_DIR/.cpdit-run.json, unless --manifest names one): done (complete PNG), failed\n"
      "(a failed index line and no PNG), left; per array task and in total. Also the index\n"
      "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
-     "stop markers of runs that a signal ended. Writes nothing.\n",
+     "stop markers of runs that a signal ended. Writes nothing. Exits 0 when every item is\n"
+     "done, 3 while items are left (none failed), 4 when some failed: a script can loop on\n"
+     "it.\n",
      cmd_status},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
