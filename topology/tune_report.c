@@ -188,10 +188,11 @@ static void write_choice(FILE *f, const tune_report_info *in, const tune_candida
     fprintf(f, "- The cost model %s.\n",
             pbest == chosen ? "predicted the same winner"
                             : "predicted another winner; the measurement decides");
-    fprintf(f, "\nRecorded in the topology file's \"tuned\" section for %s at %dx%d on %d ranks: "
+    fprintf(f, "\nRecorded in the topology file's \"tuned\" section for %s under the key %s: "
                "`parallel: auto` and `cpdit run` without grid flags use it from now on "
-               "(with `--topology FILE` or `CPDIT_TOPOLOGY=FILE`).\n\n",
-            in->shape->key, in->shape->width, in->shape->height, in->ranks);
+               "(with `--topology FILE` or `CPDIT_TOPOLOGY=FILE`) for runs with that same key "
+               "only (other tokens, CFG, threads or backend are planned anew).\n\n",
+            in->shape->key, in->key_text ? in->key_text : "?");
     (void)t;
 }
 
