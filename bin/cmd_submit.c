@@ -137,6 +137,32 @@ static int run_sbatch(const char *script, char *id, size_t size)
     return CLI_EXIT_OK;
 }
 
+/* Write OUT/cpdit-job.sbatch and submit it; print the job id. Returns the exit code. */
+static int write_and_submit(const char *out, const char *script)
+{
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cpdit_status st = CPDIT_OK;
+    int code = CLI_EXIT_OK;
+    char *file = job_path_join(out, JOB_SBATCH_FILE_NAME);
+    if (!file)
+        st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, SUB, "out of memory");
+    if (!st)
+        st = job_make_folders(out, &err);
+    if (!st)
+        st = atomic_write_buffer(file, script, strlen(script), &err);
+    char id[JOB_ID_MAX];
+    if (st)
+        code = cli_report(&err);
+    else if ((code = run_sbatch(file, id, sizeof id)) == CLI_EXIT_OK) {
+        printf("%s\n", id);
+        fprintf(stderr, "cpdit: submit: job %s queued; script %s; logs %s/slurm-*.out; "
+                        "watch with: cpdit status %s\n", id, file, out, out);
+    }
+    free(file);
+    return code;
+}
+
 /* --array K or K%M (at most M tasks at once). 0, or -1 with the usage error printed. */
 static int parse_array(const char *text, job_sbatch_options *so)
 {
@@ -322,22 +348,7 @@ int cmd_submit(int argc, char **argv)
     } else if (dry) {
         fputs(script, stdout);
     } else {
-        char *file = job_path_join(out, JOB_SBATCH_FILE_NAME);
-        if (!file)
-            st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, SUB, "out of memory");
-        if (!st)
-            st = job_make_folders(out, &err);
-        if (!st)
-            st = atomic_write_buffer(file, script, strlen(script), &err);
-        char id[JOB_ID_MAX];
-        if (st)
-            code = cli_report(&err);
-        else if ((code = run_sbatch(file, id, sizeof id)) == CLI_EXIT_OK) {
-            printf("%s\n", id);
-            fprintf(stderr, "cpdit: submit: job %s queued; script %s; logs %s/slurm-*.out; "
-                            "watch with: cpdit status %s\n", id, file, out, out);
-        }
-        free(file);
+        code = write_and_submit(out, script);
     }
     free(script);
     free(setup);

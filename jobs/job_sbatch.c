@@ -177,37 +177,10 @@ static void put_launcher(FILE *f, const job_sbatch_options *o)
                "    LAUNCH=(mpirun \"${BIND[@]}\")\n");
 }
 
-cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err)
+/* The #SBATCH part: the header comment, the resources, the stop signal, the logs. */
+static void put_sbatch_lines(FILE *f, const job_sbatch_options *o, int tasks, int nodes,
+                             int lead, int array)
 {
-    *out = NULL;
-    const char *texts[] = {o->cpdit, o->manifest, o->output_dir, o->job_name, o->time,
-                           o->partition, o->account, o->qos, o->topology};
-    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
-        if (has_newline(texts[i]))
-            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "a value with a line break: "
-                                   "'%s'", texts[i]);
-    for (int i = 0; i < o->n_extra; i++)
-        if (has_newline(o->extra[i]))
-            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "an extra sbatch option with "
-                                   "a line break: '%s'", o->extra[i]);
-    if (o->gpus_per_node && o->ntasks_per_node && o->ntasks_per_node != o->gpus_per_node)
-        return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "--ntasks-per-node %d with "
-                               "--gpus-per-node %d: cpdit runs one task per GPU (leave "
-                               "--ntasks-per-node out)", o->ntasks_per_node, o->gpus_per_node);
-    int tasks = o->gpus_per_node ? o->gpus_per_node : o->ntasks_per_node ? o->ntasks_per_node : 1;
-    int nodes = o->nodes > 0 ? o->nodes : 1;
-    int lead = o->signal_lead_s > 0 ? o->signal_lead_s : JOB_SBATCH_SIGNAL_LEAD_S;
-    int array = o->array > 1;
-    cpdit_status cst = check_options(o, lead, err);
-    if (cst)
-        return cst;
-
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "submit", "out of memory");
-
     fprintf(f, "#!/bin/bash\n"
                "# %s — a Slurm batch script written by `cpdit submit` (cpdit %s).\n"
                "#   manifest: %s\n"
@@ -276,14 +249,12 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
         }
     }
 
-    /* the body */
-    fprintf(f, "\nset -u\nCPDIT=");
-    put_quoted(f, o->cpdit);
-    fprintf(f, "\nMANIFEST=");
-    put_quoted(f, o->manifest);
-    fprintf(f, "\nOUTPUT=");
-    put_quoted(f, o->output_dir);
-    fprintf(f, "\n\n");
+}
+
+/* The stopping machinery: the request and marker files, the grace, requeue() with the
+ * --max-requeues cap, the USR1 / TERM trap. */
+static void put_stop_section(FILE *f, const job_sbatch_options *o, int lead)
+{
     /* the grace: the warning's lead less mpirun's TERM and KILL waits and 10 s to requeue */
     int grace = lead - 2 * JOB_SBATCH_MPIRUN_KILL_WAIT_S - 10;
     if (grace < JOB_SBATCH_STOP_GRACE_MIN_S)
@@ -334,6 +305,50 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
             "\n",
             JOB_STOP_REQUEST_PREFIX, JOB_STOP_MARKER_PREFIX, grace,
             o->max_requeues > 0 ? o->max_requeues : 0);
+}
+
+cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err)
+{
+    *out = NULL;
+    const char *texts[] = {o->cpdit, o->manifest, o->output_dir, o->job_name, o->time,
+                           o->partition, o->account, o->qos, o->topology};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if (has_newline(texts[i]))
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "a value with a line break: "
+                                   "'%s'", texts[i]);
+    for (int i = 0; i < o->n_extra; i++)
+        if (has_newline(o->extra[i]))
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "an extra sbatch option with "
+                                   "a line break: '%s'", o->extra[i]);
+    if (o->gpus_per_node && o->ntasks_per_node && o->ntasks_per_node != o->gpus_per_node)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "--ntasks-per-node %d with "
+                               "--gpus-per-node %d: cpdit runs one task per GPU (leave "
+                               "--ntasks-per-node out)", o->ntasks_per_node, o->gpus_per_node);
+    int tasks = o->gpus_per_node ? o->gpus_per_node : o->ntasks_per_node ? o->ntasks_per_node : 1;
+    int nodes = o->nodes > 0 ? o->nodes : 1;
+    int lead = o->signal_lead_s > 0 ? o->signal_lead_s : JOB_SBATCH_SIGNAL_LEAD_S;
+    int array = o->array > 1;
+    cpdit_status cst = check_options(o, lead, err);
+    if (cst)
+        return cst;
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "submit", "out of memory");
+
+    put_sbatch_lines(f, o, tasks, nodes, lead, array);
+
+    /* the body */
+    fprintf(f, "\nset -u\nCPDIT=");
+    put_quoted(f, o->cpdit);
+    fprintf(f, "\nMANIFEST=");
+    put_quoted(f, o->manifest);
+    fprintf(f, "\nOUTPUT=");
+    put_quoted(f, o->output_dir);
+    fprintf(f, "\n\n");
+    put_stop_section(f, o, lead);
     put_grid_comment(f, o);
     fprintf(f, "RUN_ARGS=(--output \"$OUTPUT\"");
     if (o->dp)
