@@ -332,13 +332,15 @@ static void write_whatif(FILE *f, const tune_report_info *in)
             times[0], times[1], times[2],
             t->fits[TOPO_CROSS_NODE].measured ? "measured" : "not measured: the 10 Gbit/s "
                                                              "default",
-            in->objective, "core-hours");
+            in->objective,
+            in->backend && strcmp(in->backend, "cuda") == 0 ? "GPU-hours" : "core-hours");
     for (int i = 0; i < TUNE_WHATIF_N; i++) {
         topology s;
         if (scaled(t, times[i], &s))
             continue;
         const int images = in->images == 1 ? 1 : in->images * times[i];
-        cm_options o = {s.ranks, in->steps, images, in->threads, 0};
+        cm_options o = {s.ranks, in->steps, images, in->threads,
+                        in->backend && strcmp(in->backend, "cuda") == 0};
         cm_prediction *p = NULL;
         int n = 0;
         cpdit_error e;
