@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "lib/io/video_writer.h"
 #include "kernels/host_runtime.h"
 #ifdef CPDIT_HAVE_CUDA
 #include "kernels/cuda/cuda_runtime_info.h"
@@ -66,6 +67,8 @@ void cpdit_build_info_print(FILE *out)
     fprintf(out, "  libpng:     %s\n", png_get_libpng_ver(NULL));
     fprintf(out, "  libyaml:    %s\n", yaml_get_version_string());
     fprintf(out, "  jansson:    %s\n", jansson_version_str());
+    cpdit_video_describe(line, sizeof line);
+    fprintf(out, "  video:      %s\n", line); /* output.format mp4|webp|png-frames */
     fprintf(out, "  backends:   (--backend NAME; default: the first available, now %s)\n",
             cpdit_backend_default()->name);
     for (const cpdit_backend *const *b = cpdit_backend_list(); *b; b++) {

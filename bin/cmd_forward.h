@@ -1,6 +1,6 @@
 /* cmd_forward.h — `cpdit forward`: run one model component on tensors from a safetensors file.
  *
- *   cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors
+ *   cpdit forward --model DIR --component transformer|vae|text_encoder --inputs IN.safetensors
  *                 --output OUT.safetensors [--ulysses U] [--ring R] [--anything]
  *                 [--attention VARIANT] [--attention-backend KERNEL] [--backend NAME]
  *                 [--weight-format native|fp32] [--no-weight-sharing] [--vae-parallel on|off]
@@ -18,7 +18,7 @@
 
 typedef struct forward_options {
     const char *model;             /* --model DIR (pipeline root, component folder or file) */
-    const char *component;         /* --component: "transformer" or "vae" */
+    const char *component;         /* --component: "transformer", "vae" or "text_encoder" */
     const char *inputs;            /* --inputs IN.safetensors */
     const char *output;            /* --output OUT.safetensors */
     const char *attention;         /* --attention: the CP variant (cp_attention_config_parse) */
@@ -47,9 +47,13 @@ int cmd_forward(int argc, char **argv);
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err);
 
 /* The Wan transformer's forward (bin/cmd_forward_wan.c), called on every rank after MPI_Init
- * when wan_forward_is_wan(model) says the transformer's config.json names
- * WanTransformer3DModel. Returns as vae_forward_command. */
+ * for a model of the wan family (cmd_forward.c's component table: model_detect.h's name).
+ * Returns as vae_forward_command. */
 cpdit_status wan_transformer_forward_command(const forward_options *opt, cpdit_error *err);
 int wan_forward_is_wan(const char *model);
+
+/* The text encoder's forward (input_ids, attention_mask -> last_hidden_state; T5 or UMT5),
+ * bin/cmd_forward_text.c; called on every rank like vae_forward_command. */
+cpdit_status text_encoder_forward_command(const forward_options *opt, cpdit_error *err);
 
 #endif

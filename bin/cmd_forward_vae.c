@@ -14,10 +14,16 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bin/cli.h"
 #include "bin/cmd_forward.h"
+#include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
+#include "lib/models/wan/wan_vae.h"
+
+/* A Wan folder (vae/ is AutoencoderKLWan): bin/cmd_forward_wan_vae.c. */
+cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *err);
 
 #define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 #define VAE_INPUT_NAME "latent_sample"
@@ -86,27 +92,18 @@ static cpdit_status load_inputs(const char *model_dir, const char *inputs_path,
     return st;
 }
 
-/* Collective: the worst status of all ranks; the first failing rank's message lands in err on
- * every rank. */
-static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
-{
-    int mine[2] = {st ? rank : size, (int)st}, first = 0, worst = 0;
-    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first < size)
-        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
-    return (cpdit_status)worst;
-}
 
-static cpdit_status write_output(const char *path, const vae_decoder *d, const float *img,
-                                 int B, int h, int w, cpdit_error *err)
+static cpdit_status write_output(const forward_options *opt, const vae_decoder *d,
+                                 const float *img, int B, int h, int w, cpdit_error *err)
 {
     const int f = vae_decoder_upscale(d);
     const int64_t shape[4] = {B, vae_decoder_config(d)->out_channels, (int64_t)h * f,
                               (int64_t)w * f};
     safetensors_write_tensor wt = {VAE_OUTPUT_NAME, CPDIT_DTYPE_F32, 4, shape, img,
                                    CPDIT_DTYPE_F32};
-    return safetensors_write(path, &wt, 1, NULL, 0, err);
+    const size_t n = (size_t)(shape[0] * shape[1] * shape[2] * shape[3]);
+    cpdit_status st = cli_check_forward_result("vae", opt->model, img, n, err);
+    return st ? st : safetensors_write(opt->output, &wt, 1, NULL, 0, err);
 }
 
 static float *alloc_image(const vae_decoder *d, int B, int h, int w)
@@ -128,23 +125,25 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
                                   &z, &B, &h, &w, err);
     if (st == CPDIT_OK && rank == 0 && !(img = alloc_image(d, B, h, w)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "vae", "out of memory for the image");
-    st = agree(st, err, rank, size);
+    st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, err);
     if (st == CPDIT_OK) {
         const cpdit_backend *grid_be = NULL;
         st = cpdit_backend_resolve(opt->backend, &grid_be, err);
         if (!st)
             st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &g, err);
-        st = agree(st, err, rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, err);
     }
     const double t0 = now_s();
     if (st == CPDIT_OK)
-        st = agree(vae_decode_group(d, g, z, B, h, w, img, err), err, rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, vae_decode_group(d, g, z, B, h, w, img, err),
+                                  err);
     if (st == CPDIT_OK && opt->verbose && rank == 0)
         fprintf(stderr, "cpdit: forward: vae decode over %d ranks: %.3f s\n", size,
                 now_s() - t0);
     if (st == CPDIT_OK)
-        st = agree(rank == 0 ? write_output(opt->output, d, img, B, h, w, err) : CPDIT_OK, err,
-                   rank, size);
+        st = cpdit_comm_agree_mpi(MPI_COMM_WORLD,
+                                  rank == 0 ? write_output(opt, d, img, B, h, w, err)
+                                            : CPDIT_OK, err);
     cp_grid_destroy(g);
     free(z);
     free(img);
@@ -166,7 +165,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     if (st == CPDIT_OK)
         st = vae_decode(d, z, B, h, w, img, err);
     if (st == CPDIT_OK)
-        st = write_output(opt->output, d, img, B, h, w, err);
+        st = write_output(opt, d, img, B, h, w, err);
     if (opt->verbose && st == CPDIT_OK)
         fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
     free(z);
@@ -177,6 +176,8 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
 
 cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err)
 {
+    if (wan_vae_is_wan(opt->model))
+        return wan_vae_forward_command(opt, err);
     if (opt->world_size > 1 && opt->vae_parallel)
         return forward_parallel(opt, err);
     int status = CPDIT_OK;

@@ -348,7 +348,8 @@ static cpdit_status gather(wan_run *r, cpdit_error *err)
     return st;
 }
 
-static cpdit_status write_sample(wan_run *r, const char *path, cpdit_error *err)
+static cpdit_status write_sample(wan_run *r, const char *model, const char *path,
+                                 cpdit_error *err)
 {
     const wan_transformer_config *c = wan_transformer_config_of(r->model);
     const wan_full_inputs *in = &r->in;
@@ -357,6 +358,9 @@ static cpdit_status write_sample(wan_run *r, const char *path, cpdit_error *err)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, SUB, "out of memory for the output");
     wan_unpatchify(r->sample, r->out_tokens, in->B, c->out_channels, in->F, in->H, in->W,
                    c->patch_size[0], c->patch_size[1], c->patch_size[2]);
+    cpdit_status st = cli_check_forward_result("transformer", model, r->sample, n, err);
+    if (st) /* NaN/Inf: named, nothing written */
+        return st;
     const int64_t shape[5] = {in->B, c->out_channels, in->F, in->H, in->W};
     safetensors_write_tensor t = {WAN_OUTPUT_NAME, CPDIT_DTYPE_F32, 5, shape, r->sample,
                                   CPDIT_DTYPE_F32};
@@ -423,7 +427,7 @@ cpdit_status wan_transformer_forward_command(const forward_options *o, cpdit_err
     if (!st)
         st = agree(gather(&r, err), err, o);
     if (!st)
-        st = agree(o->world_rank == 0 ? write_sample(&r, o->output, err) : CPDIT_OK, err, o);
+        st = agree(o->world_rank == 0 ? write_sample(&r, o->model, o->output, err) : CPDIT_OK, err, o);
     if (!st && o->verbose)
         report(&r, o, t_load, t_fwd);
     run_free(&r);

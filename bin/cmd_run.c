@@ -66,25 +66,15 @@ int run_open_pipeline(struct pipeline **out, const char *model, const run_item_o
     return pipeline_open_with(out, model, &wo, err);
 }
 
-/* Seeds are unsigned 64-bit; a negative seed wraps as torch's manual_seed does (-1 = 2^64-1). */
+/* Seeds are 0 .. MANIFEST_SEED_MAX (2^63-1), as in a manifest: a negative seed is refused. */
 static int parse_seed(const char *text, uint64_t *out)
 {
     char *end = NULL;
     errno = 0;
-    while (text && (*text == ' ' || *text == '\t'))
-        text++;
-    if (text && text[0] == '-') {
-        long long v = strtoll(text, &end, 10);
-        if (*end || errno) {
-            cli_usage_error(SUB, "--seed: expected an integer, got '%s'", text);
-            return -1;
-        }
-        *out = (uint64_t)v;
-        return 0;
-    }
-    unsigned long long v = text ? strtoull(text, &end, 10) : 0;
-    if (!text || !*text || *end || errno) {
-        cli_usage_error(SUB, "--seed: expected an integer, got '%s'", text ? text : "");
+    long long v = text ? strtoll(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno == ERANGE || v < 0) {
+        cli_usage_error(SUB, "--seed: expected an integer in [0, %lld], got '%s'",
+                        (long long)MANIFEST_SEED_MAX, text ? text : "");
         return -1;
     }
     *out = (uint64_t)v;
@@ -129,7 +119,7 @@ int cmd_run(int argc, char **argv)
         case 'C': check = 1; break;
         case 'Z': status = 1; break;
         case 'T': o.topology = optarg; break;
-        case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
+        case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, MANIFEST_DEGREE_MAX, &v)) return CLI_EXIT_USAGE; dp = (int)v; break;
         case 'd': o.dump = optarg; break;
         case 'A': o.variant = optarg; break;
         case 'K': o.attention_kernel = optarg; break;
@@ -158,14 +148,14 @@ int cmd_run(int argc, char **argv)
             o.vae_world = manifest_vae_parallel_from_name(optarg) == MANIFEST_VAE_WORLD;
             break;
         case 's': if (parse_seed(optarg, &o.seed)) return CLI_EXIT_USAGE; item_only = 1; break;
-        case 'g': if (parse_float("--guidance", optarg, 0, 100, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
-        case 'c': if (parse_float("--true-cfg", optarg, 0, 100, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
-        case 'W': if (cli_parse_int(SUB, "--width", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
-        case 'H': if (cli_parse_int(SUB, "--height", optarg, 16, 16384, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
-        case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, 10000, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; item_only = 1; break;
-        case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ring = (int)v; break;
-        case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, 65536, &v)) return CLI_EXIT_USAGE; o.ulysses = (int)v; break;
-        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, 512, &v)) return CLI_EXIT_USAGE; o.max_sequence_length = (int)v; item_only = 1; break;
+        case 'g': if (parse_float("--guidance", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.guidance)) return CLI_EXIT_USAGE; item_only = 1; break;
+        case 'c': if (parse_float("--true-cfg", optarg, 0, MANIFEST_GUIDANCE_MAX, &o.true_cfg)) return CLI_EXIT_USAGE; o.true_cfg_given = item_only = 1; break;
+        case 'W': if (cli_parse_int(SUB, "--width", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.width = (int)v; item_only = 1; break;
+        case 'H': if (cli_parse_int(SUB, "--height", optarg, MANIFEST_SIDE_MIN, MANIFEST_SIDE_MAX, &v)) return CLI_EXIT_USAGE; o.height = (int)v; item_only = 1; break;
+        case 'S': if (cli_parse_int(SUB, "--steps", optarg, 1, MANIFEST_STEPS_MAX, &v)) return CLI_EXIT_USAGE; o.steps = (int)v; item_only = 1; break;
+        case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, MANIFEST_DEGREE_MAX, &v)) return CLI_EXIT_USAGE; o.ring = (int)v; break;
+        case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, MANIFEST_DEGREE_MAX, &v)) return CLI_EXIT_USAGE; o.ulysses = (int)v; break;
+        case 'L': if (cli_parse_int(SUB, "--max-sequence-length", optarg, 1, MANIFEST_SEQ_LEN_MAX, &v)) return CLI_EXIT_USAGE; o.max_sequence_length = (int)v; item_only = 1; break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

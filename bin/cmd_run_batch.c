@@ -11,7 +11,6 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_run.h"
-#include "bin/run_placement.h"
 #include "jobs/job_run.h"
 #include "lib/pipeline/pipeline.h"
 #include "topology/cost_model.h"
@@ -61,7 +60,7 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length};
+                           it->max_sequence_length, 0};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);
@@ -85,7 +84,7 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     memset(&tm, 0, sizeof tm); /* pipeline_generate may stop before filling it */
     tm.read_step1_bytes = tm.read_later_bytes = -1;
     run.timings = &tm;
-    cpdit_status st = pipeline_generate(c->p, &prm, &run, rgb, err);
+    cpdit_status st = cli_end_job_if_broken(pipeline_generate(c->p, &prm, &run, rgb, err), err);
     times->text_s = tm.text_s;
     times->sample_s = tm.sample_s;
     times->steps = tm.steps;
@@ -106,7 +105,9 @@ static void idle_round(const cp_grid *g, void *ctx)
     pipeline_run run;
     memset(&run, 0, sizeof run);
     run.vae_world = c->vae_world;
-    pipeline_vae_world_idle(c->p, &run, NULL);
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cli_end_job_if_broken(pipeline_vae_world_idle(c->p, &run, &err), &err);
 }
 
 /* How the decode ran, a word for the index line. */
@@ -199,8 +200,6 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         st = manifest_load_world(path, ov, MPI_COMM_WORLD, &m, &err);
     grid_choice gc;
     char grid_line[GRID_CHOICE_REASON_MAX + 128];
-    if (!st)
-        run_print_placement(MPI_COMM_WORLD, o->verbose, stderr);
     if (!st)
         st = choose_grid(m, o->topology, o->backend, &variant, &gc, &err);
     if (!st)

@@ -23,14 +23,15 @@
 #include "bin/cli.h"
 #include "lib/cp/comm_mpi.h"
 #include "bin/cmd_run.h"
-#include "bin/run_placement.h"
 #include "lib/builtin/builtin_model.h"
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
-#include "lib/flux/flux_transformer.h"
+#include "jobs/job_placement.h"
+#include "lib/models/model.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
+#include "lib/io/regular_file.h"
 #include "topology/cost_model.h"
 #include "topology/grid_choice.h"
 
@@ -88,6 +89,93 @@ void run_item_model_defaults(run_item_options *o)
         o->negative_prompt = d.negative_prompt;
 }
 
+/* The group leader of an item that rendered: the PNG (OUTPUT/name), its path on stdout, and
+ * where the time and the weights went (stderr). */
+static cpdit_status write_and_report(const run_item_options *o, pipeline *p,
+                                     const pipeline_params *prm, const uint8_t *rgb,
+                                     const pipeline_timings *tmp, const char *name,
+                                     const cp_grid *g, const cp_grid *vae_world,
+                                     cpdit_error *err)
+{
+    const pipeline_timings tm = *tmp;
+    cpdit_status st = pipeline_make_dirs(o->output, err);
+    char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
+    snprintf(steps_text, sizeof steps_text, "%d", prm->steps);
+    snprintf(size_text, sizeof size_text, "%dx%d", prm->width, prm->height);
+    snprintf(guidance_text, sizeof guidance_text, "%g", prm->guidance);
+    cpdit_png_text text[] = {{"prompt", prm->prompt},   {"seed", seed_text},
+                             {"steps", steps_text},     {"size", size_text},
+                             {"guidance", guidance_text}, {"model", o->model},
+                             {"Software", "cpdit " PACKAGE_VERSION}};
+    char out_path[4096 + 200];
+    snprintf(out_path, sizeof out_path, "%s/%s", o->output, name);
+    const double t_write = MPI_Wtime();
+    if (!st)
+        st = cpdit_png_write_rgb8(out_path, rgb, prm->width, prm->height, text,
+                                  (int)(sizeof text / sizeof text[0]), err);
+    if (!st) /* where the time went (the index line's "times" of a batch) */
+        fprintf(stderr, "cpdit: times: text %.3f s, %d steps %.3f s (%.3f s/step, "
+                "slowest %.3f s), vae %.3f s%s, write %.3f s\n", tm.text_s, tm.steps,
+                tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
+                tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
+                MPI_Wtime() - t_write);
+    text_weight_stats cs, ts;
+    pipeline_text_weight_stats(p, &cs, &ts);
+    if (!st && o->verbose && (cs.streaming || ts.streaming)) /* over their budget */
+        fprintf(stderr, "cpdit: text encoders streamed per layer: making the weights "
+                "%.3f s (CLIP %.3f, T5 %.3f; the next layer on a helper thread), the "
+                "forwards waited %.3f s for them\n", cs.create_s + ts.create_s,
+                cs.create_s, ts.create_s, cs.stall_s + ts.stall_s);
+    if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
+        fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, later steps %lld bytes\n",
+                tm.read_step1_bytes, tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
+    if (!st)
+        printf("%s\n", out_path);
+    long n_dec = 0;
+    const double t_dec = pipeline_decode_seconds(p, &n_dec);
+    model_weight_stats ws;
+    pipeline_weight_stats(p, &ws);
+    char how[96];
+    if (ws.resident)
+        snprintf(how, sizeof how, "made once");
+    else if (ws.stream_sharers > 1)
+        snprintf(how, sizeof how, "streamed per block, slots shared by %d ranks",
+                 ws.stream_sharers);
+    else
+        snprintf(how, sizeof how, "streamed per block, slots its own");
+    if (!st && o->verbose)
+        fprintf(stderr, "cpdit: transformer weights: %s (largest block %.1f MiB); "
+                "made in %.3f s, the steps waited %.3f s; %llu blocks made by another "
+                "rank (CP rank 0's figures)\n", how,
+                ws.largest_group_bytes / 1048576.0, ws.create_seconds,
+                ws.stall_seconds, ws.peer_groups);
+    if (!st && n_dec)
+        fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
+                vae_world ? "split over all ranks of the job"
+                : o->vae_tiling ? "tiled, CP rank 0"
+                : g->cp_size > 1 && !o->vae_single_rank ? "split over the CP group"
+                                                         : "CP rank 0");
+    return st;
+}
+
+/* What would fail only after rendering is refused before the model loads: the prompt texts
+ * (UTF-8, as a manifest's), the output folder, and the PNG's path (not a FIFO or a device). */
+static cpdit_status check_before_render(const run_item_options *o, const char *png_name,
+                                        cpdit_error *err)
+{
+    cpdit_status st = cli_check_text_option("--prompt", o->prompt, err);
+    if (!st)
+        st = cli_check_text_option("--negative-prompt", o->negative_prompt, err);
+    if (!st)
+        st = cli_check_output_folder("--output", o->output, err);
+    char path[4096 + 200];
+    snprintf(path, sizeof path, "%s/%s", o->output, png_name);
+    if (!st)
+        st = cpdit_check_output_file(path, "cannot write the output file", err);
+    return st;
+}
+
 int run_item(const run_item_options *o_given)
 {
     run_item_options resolved = *o_given;
@@ -104,9 +192,12 @@ int run_item(const run_item_options *o_given)
     int ring = o->ring ? o->ring : 1, ulysses = o->ulysses ? o->ulysses : 1;
     const char *variant = o->variant;
     int anything = o->anything;
-    cpdit_status st = CPDIT_OK;
-    run_print_placement(MPI_COMM_WORLD, o->verbose, stderr);
-    if (!o->ring && !o->ulysses) {
+    char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
+    job_slug(o->prompt ? o->prompt : "", slug);
+    snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
+    cpdit_status st = job_agree_status(MPI_COMM_WORLD, check_before_render(o, name, &err),
+                                       &err); /* all ranks stop here, or none */
+    if (!st && !o->ring && !o->ulysses) {
         /* no grid given: the planner's choice for one image from the topology file (or
          * $CPDIT_TOPOLOGY), else from a quick probe now (topology/grid_choice.h) */
         grid_choice gc;
@@ -133,16 +224,19 @@ int run_item(const run_item_options *o_given)
         st = cpdit_backend_resolve(o->backend, &grid_be, &err);
     if (!st)
         st = cp_grid_create_for(MPI_COMM_WORLD, 0, ring, ulysses, grid_be, &g, &err);
+    st = job_agree_status(MPI_COMM_WORLD, st, &err); /* placement below is collective */
+    if (!st)
+        job_placement_log(MPI_COMM_WORLD, g, NULL, o->verbose, stderr);
     const double t_open = MPI_Wtime();
     if (!st)
         st = run_open_pipeline(&p, o->model, o, &err);
     if (!st && rank == 0 && o->verbose) /* minutes at full size: say where they went */
         fprintf(stderr, "cpdit: model loaded in %.3f s\n", MPI_Wtime() - t_open);
     pipeline_params prm = {o->prompt, o->negative_prompt, o->seed, o->width, o->height,
-                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length};
+                           o->steps, o->guidance, o->true_cfg, o->max_sequence_length, 0};
     if (!st) {
         if (!prm.steps)
-            prm.steps = pipeline_is_guidance_distilled(p) ? 28 : 4;
+            prm.steps = pipeline_default_steps(p);
         st = pipeline_check_params(p, &prm, &err);
     }
     pipeline_run run;
@@ -158,9 +252,6 @@ int run_item(const run_item_options *o_given)
     if (!st)
         st = cm_variant_parse(variant, &run.attn, &err);
     run.attn.anything |= anything;
-    char path[4096], name[160 + JOB_SLUG_MAX], slug[JOB_SLUG_MAX + 1];
-    job_slug(o->prompt ? o->prompt : "", slug);
-    snprintf(name, sizeof name, "%05d-%llu-%s.png", 0, (unsigned long long)o->seed, slug);
     if (o->dump) {
         if (snprintf(path, sizeof path, "%s/%05d", o->dump, 0) >= (int)sizeof path)
             st = cpdit_error_set(&err, CPDIT_ERR_INPUT, "--dump", "path too long");
@@ -189,69 +280,11 @@ int run_item(const run_item_options *o_given)
         st = job_agree_status(MPI_COMM_WORLD, st, &err);
     }
     if (!st && (g->dp_index == 0 || (cfg_comm && g->dp_index == 1))) {
-        st = pipeline_generate(p, &prm, &run, &rgb, &err);
-        if (!st && g->cp_rank == 0 && g->dp_index == 0) {
-            st = pipeline_make_dirs(o->output, &err);
-            char seed_text[32], steps_text[16], size_text[32], guidance_text[32];
-            snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
-            snprintf(steps_text, sizeof steps_text, "%d", prm.steps);
-            snprintf(size_text, sizeof size_text, "%dx%d", prm.width, prm.height);
-            snprintf(guidance_text, sizeof guidance_text, "%g", prm.guidance);
-            cpdit_png_text text[] = {{"prompt", prm.prompt},   {"seed", seed_text},
-                                     {"steps", steps_text},     {"size", size_text},
-                                     {"guidance", guidance_text}, {"model", o->model},
-                                     {"Software", "cpdit " PACKAGE_VERSION}};
-            char out_path[4096 + 200];
-            snprintf(out_path, sizeof out_path, "%s/%s", o->output, name);
-            const double t_write = MPI_Wtime();
-            if (!st)
-                st = cpdit_png_write_rgb8(out_path, rgb, prm.width, prm.height, text,
-                                          (int)(sizeof text / sizeof text[0]), &err);
-            if (!st) /* where the time went (the index line's "times" of a batch) */
-                fprintf(stderr, "cpdit: times: text %.3f s, %d steps %.3f s (%.3f s/step, "
-                        "slowest %.3f s), vae %.3f s%s, write %.3f s\n", tm.text_s, tm.steps,
-                        tm.sample_s, tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
-                        tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
-                        MPI_Wtime() - t_write);
-            text_weight_stats cs, ts;
-            pipeline_text_weight_stats(p, &cs, &ts);
-            if (!st && o->verbose && (cs.streaming || ts.streaming)) /* over their budget */
-                fprintf(stderr, "cpdit: text encoders streamed per layer: making the weights "
-                        "%.3f s (CLIP %.3f, T5 %.3f; the next layer on a helper thread), the "
-                        "forwards waited %.3f s for them\n", cs.create_s + ts.create_s,
-                        cs.create_s, ts.create_s, cs.stall_s + ts.stall_s);
-            if (!st && tm.read_step1_bytes >= 0) /* weights that fit: nothing after step 1 */
-                fprintf(stderr, "cpdit: disk read: step 1 %lld bytes, later steps %lld bytes\n",
-                        tm.read_step1_bytes, tm.read_later_bytes > 0 ? tm.read_later_bytes : 0);
-            if (!st)
-                printf("%s\n", out_path);
-            long n_dec = 0;
-            const double t_dec = pipeline_decode_seconds(p, &n_dec);
-            flux_weight_stats ws;
-            pipeline_weight_stats(p, &ws);
-            char how[96];
-            if (ws.resident)
-                snprintf(how, sizeof how, "made once");
-            else if (ws.stream_sharers > 1)
-                snprintf(how, sizeof how, "streamed per block, slots shared by %d ranks",
-                         ws.stream_sharers);
-            else
-                snprintf(how, sizeof how, "streamed per block, slots its own");
-            if (!st && o->verbose)
-                fprintf(stderr, "cpdit: transformer weights: %s (largest block %.1f MiB); "
-                        "made in %.3f s, the steps waited %.3f s; %llu blocks made by another "
-                        "rank (CP rank 0's figures)\n", how,
-                        ws.largest_group_bytes / 1048576.0, ws.create_seconds,
-                        ws.stall_seconds, ws.peer_groups);
-            if (!st && n_dec)
-                fprintf(stderr, "cpdit: vae decode: %.3f s (%s)\n", t_dec,
-                        vae_world ? "split over all ranks of the job"
-                        : o->vae_tiling ? "tiled, CP rank 0"
-                        : g->cp_size > 1 && !o->vae_single_rank ? "split over the CP group"
-                                                                 : "CP rank 0");
-        }
+        st = cli_end_job_if_broken(pipeline_generate(p, &prm, &run, &rgb, &err), &err);
+        if (!st && g->cp_rank == 0 && g->dp_index == 0)
+            st = write_and_report(o, p, &prm, rgb, &tm, name, g, vae_world, &err);
     } else if (!st && vae_world) { /* no part in the item: join its decode */
-        pipeline_vae_world_idle(p, &run, NULL);
+        cli_end_job_if_broken(pipeline_vae_world_idle(p, &run, &err), &err);
     }
     int code = st ? (st == CPDIT_ERR_INPUT ? CLI_EXIT_USAGE : CLI_EXIT_RUNTIME) : CLI_EXIT_OK;
     /* the render can fail on one group only: agree on the worst code, report once */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bin/cli.h"
+#include "kernels/backend.h"
 #include "jobs/job_index.h"
 #include "jobs/job_run.h"
 #include "jobs/job_sbatch.h"
@@ -230,6 +231,7 @@ int cmd_submit(int argc, char **argv)
         {"exclusive", no_argument, 0, 'x'},       {"cpu-bind", required_argument, 0, 'B'},
         {"gpu-bind", required_argument, 0, 'g'},  {"max-requeues", required_argument, 0, 'Q'},
         {"setup", required_argument, 0, 's'},     {"prolog", required_argument, 0, 's'},
+        {"weight-format", required_argument, 0, 'F'},
         {0, 0, 0, 0}};
     /* everything after "--" goes to sbatch */
     int n_own = argc;
@@ -274,6 +276,12 @@ int cmd_submit(int argc, char **argv)
         case 'q': so.qos = optarg; break;
         case 'o': output = optarg; break;
         case 'P': topology = optarg; break;
+        case 'F':
+            if (cpdit_weight_format_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native "
+                                            "or fp32", optarg);
+            so.weight_format = optarg;
+            break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

@@ -100,7 +100,8 @@ static int run_tokenize(const char *model, const char *prompt, size_t max_seq)
     char *clip_dir = NULL, *t5_dir = NULL;
 
     char dir[4096]; /* builtin:NAME → its cache folder, written when missing (as `run`) */
-    if (builtin_model_resolve(model, dir, sizeof dir, &err) != CPDIT_OK ||
+    if (cli_check_text_option("prompt", prompt, &err) != CPDIT_OK || /* UTF-8, as run's */
+        builtin_model_resolve(model, dir, sizeof dir, &err) != CPDIT_OK ||
         model_folder_open(&mf, dir, &err) != CPDIT_OK)
         goto fail;
     if (is_wan_folder(&mf)) {

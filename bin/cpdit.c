@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bin/build_info.h"
@@ -94,7 +95,8 @@ static const cli_command commands[] = {
      "                    [-p|--partition P] [-A|--account A] [-q|--qos Q] [-a|--array K[%M]]\n"
      "                    [--exclusive] [--cpu-bind B] [--gpu-bind B] [--max-requeues N]\n"
      "                    [--setup FILE] [--output DIR] [--topology FILE] [--dp D] [--ring R]\n"
-     "                    [--ulysses U] [--anything] [--signal-lead S] [-- extra sbatch options]\n"
+     "                    [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [--weight-format native|fp32] [-- extra sbatch options]\n"
      "\n"
      "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
      "FILE:LINE:COL and exit 2; nothing is queued), writes OUTPUT/cpdit-job.sbatch (a\n"
@@ -113,13 +115,15 @@ static const cli_command commands[] = {
      "pass --cpus-per-task on to srun), --cpu-bind=cores and with GPUs --gpu-bind=single:1\n"
      "(--cpu-bind / --gpu-bind B to change, off to leave out); the mpirun fallback binds\n"
      "--bind-to core --map-by slot:PE=C ($CPDIT_MPIRUN_BIND at job time replaces it); C is\n"
-     "also each rank's BLAS threads. --exclusive: whole nodes. --max-requeues N: once\n"
-     "SLURM_RESTART_COUNT reaches N a stopped job ends with exit 3 instead of requeueing.\n"
+     "also each rank's threads (CPDIT_THREADS). --exclusive: whole nodes. --max-requeues\n"
+     "N: once SLURM_RESTART_COUNT reaches N a stopped job ends with exit 3, not requeued.\n"
      "--setup FILE (or --prolog): its lines (module load, source env.sh) run in the script\n"
      "before the launcher. --time must be longer than the signal lead (refused otherwise).\n"
      "Grid: --dp/--ring/--ulysses, else the manifest's parallel:; for parallel: auto the\n"
      "script passes --topology FILE (or $CPDIT_TOPOLOGY as set when submitting) to the run;\n"
-     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n",
+     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n"
+     "--weight-format is passed on to `cpdit run` (fp32: the exact path, e.g. to compare\n"
+     "a multi-node job's images with a 1-rank run's).\n",
      cmd_submit},
     {"status", "items done, failed and left in an output folder, per array task",
      "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
@@ -133,6 +137,19 @@ static const cli_command commands[] = {
      "done, 3 while items are left (none failed), 4 when some failed: a script can loop on\n"
      "it.\n",
      cmd_status},
+    {"launch", "run mpirun (or another launcher) so that a stop exits 3, resumable",
+     "usage: cpdit launch [--] COMMAND...\n"
+     "       e.g. cpdit launch mpirun -np 4 cpdit run batch.yaml\n"
+     "\n"
+     "A plain mpirun that gets SIGTERM kills the ranks after its timeout and exits 1, even\n"
+     "when cpdit stopped cleanly. launch runs COMMAND in a process group of its own and\n"
+     "turns the first SIGTERM, SIGINT, SIGHUP or SIGUSR1 it gets into one SIGUSR1 to\n"
+     "COMMAND, which mpirun passes on to every rank without killing them: cpdit stops after\n"
+     "the current step, writes its stop marker and exits 3. A second signal sends SIGTERM to\n"
+     "COMMAND's group. Exit status: COMMAND's (128+N when it died of signal N), and 3\n"
+     "(stopped, resumable: rerun the same command) whenever the stop marker of COMMAND's\n"
+     "`run MANIFEST [--output DIR]` appeared while it ran.\n",
+     cmd_launch},
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
@@ -199,7 +216,8 @@ static const cli_command commands[] = {
      "(exit 1 only when every grid failed).\n",
      cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
-     "usage: cpdit forward --model DIR --component transformer|vae --inputs IN.safetensors\n"
+     "usage: cpdit forward --model DIR --component transformer|vae|text_encoder\n"
+     "                     --inputs IN.safetensors\n"
      "                     --output OUT.safetensors [--ulysses U] [--ring R] [--anything]\n"
      "                     [--attention VARIANT] [--attention-backend KERNEL]\n"
      "                     [--backend NAME] [--weight-format native|fp32]\n"
@@ -225,7 +243,11 @@ static const cli_command commands[] = {
      "(--no-weight-prefetch: each block made when needed); the ranks of a CP group on one\n"
      "node share the two block slots, each block made by one of them in turn.\n"
      "The VAE decode is split by rows over all ranks (exact: halo rows, GroupNorm moments\n"
-     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n",
+     "reduced over the ranks); --vae-parallel off decodes on rank 0 alone.\n"
+     "text_encoder (T5 or Wan's UMT5, DIR/text_encoder/ or the folder itself): input_ids\n"
+     "(B, S) and attention_mask (B, S) (int64, int32 or float; absent = all ones) give\n"
+     "last_hidden_state (B, S, d_model) float32, as transformers' encoder model; rank 0\n"
+     "computes.\n",
      cmd_forward},
     {"tokenize", "print the CLIP and T5 (or Wan's UMT5) token ids of a prompt",
      "usage: cpdit tokenize --model DIR|builtin:NAME [--max-sequence-length N] PROMPT\n"
@@ -301,7 +323,7 @@ const cli_command *cli_find_command(const char *name)
 static void print_main_help(FILE *out)
 {
     fprintf(out,
-            "usage: cpdit [--help | --version] <subcommand> [options]\n"
+            "usage: cpdit [--help | --version] <subcommand> [--threads N] [--profile] [options]\n"
             "\n"
             "cpdit runs FLUX-class diffusion transformers with context-parallel attention\n"
             "(Ring, Ulysses, Unified, and uneven 'anything' modes) across the ranks of an MPI\n"
@@ -311,7 +333,12 @@ static void print_main_help(FILE *out)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
-                 "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n");
+                 "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n"
+                 "--profile (any subcommand): time, GFLOP/s, page faults per op class at exit.\n"
+                 "--threads N (any subcommand; or CPDIT_THREADS=N): threads of each rank; else\n"
+                 "SLURM_CPUS_PER_TASK, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, else the rank's CPU\n"
+                 "binding shared among the node's ranks. Give ranks their cores: mpirun\n"
+                 "--bind-to none or --map-by slot:PE=N, srun -c N.\n");
     cli_print_exit_codes(out);
 }
 
@@ -321,6 +348,15 @@ static int cmd_version(int argc, char **argv)
         return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
     cpdit_build_info_print(stdout);
     return CLI_EXIT_OK;
+}
+
+/* A subcommand's help and the exit codes every subcommand shares (launch exits with its
+ * COMMAND's status, as its own help says). */
+static void print_command_help(const cli_command *c, FILE *out)
+{
+    fputs(c->help, out);
+    if (c->fn != cmd_launch)
+        cli_print_exit_codes(out);
 }
 
 static int cmd_help(int argc, char **argv)
@@ -338,9 +374,22 @@ static int cmd_help(int argc, char **argv)
         fprintf(stderr, "cpdit: help: unknown subcommand '%s' (see 'cpdit --help')\n", argv[1]);
         return CLI_EXIT_USAGE;
     }
-    fputs(c->help, stdout);
-    cli_print_exit_codes(stdout);
+    print_command_help(c, stdout);
     return CLI_EXIT_OK;
+}
+
+/* Whether this process is rank 0 of its job by the launcher's environment (or not launched by
+ * one). */
+static int is_first_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                        "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v) == 0;
+    }
+    return 1;
 }
 
 static int wants_help(int argc, char **argv)
@@ -359,6 +408,8 @@ int main(int argc, char **argv)
     /* Before anything touches BLAS: make sure the fastest correct kernels for this CPU run
      * (may re-execute the program once with OPENBLAS_CORETYPE set; see blas_runtime.h). */
     cpdit_host_runtime_init(argc, argv);
+    if (cli_take_global_options(&argc, argv) != CLI_EXIT_OK) /* --threads N, --profile */
+        return CLI_EXIT_USAGE;
 
     if (argc < 2) {
         print_main_help(stderr);
@@ -381,9 +432,11 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (c->fn != cmd_help && wants_help(argc - 1, argv + 1)) {
-        fputs(c->help, stdout);
-        cli_print_exit_codes(stdout);
+        print_command_help(c, stdout);
         return CLI_EXIT_OK;
     }
-    return c->fn(argc - 1, argv + 1);
+    const int rc = c->fn(argc - 1, argv + 1);
+    if (is_first_rank()) /* --profile: one table, from the first rank */
+        cpdit_host_profile_report(stderr);
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/cp/comm_mpi.h"
 #include "lib/io/regular_file.h"
 
 cpdit_status job_bcast_status(MPI_Comm comm, int root, cpdit_status st, cpdit_error *err)
@@ -169,13 +170,5 @@ void job_bcast_source_close(job_bcast_source *s)
 
 cpdit_status job_agree_status(MPI_Comm comm, cpdit_status st, cpdit_error *err)
 {
-    int rank, size, mine, first;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    mine = st != CPDIT_OK ? rank : size;
-    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "MPI", "MPI_Allreduce failed");
-    if (first == size)
-        return CPDIT_OK;
-    return job_bcast_status(comm, first, st, err);
+    return cpdit_comm_agree_mpi(comm, st, err);
 }

@@ -14,6 +14,8 @@
 
 #include "jobs/job_slurm.h"
 #include "lib/io/atomic_file.h"
+#include "lib/io/video_writer.h"
+#include "lib/io/regular_file.h"
 
 /* Digits kept for reals (guidance, seconds): enough for any value a user types. */
 #define INDEX_REAL_PRECISION 10
@@ -147,10 +149,11 @@ char *job_index_line_timed(const job_item *item, const job_grid_info *grid, doub
 cpdit_status job_index_append(const char *path, const char *line, size_t len,
                               cpdit_error *err)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, NEW_FILE_MODE);
-    if (fd < 0)
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot open the index: %s",
-                               strerror(errno));
+    int fd;
+    cpdit_status st = cpdit_open_output(path, "cannot open the index", O_WRONLY | O_APPEND |
+                                        O_CREAT, NEW_FILE_MODE, &fd, err);
+    if (st)
+        return st;
     ssize_t n;
     do
         n = write(fd, line, len);
@@ -184,13 +187,13 @@ static cpdit_status slurp(const char *path, char **bytes, size_t *len, cpdit_err
 {
     *bytes = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return CPDIT_OK;
-        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot open the index: %s",
-                               strerror(errno));
-    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT)
+        return CPDIT_OK;
+    int fd;
+    cpdit_status st = cpdit_open_regular(path, "cannot open the index", &fd, err);
+    if (st)
+        return st;
     size_t cap = 0, n = 0;
     char *buf = NULL;
     for (;;) {
@@ -320,8 +323,9 @@ static cpdit_status parse_contents(const char *path, job_index_contents *out, cp
 
 int job_png_is_complete(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    cpdit_error ignored;
+    if (cpdit_open_regular(path, NULL, &fd, &ignored)) /* a FIFO is not opened: no hang */
         return 0;
     unsigned char head[PNG_SIGNATURE_LEN], tail[PNG_IEND_CHUNK_LEN];
     struct stat st;
@@ -357,7 +361,8 @@ cpdit_status job_remove_temp_files(const char *dir, int *removed, cpdit_error *e
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
             break;
         }
-        if (unlink(p) == 0) {
+        /* a png-frames writer leaves a temporary folder (lib/io/video_writer.h) */
+        if (unlink(p) == 0 || (errno == EISDIR && cpdit_video_remove_temp_folder(p) == 0)) {
             if (removed)
                 (*removed)++;
         } else if (errno != ENOENT) {

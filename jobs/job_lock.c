@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "jobs/job_index.h"
+#include "lib/io/regular_file.h"
 
 #define LOCK_TEXT_MAX 512
 #define HOST_MAX 256
@@ -63,8 +64,9 @@ static void lock_name(const job_slurm_info *s, char *out, size_t size)
 static int read_holder(const char *path, lock_holder *h)
 {
     memset(h, 0, sizeof *h);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd;
+    cpdit_error ignored;
+    if (cpdit_open_regular(path, NULL, &fd, &ignored)) /* never blocks on a FIFO */
         return -1;
     struct stat sb;
     char text[LOCK_TEXT_MAX];
@@ -193,7 +195,8 @@ cpdit_status job_lock_acquire(const char *dir, const job_slurm_info *s, job_lock
     char *path = job_path_join(dir, name);
     if (!path)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, dir, "out of memory");
-    cpdit_status st = CPDIT_OK;
+    /* a FIFO or a device node named as the lock is neither read, taken over nor removed */
+    cpdit_status st = cpdit_check_output_file(path, "the lock", err);
     int linked = 0;
     for (int attempt = 0; !st && !linked && attempt < TAKEOVER_TRIES; attempt++) {
         if ((st = write_record(dir, s, tmp, sizeof tmp, err)))
@@ -272,4 +275,19 @@ void job_lock_release(job_lock *l)
     pthread_cond_destroy(&l->cv);
     free(l->path);
     free(l);
+}
+
+int job_lock_is_live(const char *path, char *line, size_t size)
+{
+    lock_holder h;
+    line[0] = '\0';
+    if (read_holder(path, &h) != 0)
+        return -1;
+    char host[HOST_MAX];
+    my_host(host, sizeof host);
+    snprintf(line, size, "host=%s pid=%ld job=%s", h.host[0] ? h.host : "?", h.pid,
+             h.job[0] ? h.job : "-");
+    job_slurm_info me;
+    job_slurm_info_from_env(&me); /* within the same Slurm job, a requeue marks older runs */
+    return !holder_is_stale(&h, &me);
 }

@@ -20,6 +20,9 @@
 #define KNOWN_LIST_MAX 256
 
 /* err := code at "FILE:LINE:COL" of output.dir, or "--output", or the manifest. */
+/* What the index check names (its message continues ": is a FIFO ..."). */
+#define INDEX_WHAT "the index"
+
 static cpdit_status output_error(const manifest *m, cpdit_status code, cpdit_error *err,
                                  const char *fmt, const char *a, const char *b)
 {
@@ -79,7 +82,14 @@ cpdit_status job_check_output_dir(const manifest *m, int *exists, cpdit_error *e
     if (access(dir, W_OK | X_OK) != 0)
         return output_error(m, CPDIT_ERR_RUNTIME, err, "the output folder \"%s\" is not "
                             "writable: %s", dir, strerror(errno));
-    return CPDIT_OK;
+    /* an index that is a FIFO or a device node (or a link to one) is never appended to */
+    char *index = job_path_join(dir, JOB_INDEX_FILE_NAME);
+    cpdit_status st = CPDIT_OK;
+    if (index && cpdit_check_output_file(index, INDEX_WHAT, err))
+        st = output_error(m, CPDIT_ERR_INPUT, err, "the index \"%s\"%s", index,
+                          err->what + strlen(INDEX_WHAT));
+    free(index);
+    return st;
 }
 
 cpdit_status job_probe_output_dir(const manifest *m, cpdit_error *err)

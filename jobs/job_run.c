@@ -1,5 +1,6 @@
 /* job_run.c — the MPI batch runner (the flow, stopping and exit codes are in job_run.h). */
 #include "jobs/job_run_internal.h"
+#include "jobs/job_placement.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include "jobs/job_slurm.h"
 #include "lib/io/atomic_file.h"
 #include "lib/io/png_writer.h"
+#include "lib/io/video_writer.h"
 
 #define FOLDER_MODE 0777   /* before the umask */
 #define WAIT_POLL_US 20000 /* sleep between polls while waiting for other groups, us */
@@ -201,7 +203,7 @@ static void temp_list_remove(const char *dir, temp_list *t, const char *file, in
         if (!t->names[i] || strcmp(t->targets[i], file) != 0)
             continue;
         char *p = job_path_join(dir, t->names[i]);
-        if (p && unlink(p) == 0)
+        if (p && (unlink(p) == 0 || (errno == EISDIR && cpdit_video_remove_temp_folder(p) == 0)))
             (*removed)++;
         free(p);
         free(t->names[i]);
@@ -226,21 +228,6 @@ static cpdit_status write_run_record(const manifest *m, const job_slurm_info *sl
     free(text);
     free(path);
     return st;
-}
-
-/* This rank's node: CPDIT_NODE_NAME when set (tests, or sites whose MPI names nodes
- * oddly), else MPI's processor name. */
-static void this_node(char *out, size_t size)
-{
-    const char *env = getenv("CPDIT_NODE_NAME");
-    int len = 0;
-    char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
-    if (env && env[0])
-        snprintf(out, size, "%s", env);
-    else if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
-        snprintf(out, size, "%.*s", len, name);
-    else
-        snprintf(out, size, "unknown");
 }
 
 /* Rank 0's progress also counts the node parts that leaders on other nodes append to: every
@@ -771,10 +758,11 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     /* group leaders on world rank 0's node append to the index; leaders on other nodes to
      * their node's part file (one writer per file per node: NFS, job_index.h) */
     char node[MPI_MAX_PROCESSOR_NAME + 1], node0[MPI_MAX_PROCESSOR_NAME + 1];
-    this_node(node, sizeof node);
+    job_node_name(node, sizeof node);
     memcpy(node0, node, sizeof node0);
     MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
     add_node_parts(m, world, g, node, node0, index_name, pp);
+    job_placement_log(world, g, node, hooks->verbose, log);
     char *leader_index = index_path;
     if (strcmp(node, node0) != 0) {
         char part[64 + MPI_MAX_PROCESSOR_NAME + 16];
@@ -790,7 +778,9 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
                                                        : NULL;
     job_stop_watch_file(request_path);
     free(request_path);
+    job_stop_relay_begin(world); /* a stop seen by any rank reaches every group */
     run_group(m, hooks, world, g, &sl, node, &plan, leader_index, pp, &gs);
+    job_stop_relay_end();
     job_stop_watch_file(NULL);
     if (leader_index != index_path)
         free(leader_index);

@@ -194,6 +194,14 @@ int job_stop_agreed(const cp_grid *g);
  * set (used after the model is opened, so a signal that reached one rank during the open
  * stops them all before the first item). */
 int job_stop_agree_world(MPI_Comm world);
+/* The stop relay, between these two calls (job_run: around the groups' rendering; collective
+ * over world, every rank calls both): a stop that one rank sees (its signal, the request
+ * file) is sent to every other rank of the job at its next poll, and a rank that receives it
+ * stops as if signalled (with the same signal number), at its own next poll: between
+ * sampler steps (job_stop_agreed) or before its next item. So a signal to one rank stops
+ * every group within about one sampler step, not only the signalled rank's group. */
+void job_stop_relay_begin(MPI_Comm world);
+void job_stop_relay_end(void);
 /* Also count the file path as a stop request (NULL: stop watching): job_stop_requested
  * stat()s it at most once a second. job_run watches the sbatch script's stop-request file
  * (job_slurm.h) on group leaders, so a signal that arrived before the handlers were

@@ -152,7 +152,7 @@ static void put_launcher(FILE *f, const job_sbatch_options *o)
         fprintf(f, ", --gpu-bind=%s: one GPU per task", gpu);
     fprintf(f, ");\n"
                "# srun -c gives each task its --cpus-per-task CPUs (Slurm >= 22.05 does not pass\n"
-               "# sbatch's --cpus-per-task on to srun: without -c / SRUN_CPUS_PER_TASK all the BLAS\n"
+               "# sbatch's --cpus-per-task on to srun: without -c / SRUN_CPUS_PER_TASK all the\n"
                "# threads of a rank would share one CPU). mpirun: --bind-to core with as many\n"
                "# cores per rank (--map-by slot:PE=C) as it has threads; CPDIT_MPIRUN_BIND at job\n"
                "# time replaces these mpirun options (e.g. \"--bind-to none\").\n"
@@ -307,11 +307,53 @@ static void put_stop_section(FILE *f, const job_sbatch_options *o, int lead)
             o->max_requeues > 0 ? o->max_requeues : 0);
 }
 
+/* RUN_ARGS, the threads per rank and the --setup lines: what `cpdit run` gets and the
+ * environment it starts in. */
+static void put_run_env(FILE *f, const job_sbatch_options *o)
+{
+    fprintf(f, "RUN_ARGS=(--output \"$OUTPUT\"");
+    if (o->dp)
+        fprintf(f, " --dp %d", o->dp);
+    if (o->ring)
+        fprintf(f, " --ring %d", o->ring);
+    if (o->ulysses)
+        fprintf(f, " --ulysses %d", o->ulysses);
+    if (o->anything)
+        fprintf(f, " --anything");
+    if (o->weight_format) {
+        fprintf(f, " --weight-format ");
+        put_quoted(f, o->weight_format);
+    }
+    if (o->topology && !o->dp && !o->ring && !o->ulysses && o->manifest_auto) {
+        fprintf(f, " --topology ");
+        put_quoted(f, o->topology);
+    }
+    fprintf(f, ")\n");
+    if (o->cpus_per_task)
+        fprintf(f, "# Threads per rank: the CPUs of its task; srun takes the same count (srun\n"
+                   "# hands -c on to the step only through SRUN_CPUS_PER_TASK since Slurm 22.05).\n"
+                   "export CPDIT_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+                   "OMP_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\"\n"
+                   "export SRUN_CPUS_PER_TASK=\"${SLURM_CPUS_PER_TASK:-1}\"\n");
+    if (o->setup) {
+        fprintf(f, "\n# Setup, from %s (run here, before the launcher):\n",
+                o->setup_path ? o->setup_path : "--setup");
+        const char *p = o->setup;
+        while (*p) {
+            const char *nl = strchr(p, '\n');
+            const size_t k = nl ? (size_t)(nl - p) : strlen(p);
+            fprintf(f, "%.*s\n", (int)k, p);
+            p += k + (nl ? 1 : 0);
+        }
+        fprintf(f, "# (end of setup)\n");
+    }
+}
+
 cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err)
 {
     *out = NULL;
     const char *texts[] = {o->cpdit, o->manifest, o->output_dir, o->job_name, o->time,
-                           o->partition, o->account, o->qos, o->topology};
+                           o->partition, o->account, o->qos, o->topology, o->weight_format};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         if (has_newline(texts[i]))
             return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "a value with a line break: "
@@ -350,37 +392,7 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
     fprintf(f, "\n\n");
     put_stop_section(f, o, lead);
     put_grid_comment(f, o);
-    fprintf(f, "RUN_ARGS=(--output \"$OUTPUT\"");
-    if (o->dp)
-        fprintf(f, " --dp %d", o->dp);
-    if (o->ring)
-        fprintf(f, " --ring %d", o->ring);
-    if (o->ulysses)
-        fprintf(f, " --ulysses %d", o->ulysses);
-    if (o->anything)
-        fprintf(f, " --anything");
-    if (o->topology && !o->dp && !o->ring && !o->ulysses && o->manifest_auto) {
-        fprintf(f, " --topology ");
-        put_quoted(f, o->topology);
-    }
-    fprintf(f, ")\n");
-    if (o->cpus_per_task)
-        fprintf(f, "# BLAS threads per rank: the CPUs of its task; srun takes the same count.\n"
-                   "export OPENBLAS_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
-                   "OMP_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\"\n"
-                   "export SRUN_CPUS_PER_TASK=\"${SLURM_CPUS_PER_TASK:-1}\"\n");
-    if (o->setup) {
-        fprintf(f, "\n# Setup, from %s (run here, before the launcher):\n",
-                o->setup_path ? o->setup_path : "--setup");
-        const char *p = o->setup;
-        while (*p) {
-            const char *nl = strchr(p, '\n');
-            const size_t k = nl ? (size_t)(nl - p) : strlen(p);
-            fprintf(f, "%.*s\n", (int)k, p);
-            p += k + (nl ? 1 : 0);
-        }
-        fprintf(f, "# (end of setup)\n");
-    }
+    put_run_env(f, o);
     put_launcher(f, o);
     fprintf(f,
             "    # Once signalled itself (the time limit reaches every process of the job), mpirun\n"

@@ -25,7 +25,8 @@
  *     -c $SLURM_CPUS_PER_TASK (and SRUN_CPUS_PER_TASK is exported: Slurm >= 22.05 no longer
  *     passes --cpus-per-task from sbatch to srun), --cpu-bind=cores and, with GPUs,
  *     --gpu-bind=single:1 (each overridable); mpirun gets --bind-to core --map-by
- *     slot:PE=C (C CPUs per rank; $CPDIT_MPIRUN_BIND at job time overrides);
+ *     slot:PE=C (C CPUs per rank; $CPDIT_MPIRUN_BIND at job time overrides); with
+ *     --cpus-per-task C each rank's threads: CPDIT_THREADS (and OMP_NUM_THREADS) = C;
  *   - --setup FILE: its lines (module load, source env.sh) run before the launcher;
  *   - --max-requeues N: once SLURM_RESTART_COUNT reaches N the script no longer requeues
  *     itself (it says so and exits 3: the items left stay for a later submit);
@@ -70,6 +71,7 @@ typedef struct job_sbatch_options {
     const char *topology;   /* --topology FILE, or NULL */
     int dp, ring, ulysses;  /* grid given to submit; 0: the manifest's */
     int anything;           /* --anything given to submit */
+    const char *weight_format; /* --weight-format passed on to `cpdit run`, or NULL */
     /* the manifest's parallel: settings, for the comment */
     int manifest_auto, manifest_dp, manifest_ring, manifest_ulysses, manifest_anything;
     int signal_lead_s;      /* <= 0: JOB_SBATCH_SIGNAL_LEAD_S; must be shorter than --time */

@@ -56,6 +56,9 @@ extern "C" {
 #define JOB_LOCK_PREFIX ".cpdit-lock"
 #define JOB_RUN_RECORD_NAME ".cpdit-run.json"
 #define JOB_SLURM_ID_MAX 32
+/* The most array tasks a run record may name: more tasks than MANIFEST_ITEMS_MAX items
+ * (yaml/manifest.h) would leave tasks without work; a larger count is a corrupt record. */
+#define JOB_ARRAY_TASKS_MAX 1000000
 
 typedef struct job_slurm_info {
     char job_id[JOB_SLURM_ID_MAX];       /* "" outside Slurm */
@@ -87,6 +90,11 @@ cpdit_status job_lock_acquire(const char *dir, const job_slurm_info *s, job_lock
                               cpdit_error *err);
 /* Stop refreshing and remove the lock (NULL is fine). */
 void job_lock_release(job_lock *l);
+
+/* What `cpdit status` shows of the lock file at path, judged as a starting run would judge
+ * it (age, host + pid, Slurm restart count): 1 live, 0 stale (its holder is gone), -1 not
+ * readable (or not a regular file). line gets its first line ("host=... pid=..."). */
+int job_lock_is_live(const char *path, char *line, size_t size);
 
 #ifdef __cplusplus
 }

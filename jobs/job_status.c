@@ -3,12 +3,15 @@
 #include "jobs/job_run.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "jobs/job_index.h"
 #include "jobs/job_slurm.h"
+#include "lib/io/regular_file.h"
 
 #define FNV64_OFFSET 0xcbf29ce484222325ull
 #define FNV64_PRIME 0x100000001b3ull
@@ -117,11 +120,25 @@ static cpdit_status read_run_record(const char *dir, char **manifest_path, int *
 {
     char *p = job_path_join(dir, JOB_RUN_RECORD_NAME);
     json_error_t jerr;
-    json_t *o = p ? json_load_file(p, 0, &jerr) : NULL;
+    cpdit_error ignored;
+    FILE *rf = p ? cpdit_fopen_regular(p, NULL, &ignored) : NULL; /* never a FIFO */
+    json_t *o = rf ? json_loadf(rf, 0, &jerr) : NULL;
+    if (rf)
+        fclose(rf);
     const char *mp = o ? json_string_value(json_object_get(o, "manifest")) : NULL;
     json_int_t k = o ? json_integer_value(json_object_get(o, "array_task_count")) : 0;
     cpdit_status st = CPDIT_OK;
-    if (manifest_path && !*manifest_path) {
+    struct stat sb;
+    if (manifest_path && !*manifest_path && stat(dir, &sb) != 0) {
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir, "no such folder: %s", strerror(errno));
+    } else if (manifest_path && !*manifest_path && !S_ISDIR(sb.st_mode)) {
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir, "is %s, not an output folder",
+                             cpdit_file_kind(sb.st_mode));
+    } else if (o && (k < 0 || k > JOB_ARRAY_TASKS_MAX)) {
+        st = cpdit_error_set(err, CPDIT_ERR_INPUT, p, "array_task_count: %lld is implausible "
+                             "(0 to %d tasks); the record is corrupt", (long long)k,
+                             JOB_ARRAY_TASKS_MAX);
+    } else if (manifest_path && !*manifest_path) {
         if (!mp)
             st = cpdit_error_set(err, CPDIT_ERR_INPUT, dir, "no cpdit run has started in this "
                                  "folder yet (no %s); name the manifest: cpdit run MANIFEST "
@@ -228,12 +245,14 @@ cpdit_status job_status_totals(const char *output_dir, const char *manifest_path
             if (strncmp(e->d_name, JOB_LOCK_PREFIX, strlen(JOB_LOCK_PREFIX)) == 0 &&
                 !strstr(e->d_name, ".tmp-") && !strstr(e->d_name, ".stale-")) {
                 char *p = job_path_join(m->output_dir, e->d_name);
-                FILE *f = p ? fopen(p, "r") : NULL;
                 char line[256] = "";
-                if (f && fgets(line, sizeof line, f))
-                    line[strcspn(line, "\n")] = '\0';
-                if (f)
-                    fclose(f);
+                int live = p ? job_lock_is_live(p, line, sizeof line) : -1;
+                if (live == 0) { /* as a starting run judges it: its holder is gone */
+                    fprintf(out, "stale lock: %s (%s; its process is gone: the run was killed "
+                                 "and resumes when rerun)\n", e->d_name, line);
+                    free(p);
+                    continue;
+                }
                 fprintf(out, "running: %s (%s)\n", e->d_name, line);
                 free(p);
             } else if (strncmp(e->d_name, ".cpdit-stopped", 14) == 0) {

@@ -30,6 +30,7 @@ expect 0 "cudnn: " --version
 expect 0 "mpi: *Open MPI" --version
 expect 0 "hwloc: *[0-9]" --version
 expect 0 "blas: " --version
+expect 0 "video: *mp4.*webp.*png-frames" --version
 expect 0 "configure: " version
 expect 2 "unexpected argument 'x'" version x
 expect 2 "unknown subcommand 'frobnicate'" frobnicate

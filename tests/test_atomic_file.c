@@ -1,7 +1,11 @@
 /* test_atomic_file.c — temp file + rename: the final file appears complete or not at all.
  * Checks: content and mode after success, no temp file left after success, abort, a missing
  * folder, a read-only folder (skipped as root), and a write that fails half way (forced
- * with RLIMIT_FSIZE, which works as root too) leaving the old file intact. */
+ * with RLIMIT_FSIZE, which works as root too) leaving the old file intact. A FIFO, or a link
+ * to a character device (/dev/null), as the final path: refused by begin (INPUT, the node's
+ * kind named), left as it was, no temporary file; a link to a regular file or a dangling
+ * link is replaced as before; cpdit_open_output refuses the same and appends otherwise. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/io/atomic_file.h"
+#include "lib/io/regular_file.h"
 #include "tests/test_util.h"
 #include "tests/test_tmpdir.h"
 
@@ -206,6 +211,48 @@ static void test_temp_names(void)
     CHECK(!atomic_file_is_temp_name(NULL));
 }
 
+/* Writers never replace or write into what is not a regular file (issue 28). */
+static void test_special_destinations(const char *dir)
+{
+    char fifo[4096], devlink[4096], reglink[4096], target[4096], dangling[4096];
+    cpdit_error err;
+    struct stat st;
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(devlink, sizeof devlink, "%s/devlink", dir);
+    snprintf(reglink, sizeof reglink, "%s/reglink", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK(symlink("/dev/null", devlink) == 0);
+    atomic_file af;
+    CHECK(atomic_file_begin(&af, fifo, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "is a FIFO (named pipe), not a regular file");
+    CHECK(atomic_write_buffer(devlink, "x", 1, &err) == CPDIT_ERR_INPUT);
+    CHECK_STR_CONTAINS(err.what, "is a symbolic link to a character device, not a regular file");
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK(lstat(devlink, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(tmp_count_temp_files(dir) == 0);
+    int fd = -1;
+    CHECK(cpdit_open_output(fifo, "append", O_WRONLY | O_APPEND | O_CREAT, 0644, &fd, &err) ==
+          CPDIT_ERR_INPUT && fd < 0);
+    CHECK_STR_CONTAINS(err.what, "append: is a FIFO (named pipe), not a regular file");
+    /* a link to a regular file, and a dangling link: written as before */
+    CHECK(atomic_write_buffer(target, "old", 3, &err) == CPDIT_OK);
+    CHECK(symlink(target, reglink) == 0 && symlink("nowhere", dangling) == 0);
+    CHECK(cpdit_check_output_file(reglink, NULL, &err) == CPDIT_OK);
+    CHECK(cpdit_check_output_file(dangling, NULL, &err) == CPDIT_OK);
+    CHECK(cpdit_open_output(reglink, NULL, O_WRONLY | O_APPEND, 0, &fd, &err) == CPDIT_OK);
+    CHECK(fd >= 0 && write(fd, "+", 1) == 1 && close(fd) == 0);
+    CHECK(stat(target, &st) == 0 && st.st_size == 4);
+    CHECK(atomic_write_buffer(dangling, "y", 1, &err) == CPDIT_OK);
+    CHECK(lstat(dangling, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 1);
+    unlink(fifo);
+    unlink(devlink);
+    unlink(reglink);
+    unlink(target);
+    unlink(dangling);
+}
+
 int main(void)
 {
     char *dir = tmpdir_make("atomic");
@@ -218,6 +265,7 @@ int main(void)
     test_failed_write(dir);
     test_vanished_temp(dir);
     test_temp_names();
+    test_special_destinations(dir);
     tmpdir_remove(dir);
     free(dir);
     TEST_MAIN_END();

@@ -362,8 +362,9 @@ done:
 #define RANGE_CIN 5
 #define RANGE_COUT 6
 #define RANGE_K 3
+#define RANGE_TOL 1e-6 /* max |one call - three calls| / max |y| */
 
-/* conv2d over rows [0, rows) in one call must give the bits of three calls over [0, 2), [2, 5)
+/* conv2d over rows [0, rows) in one call must equal (to SGEMM rounding) three calls over [0, 2), [2, 5)
  * and [5, rows) (a row split keeps its halo rows: r0 > 0 reads row r0 - 1 of x). */
 static void test_conv_row_ranges(const cpdit_backend *be)
 {
@@ -398,8 +399,18 @@ static void test_conv_row_ranges(const cpdit_backend *be)
         CHECK(be->sync(NULL) == CPDIT_OK);
         be->download_act(split ? three : one, y, ny);
     }
-    CHECK_MSG(memcmp(one, three, ny * sizeof(float)) == 0,
-              "%s: conv2d over row ranges differs from one call", be->name);
+    /* Not bitwise: OpenBLAS's SGEMM picks its edge kernels by the column count, so on some
+     * CPUs (seen: core Cooperlake) the rows of a shorter call round differently. A wrong band
+     * offset or halo row gives errors of order 1 (the broken-on-purpose case: 2.45). */
+    double worst = 0.0, scale = 0.0;
+    for (size_t i = 0; i < ny; i++) {
+        const double d = fabs((double)one[i] - three[i]), a = fabs((double)one[i]);
+        worst = d > worst ? d : worst;
+        scale = a > scale ? a : scale;
+    }
+    CHECK_MSG(worst <= RANGE_TOL * (scale > 0.0 ? scale : 1.0),
+              "%s: conv2d over row ranges differs from one call by %.3g (max |y| %.3g)",
+              be->name, worst, scale);
 done:
     free(host);
     free(one);

@@ -10,9 +10,13 @@
  * are): odd counts at odd displacements catch any offset taken in bytes or floats instead of
  * elements, and the byte counters must count 2 bytes per bf16 element. allreduce must refuse
  * bf16, and every call an invalid element type.
+ * cpdit_comm_agree (and its MPI_Comm form): all OK agrees on OK; when ranks 1 (INPUT) and the
+ * last (RUNTIME) fail, each keeps its own status and message and every other rank gets rank
+ * 1's (the lowest failing), marked "(failed on another rank: 1 of N)".
  */
 #include <mpi.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +241,36 @@ static void test_small(cpdit_comm *c)
     CHECK(cpdit_comm_barrier(c, &e) == CPDIT_OK);
 }
 
+/* The agreement with ranks 1 and n - 1 failing (when there are such ranks). */
+static void test_agree(cpdit_comm *c, int mpi_form)
+{
+    const int n = c->size, me = c->rank;
+    cpdit_error e;
+    cpdit_error_clear(&e);
+    CHECK((mpi_form ? cpdit_comm_agree_mpi(MPI_COMM_WORLD, CPDIT_OK, &e)
+                    : cpdit_comm_agree(c, CPDIT_OK, &e)) == CPDIT_OK);
+    CHECK(e.status == CPDIT_OK && !e.what[0]);
+    cpdit_status st = CPDIT_OK;
+    if (n > 1 && me == 1)
+        st = cpdit_error_set(&e, CPDIT_ERR_INPUT, "here", "rank one failed");
+    else if (n > 2 && me == n - 1)
+        st = cpdit_error_set(&e, CPDIT_ERR_RUNTIME, "there", "the last failed");
+    cpdit_status got = mpi_form ? cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, &e)
+                                : cpdit_comm_agree(c, st, &e);
+    char want[96];
+    snprintf(want, sizeof want, "rank one failed (failed on another rank: 1 of %d)", n);
+    if (n == 1) {
+        CHECK(got == CPDIT_OK);
+    } else if (st) {
+        CHECK(got == st && e.status == st);
+        CHECK(strcmp(e.what, me == 1 ? "rank one failed" : "the last failed") == 0);
+    } else {
+        CHECK(got == CPDIT_ERR_INPUT && e.status == CPDIT_ERR_INPUT);
+        CHECK(strcmp(e.where, "here") == 0 && strcmp(e.what, want) == 0);
+    }
+    CHECK(cpdit_comm_agree(NULL, CPDIT_ERR_RUNTIME, NULL) == CPDIT_ERR_RUNTIME);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -262,6 +296,7 @@ int main(int argc, char **argv)
         }
         test_small(c);
         test_types(c);
+        test_agree(c, pass);
     }
     cpdit_comm_destroy(c);
     int failed = test_failures, any = 0;

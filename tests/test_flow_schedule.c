@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/pipeline/flow_schedule.h"
+#include "lib/models/flux/flux_scheduler.h"
 #include "tests/test_tmpdir.h"
 #include "tests/test_util.h"
 

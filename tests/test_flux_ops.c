@@ -25,7 +25,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "lib/builtin/builtin_model.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "tests/test_util.h"
 
 /* The "cpu" table's activations are host fp32 arrays (cpdit_backend_host_f32). */

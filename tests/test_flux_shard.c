@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#include "lib/flux/flux_shard.h"
+#include "lib/models/flux/flux_shard.h"
 #include "tests/test_util.h"
 
 static void check_layout(int n, int txt, int img)

@@ -1,4 +1,4 @@
-/* test_latent_pack.c — FLUX 2x2 latent packing, unpacking, image ids, size checks.
+/* test_flux_latents.c — FLUX 2x2 latent packing, unpacking, image ids, size checks.
  *
  * The reference for packing is the definition itself: walk the permuted view
  * (B, H/2, W/2, C, 2, 2) in row-major order, reading lat through the strides of
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/pipeline/latent_pack.h"
+#include "lib/models/flux/flux_latents.h"
 #include "tests/test_util.h"
 
 static void reference_pack(float *packed, const float *lat, int B, int C, int H, int W)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/io/component_config.h"
+#include "lib/models/flux/flux_config.h"
 #include "lib/io/model_config.h"
 #include "lib/io/model_folder.h"
 #include "tests/test_util.h"

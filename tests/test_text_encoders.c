@@ -448,7 +448,10 @@ done:
          "\"relative_attention_num_buckets\": 16", "relative_attention_bias.weight' has shape"},
         {"t5_dist", "\"relative_attention_max_distance\": 128",
          "\"relative_attention_max_distance\": 8", "must exceed"},
-        {"t5_type", "\"model_type\": \"t5\"", "\"model_type\": \"umt5\"", "model_type"},
+        {"t5_type", "\"model_type\": \"t5\"", "\"model_type\": \"mt5\"", "model_type"},
+        /* UMT5 wants a bias table in every block: a T5 checkpoint has block 0's only */
+        {"t5_as_umt5", "\"model_type\": \"t5\"", "\"model_type\": \"umt5\"",
+         "missing tensor 'encoder.block.1.layer.0.SelfAttention.relative_attention_bias."},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *dir = sub(cases[i].name);

@@ -58,7 +58,7 @@ static int make_folder(const char *root, int t5_layers, int xxl, const char *dat
     char p[4096], src[4200];
     cpdit_error err;
     clip_fixture cf = {49408, 768, 3072, 12, 12, 77, 2, "quick_gelu", 1e-5};
-    t5_fixture tf = {32128, 1024, 64, 2816, t5_layers, 16, 32, 128, "gated-gelu", 1e-6, 1, 1};
+    t5_fixture tf = {32128, 1024, 64, 2816, t5_layers, 16, 32, 128, "gated-gelu", 1e-6, 1, 1, 0};
     if (xxl) { /* T5 v1.1 XXL (FLUX.1's text_encoder_2) */
         tf.d_model = 4096;
         tf.d_ff = 10240;

@@ -26,7 +26,7 @@ clip_fixture clip_fixture_tiny(void)
 
 t5_fixture t5_fixture_tiny(void)
 {
-    t5_fixture f = {1000, 32, 8, 64, 2, 4, 32, 128, "gated-gelu", 1e-6, 1, 1};
+    t5_fixture f = {1000, 32, 8, 64, 2, 4, 32, 128, "gated-gelu", 1e-6, 1, 1, 0};
     return f;
 }
 
@@ -251,12 +251,13 @@ int fixture_write_t5(const char *dir, const t5_fixture *f, cpdit_dtype dtype, ui
         return -1;
     }
     snprintf(cfg, sizeof cfg,
-             "{\"architectures\": [\"T5EncoderModel\"], \"model_type\": \"t5\", "
+             "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", "
              "\"vocab_size\": %d, \"d_model\": %d, \"d_kv\": %d, \"d_ff\": %d, "
              "\"num_layers\": %d, \"num_heads\": %d, \"relative_attention_num_buckets\": %d, "
              "\"relative_attention_max_distance\": %d, \"feed_forward_proj\": \"%s\", "
              "\"layer_norm_epsilon\": %g, \"is_encoder_decoder\": true, \"pad_token_id\": 0, "
              "\"eos_token_id\": 1, \"dropout_rate\": 0.1}\n",
+             f->umt5 ? "UMT5EncoderModel" : "T5EncoderModel", f->umt5 ? "umt5" : "t5",
              f->vocab, f->d_model, f->d_kv, f->d_ff, f->layers, f->heads, f->buckets,
              f->max_distance, f->ff_proj, f->eps);
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -273,11 +274,16 @@ int fixture_write_t5(const char *dir, const t5_fixture *f, cpdit_dtype dtype, ui
     for (int l = 0; l < f->layers; l++) {
 #define NAME(...) (snprintf(name, sizeof name, "encoder.block.%d.layer." __VA_ARGS__), name)
         add(&m, NAME("0.layer_norm.weight", l), D, 0, 1.0f, FIX_NORM_SPREAD);
-        add_linear(&m, NAME("0.SelfAttention.q.weight", l), inner, D);
+        if (f->umt5) /* q with T5's folded 1/sqrt(d_kv) (transformers' init: std
+                        (d_model d_kv)^-1/2): scores of order one, as in trained models */
+            add(&m, NAME("0.SelfAttention.q.weight", l), inner, D, 0.0f,
+                sqrtf(3.0f / ((float)D * (float)f->d_kv)));
+        else
+            add_linear(&m, NAME("0.SelfAttention.q.weight", l), inner, D);
         add_linear(&m, NAME("0.SelfAttention.k.weight", l), inner, D);
         add_linear(&m, NAME("0.SelfAttention.v.weight", l), inner, D);
         add_linear(&m, NAME("0.SelfAttention.o.weight", l), D, inner);
-        if (l == 0)
+        if (l == 0 || f->umt5) /* UMT5: every block has its own table */
             add(&m, NAME("0.SelfAttention.relative_attention_bias.weight", l), f->buckets,
                 f->heads, 0.0f, 1.0f);
         add(&m, NAME("1.layer_norm.weight", l), D, 0, 1.0f, FIX_NORM_SPREAD);

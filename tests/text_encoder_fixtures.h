@@ -3,7 +3,8 @@
  * tokenizers, for the text encoder tests and benchmark.
  *
  * Weights are uniform random with variances that keep activations of order one: linear
- * weights in ±sqrt(3/in), norm weights 1 ± 0.2, biases ± 0.1, embeddings ± 1. The same seed
+ * weights in ±sqrt(3/in) (UMT5's q: ±sqrt(3/(in d_kv)), the folded score scaling), norm
+ * weights 1 ± 0.2, biases ± 0.1, embeddings ± 1. The same seed
  * gives the same fp32 values whatever the stored dtype (BF16/F16 round them).
  */
 #ifndef CPDIT_TEXT_ENCODER_FIXTURES_H
@@ -26,11 +27,12 @@ typedef struct t5_fixture {
     double eps;
     int embed_as_shared; /* 1: "shared.weight", 0: "encoder.embed_tokens.weight" */
     int shards;          /* 1: model.safetensors; 2: two shards + index */
+    int umt5;            /* 1: UMT5EncoderModel (model_type "umt5"): a bias table per block */
 } t5_fixture;
 
 /* Tiny defaults (the unit tests' sizes): CLIP hidden 32, 2 layers, 4 heads, intermediate 64,
  * vocab 1000, 77 positions, eos 999, quick_gelu; T5 d_model 32, d_kv 8, 4 heads, d_ff 64,
- * 2 layers, 32 buckets, max distance 128, gated-gelu, vocab 1000. */
+ * 2 layers, 32 buckets, max distance 128, gated-gelu, vocab 1000 (umt5 0: a T5). */
 clip_fixture clip_fixture_tiny(void);
 t5_fixture t5_fixture_tiny(void);
 

@@ -3,7 +3,7 @@
  *                  --eos N --act NAME --dtype F32|BF16|F16 --seed N]
  *   make-t5 DIR [--vocab N --d-model N --d-kv N --d-ff N --layers N --heads N --buckets N
  *                --max-distance N --ff-proj NAME --dtype D --seed N --shards 1|2 --embed
- *                shared|encoder]
+ *                shared|encoder --type t5|umt5]
  *       a random model in the transformers layout (text_encoder_fixtures.h; tiny defaults)
  *   make-pipeline DIR [--tokenizers DATA]
  *       tokenizer/, tokenizer_2/ (toy ones, or symlinks to DATA/clip-vit-large-patch14 and
@@ -116,6 +116,10 @@ static int cmd_make(int argc, char **argv, int clip)
     f.shards = opt_int(argc, argv, 3, "--shards", f.shards);
     if (opt(argc, argv, 3, "--ff-proj"))
         f.ff_proj = opt(argc, argv, 3, "--ff-proj");
+    const char *type = opt(argc, argv, 3, "--type"); /* t5 (default) or umt5 */
+    if (type && strcmp(type, "t5") && strcmp(type, "umt5"))
+        return usage();
+    f.umt5 = type && !strcmp(type, "umt5");
     const char *embed = opt(argc, argv, 3, "--embed");
     if (embed)
         f.embed_as_shared = strcmp(embed, "encoder") != 0;

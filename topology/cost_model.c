@@ -38,24 +38,57 @@ static topo_class pair_class(const topology *t, int a, int b)
     return TOPO_SAME_NODE;
 }
 
-/* Widest class over the groups of one axis: members base + i*stride, i < deg. */
+static long gcd_l(long a, long b)
+{
+    while (b) {
+        long r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+/* Widest class among the deg members first + i*stride of one group (pairs, as pair_class). */
+static topo_class group_class(const topology *t, int first, int stride, int deg)
+{
+    topo_class w = TOPO_SAME_NUMA;
+    for (int i = 0; i < deg && w < TOPO_CROSS_NODE; i++)
+        for (int j = i + 1; j < deg && w < TOPO_CROSS_NODE; j++) {
+            topo_class c = pair_class(t, first + i * stride, first + j * stride);
+            w = c > w ? c : w;
+        }
+    return w;
+}
+
+/* Widest class over the groups of one axis: ring groups {b + o + i*U : i < R} and ulysses
+ * groups {b + o*U + i : i < U}, b a multiple of cp = R*U. The rank map repeats every T =
+ * t->ranks ranks (place), so a group's classes depend only on its first member modulo T:
+ * only the groups of one period are priced (at most T of them, however large N is), and a
+ * group spanning T ranks or more reaches across two copies of the file's cluster, i.e.
+ * across hosts, at once. */
 static int axis_class(const topology *t, int N, int R, int U, int ring_axis)
 {
-    if ((ring_axis ? R : U) <= 1)
+    const int deg = ring_axis ? R : U, stride = ring_axis ? U : 1;
+    if (deg <= 1)
         return -1;
+    const long T = t->ranks;
+    if ((long)(deg - 1) * stride >= T)
+        return TOPO_CROSS_NODE; /* first and last member in different copies */
     topo_class w = TOPO_SAME_NUMA;
-    const int cp = R * U;
-    for (int b = 0; b < N; b += cp) {
-        for (int o = 0; o < (ring_axis ? U : R); o++) {
-            const int first = ring_axis ? b + o : b + o * U, stride = ring_axis ? U : 1;
-            const int deg = ring_axis ? R : U;
-            for (int i = 0; i < deg; i++)
-                for (int j = i + 1; j < deg; j++) {
-                    topo_class c = pair_class(t, first + i * stride, first + j * stride);
-                    w = c > w ? c : w;
-                }
+    if (!ring_axis) { /* groups [kU, kU + U): first members kU repeat mod T every T/gcd */
+        const long groups = N / U, period = T / gcd_l(U, T);
+        for (long k = 0; k < groups && k < period && w < TOPO_CROSS_NODE; k++) {
+            topo_class c = group_class(t, (int)(k * U), 1, U);
+            w = c > w ? c : w;
         }
+        return (int)w;
     }
+    const long cp = (long)R * U, blocks = N / cp, period = T / gcd_l(cp, T);
+    for (long b = 0; b < blocks && b < period && w < TOPO_CROSS_NODE; b++)
+        for (int o = 0; o < U && w < TOPO_CROSS_NODE; o++) {
+            topo_class c = group_class(t, (int)(b * cp + o), U, R);
+            w = c > w ? c : w;
+        }
     return (int)w;
 }
 
@@ -338,6 +371,27 @@ static int cmp_pred(const void *a, const void *b)
     return (int)x->cfg.ring_mode - (int)y->cfg.ring_mode;
 }
 
+/* The divisors of n >= 1 in increasing order (caller frees), *count of them; NULL when out
+ * of memory. O(sqrt n). */
+static int *divisors(int n, int *count)
+{
+    int small = 0, cap = 2;
+    for (long d = 1; d * d <= n; d++)
+        cap += n % d == 0 ? 2 : 0;
+    int *out = malloc((size_t)cap * sizeof *out);
+    if (!out)
+        return NULL;
+    for (long d = 1; d * d <= n; d++)
+        if (n % d == 0)
+            out[small++] = (int)d;
+    int total = small;
+    for (int i = small - 1; i >= 0; i--)
+        if ((long)out[i] * out[i] != n)
+            out[total++] = n / out[i];
+    *count = total;
+    return out;
+}
+
 cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_options *o,
                      const topo_tuned *tuned, cm_prediction **out, int *n, cpdit_error *err)
 {
@@ -348,14 +402,19 @@ cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_opti
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "plan",
                                "ranks, steps and images must be >= 1");
     const long long S = s->seq_tokens;
-    cm_prediction *p = calloc((size_t)N * 8 + 8, sizeof *p);
-    if (!p)
+    /* the divisors of N in O(sqrt N); grids dp x R x U = N are pairs of them: O(divisors^2)
+     * grids, each priced in O(1) of N (axis_class is bounded by the file's ranks) */
+    int nd = 0, *div = divisors(N, &nd);
+    cm_prediction *p = div ? calloc((size_t)nd * nd * 2 + 1, sizeof *p) : NULL;
+    if (!p) {
+        free(div);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "plan", "out of memory");
+    }
     int k = 0, any_measured = 0;
-    for (int dp = 1; dp <= N; dp++) {
-        if (N % dp)
-            continue;
-        for (int R = 1; R <= N / dp; R++) {
+    for (int a = 0; a < nd; a++) {
+        const int dp = div[a];
+        for (int b = 0; b < nd && div[b] <= N / dp; b++) {
+            const int R = div[b];
             if ((N / dp) % R)
                 continue;
             const int U = N / dp / R;
@@ -376,6 +435,7 @@ cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_opti
             }
         }
     }
+    free(div);
     sort_opts = o;
     sort_measured = any_measured;
     qsort(p, (size_t)k, sizeof *p, cmp_pred);

@@ -64,29 +64,6 @@ void cpdit_probe_options_default(cpdit_probe_options *o, int quick)
 
 /* ---------------------------------------------------------------- agreement */
 
-/* Every rank learns whether any rank failed; the lowest failing rank's message is copied to
- * all. Returns the agreed status (collective over ctl). */
-static cpdit_status agree(MPI_Comm ctl, cpdit_status st, cpdit_error *err)
-{
-    int rank;
-    MPI_Comm_rank(ctl, &rank);
-    struct {
-        int ok, rank;
-    } in = {st == CPDIT_OK, rank}, res;
-    if (MPI_Allreduce(&in, &res, 1, MPI_2INT, MPI_MINLOC, ctl) != MPI_SUCCESS) {
-        fprintf(stderr, "cpdit: %s: MPI_Allreduce failed while agreeing on errors\n", WHERE_PROBE);
-        MPI_Abort(ctl, 1);
-    }
-    if (res.ok)
-        return CPDIT_OK;
-    cpdit_error copy;
-    if (rank == res.rank)
-        copy = *err;
-    MPI_Bcast(&copy, (int)sizeof copy, MPI_BYTE, res.rank, ctl);
-    *err = copy;
-    return copy.status != CPDIT_OK ? copy.status : CPDIT_ERR_RUNTIME;
-}
-
 /* A failed transfer: the peer may wait on it forever, so end the job. */
 static void fatal(MPI_Comm ctl, const cpdit_error *err)
 {
@@ -161,7 +138,7 @@ static cpdit_status find_places(probe_state *s, char **summary_text, cpdit_error
     cpdit_status st = all && s->place && s->local_rank
                           ? CPDIT_OK
                           : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE, "out of memory");
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK) {
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK) {
         free(all);
         return st;
     }
@@ -169,7 +146,7 @@ static cpdit_status find_places(probe_state *s, char **summary_text, cpdit_error
     MPI_Allgather(me, HOST_NAME_MAX_LEN, MPI_CHAR, all, HOST_NAME_MAX_LEN, MPI_CHAR, s->ctl);
     st = assign_hosts(s, all, err);
     free(all);
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         return st;
 
     const int leader = s->host_first[s->place[s->rank].host] == s->rank;
@@ -194,11 +171,11 @@ static cpdit_status find_places(probe_state *s, char **summary_text, cpdit_error
         }
         hwloc_topology_destroy(topo);
     }
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         return st;
     int *pl = malloc(2 * (size_t)s->size * sizeof *pl);
     st = pl ? CPDIT_OK : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE, "out of memory");
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         return st;
     MPI_Allgather(mine, 2, MPI_INT, pl, 2, MPI_INT, s->ctl);
     for (int r = 0; r < s->size; r++) {
@@ -222,7 +199,7 @@ static cpdit_status gather_summaries(probe_state *s, char *mine, json_t *hosts, 
         if (!lens || !displs)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE, "out of memory");
     }
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         goto out;
     MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, s->ctl);
     if (s->rank == 0) {
@@ -235,7 +212,7 @@ static cpdit_status gather_summaries(probe_state *s, char *mine, json_t *hosts, 
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE,
                                  "host summaries too large (%lld bytes)", total);
     }
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         goto out;
     MPI_Gatherv(mine, len, MPI_CHAR, all, lens, displs, MPI_CHAR, 0, s->ctl);
     for (int h = 0; s->rank == 0 && h < s->n_hosts && st == CPDIT_OK; h++) {
@@ -253,7 +230,7 @@ static cpdit_status gather_summaries(probe_state *s, char *mine, json_t *hosts, 
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE,
                                  "cannot assemble the summary of host %d", h);
     }
-    st = agree(s->ctl, st, err);
+    st = cpdit_comm_agree_mpi(s->ctl, st, err);
 out:
     free(lens);
     free(displs);
@@ -495,7 +472,7 @@ static cpdit_status measure_links(probe_state *s, const probe_transport *tr, jso
                                             floats * sizeof(float) >> 20);
     if (st == CPDIT_OK)
         st = tr ? tr->create(s->ctl, &c, err) : cpdit_comm_mpi_create(s->ctl, 0, &c, err);
-    if ((st = agree(s->ctl, st, err)) == CPDIT_OK) {
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) == CPDIT_OK) {
         /* MPI's fits are "fits" (format 1); a second transport's go to "fits_<name>" */
         json_t *fits = json_object_get(links, "fits");
         if (tr && s->rank == 0) {
@@ -520,12 +497,12 @@ static cpdit_status measure_compute(probe_state *s, json_t *compute, cpdit_error
 {
     double mine[2] = {0, 0};
     cpdit_status st = probe_compute_rates(s->o->quick, &mine[0], &mine[1], err);
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         return st;
     double *all = s->rank == 0 ? malloc(2 * (size_t)s->size * sizeof *all) : NULL;
     st = s->rank != 0 || all ? CPDIT_OK
                              : cpdit_error_set(err, CPDIT_ERR_RUNTIME, WHERE_PROBE, "out of memory");
-    if ((st = agree(s->ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s->ctl, st, err)) != CPDIT_OK)
         return st;
     MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, s->ctl);
     if (s->rank == 0) {
@@ -623,7 +600,7 @@ cpdit_status cpdit_probe_run(MPI_Comm comm, const cpdit_probe_options *o, json_t
             json_object_set_new(links, "fits", json_object());
         }
     }
-    if ((st = agree(s.ctl, st, err)) != CPDIT_OK)
+    if ((st = cpdit_comm_agree_mpi(s.ctl, st, err)) != CPDIT_OK)
         goto done;
 
     char *summary = NULL;

@@ -3,11 +3,14 @@
 #include "topology/topo_file.h"
 
 #include <jansson.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/io/atomic_file.h"
+#include "lib/io/regular_file.h"
+#include "topology/topo_validate.h"
 
 static const char *const class_names[TOPO_NCLASS] = {"same_numa", "same_socket", "same_node",
                                                      "cross_node"};
@@ -458,6 +461,9 @@ static cpdit_status read_doc(topology *t, json_t *root, cpdit_error *err)
                                "topology format %lld: this cpdit reads format %d only; rerun "
                                "`cpdit probe` with this cpdit to write a format %d file",
                                (long long)json_integer_value(fmt), TOPO_FORMAT, TOPO_FORMAT);
+    cpdit_status vst = topo_file_validate(root, t->path, err); /* ranges, references */
+    if (vst)
+        return vst;
     t->ranks = get_int(root, "ranks", 0);
     if (t->ranks < 1)
         return bad(err, t, "key \"%s\": missing or not a positive integer", "ranks");
@@ -493,7 +499,7 @@ cpdit_status topo_file_parse(topology *t, const char *text, const char *name, cp
     if (!t->path)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "topology", "out of memory");
     json_error_t je;
-    json_t *root = json_loads(text, 0, &je);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, t->path, "line %d column %d: %s", je.line,
                                je.column, je.text);
@@ -507,12 +513,16 @@ cpdit_status topo_file_parse(topology *t, const char *text, const char *name, cp
 cpdit_status topo_file_load(topology *t, const char *path, cpdit_error *err)
 {
     memset(t, 0, sizeof *t);
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    struct stat sb;
+    if (stat(path, &sb) != 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "cannot open the topology file "
                                                            "(make one with `cpdit probe`)");
+    /* a FIFO is refused unopened (no hang), a device (/dev/zero) unread */
+    FILE *fp = cpdit_fopen_regular(path, "the topology file", err);
+    if (!fp)
+        return err->status;
     json_error_t je;
-    json_t *root = json_loadf(fp, 0, &je);
+    json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &je);
     fclose(fp);
     if (!root)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "line %d column %d: %s", je.line,

@@ -7,34 +7,27 @@
 
 #include "jobs/job_run.h"
 #include "lib/cp/grid.h"
-#include "lib/flux/flux_shard.h"
-#include "lib/flux/flux_transformer.h"
-#include "lib/models/flux_plan.h"
+#include "lib/models/model.h"
 
 #define TUNE_WEIGHT_CACHE_BYTES ((size_t)1 << 30) /* as the pipeline keeps (pipeline.c) */
 #define TUNE_SIGMA 0.5f
 #define TUNE_GUIDANCE 3.5f
+#define TUNE_TEXT_SEED 1000u
 
-/* One candidate's grid and this rank's inputs. */
+/* One candidate's grid and this rank's share of the item (the family's layout). */
 typedef struct tune_slot {
     cp_grid *g;
-    cp_seq_layout layout;
-    int have_layout;
     cp_attention_config attn;
-    float *x, *txt, *pooled, *txt_ids, *img_ids, *out;
-    int tlen, ilen;
+    model_shard *shard;
+    float *x, *out;    /* (len, token_dim) */
 } tune_slot;
 
-static void slot_free(tune_slot *s)
+static void slot_free(const cpdit_model *m, tune_slot *s)
 {
     free(s->x);
-    free(s->txt);
-    free(s->pooled);
-    free(s->txt_ids);
-    free(s->img_ids);
     free(s->out);
-    if (s->have_layout)
-        cp_seq_layout_free(&s->layout);
+    if (s->shard)
+        m->family->shard_close(s->shard);
 }
 
 /* Fixed inputs in [-1, 1): a small integer hash, the same on every run. */
@@ -49,38 +42,23 @@ static void fill(float *p, size_t n, unsigned seed)
     }
 }
 
-static cpdit_status slot_setup(tune_slot *s, const tune_candidate *c, const model_plan_shape *sh,
-                               const flux_transformer_config *tc, cpdit_error *err)
+static cpdit_status slot_setup(tune_slot *s, const tune_candidate *c, cpdit_model *m,
+                               const model_geometry *geo, const model_text *const *text,
+                               cpdit_error *err)
 {
     cpdit_status st = cm_variant_parse(c->pred.variant, &s->attn, err);
+    if (!st)
+        st = m->family->shard_open(m, geo, s->g, &s->attn, text, 1, &s->shard, err);
     if (st)
         return st;
-    const int cp = s->g->cp_size, r = s->g->cp_rank;
-    if ((st = flux_shard_layout(&s->layout, cp, (int)sh->text_tokens, (int)sh->image_tokens,
-                                err)))
-        return st;
-    s->have_layout = 1;
-    s->tlen = s->layout.txt_len[r];
-    s->ilen = s->layout.img_len[r];
-    const size_t out_w = (size_t)tc->patch_size * tc->patch_size * tc->out_channels;
-    s->x = malloc(((size_t)s->ilen * tc->in_channels + 1) * sizeof(float));
-    s->txt = malloc(((size_t)s->tlen * tc->joint_attention_dim + 1) * sizeof(float));
-    s->pooled = malloc((size_t)tc->pooled_projection_dim * sizeof(float));
-    s->txt_ids = calloc((size_t)s->tlen * tc->n_axes + 1, sizeof(float));
-    s->img_ids = calloc((size_t)s->ilen * tc->n_axes + 1, sizeof(float));
-    s->out = malloc(((size_t)s->ilen * out_w + 1) * sizeof(float));
-    if (!s->x || !s->txt || !s->pooled || !s->txt_ids || !s->img_ids || !s->out)
+    long long start, len;
+    m->family->shard_range(s->shard, &start, &len);
+    const size_t n = (size_t)len * geo->token_dim;
+    s->x = malloc((n + 1) * sizeof(float));
+    s->out = malloc((n + 1) * sizeof(float));
+    if (!s->x || !s->out)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "tune", "out of memory for inputs");
-    fill(s->x, (size_t)s->ilen * tc->in_channels, 1u + (unsigned)r);
-    fill(s->txt, (size_t)s->tlen * tc->joint_attention_dim, 1000u + (unsigned)r);
-    fill(s->pooled, (size_t)tc->pooled_projection_dim, 7u);
-    /* RoPE positions of the image tokens: row, column of the packed latent grid */
-    const int cols = sh->width / FLUX_PLAN_PIXELS_PER_TOKEN;
-    for (int i = 0; i < s->ilen && tc->n_axes >= 3; i++) {
-        const int gi = s->layout.img_start[r] + i;
-        s->img_ids[(size_t)i * tc->n_axes + 1] = (float)(gi / cols);
-        s->img_ids[(size_t)i * tc->n_axes + 2] = (float)(gi % cols);
-    }
+    fill(s->x, n, 1u + (unsigned)s->g->cp_rank);
     return CPDIT_OK;
 }
 
@@ -98,17 +76,13 @@ static double now_s(void)
 }
 
 /* One timed forward of candidate i on every rank; the slowest rank's seconds. Collective. */
-static cpdit_status one_step(MPI_Comm world, flux_transformer *m, tune_slot *s,
-                             const flux_transformer_config *tc, double *seconds,
+static cpdit_status one_step(MPI_Comm world, cpdit_model *m, tune_slot *s, double *seconds,
                              cpdit_error *err)
 {
-    const float sigma = TUNE_SIGMA, guidance = TUNE_GUIDANCE;
-    flux_cp cp = {s->g, s->attn, &s->layout, NULL}; /* workspace per call */
-    flux_inputs in = {1, s->tlen, s->ilen, s->x, s->txt, s->pooled, &sigma,
-                      tc->guidance_embeds ? &guidance : NULL, s->txt_ids, s->img_ids};
+    const model_step step = {0, TUNE_SIGMA, TUNE_SIGMA, TUNE_GUIDANCE};
     MPI_Barrier(world);
     const double t0 = now_s();
-    cpdit_status st = flux_transformer_forward(m, NULL, &cp, &in, s->out, err);
+    cpdit_status st = m->family->forward(m, s->shard, 0, s->x, &step, s->out, err);
     double dt = now_s() - t0;
     st = job_agree_status(world, st, err);
     MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
@@ -143,14 +117,25 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
 {
     int rank;
     MPI_Comm_rank(world, &rank);
-    flux_transformer *m = NULL;
-    cpdit_status st = flux_transformer_open(&m, model_dir, err);
+    cpdit_model *m = NULL;
+    model_open_options mo;
+    memset(&mo, 0, sizeof mo);
+    mo.budget = TUNE_WEIGHT_CACHE_BYTES;
+    cpdit_status st = model_open(&m, model_dir, &mo, err);
+    model_geometry geo;
+    model_text *text = NULL;
+    if (!st)
+        st = m->family->geometry(m, sh->width, sh->height, sh->frames, (int)sh->text_tokens,
+                                 &geo, err);
+    if (!st)
+        st = m->family->text_synthetic(m, geo.text_tokens, TUNE_TEXT_SEED, &text, err);
     if ((st = job_agree_status(world, st, err))) {
-        flux_transformer_close(m);
+        if (m)
+            m->family->text_free(text);
+        model_close(m);
         return st;
     }
-    flux_transformer_set_weight_cache(m, TUNE_WEIGHT_CACHE_BYTES);
-    const flux_transformer_config *tc = flux_transformer_config_of(m);
+    const model_text *const texts[1] = {text};
     tune_slot *slots = calloc((size_t)n, sizeof *slots);
     st = job_agree_status(world, slots ? CPDIT_OK
                                  : cpdit_error_set(err, CPDIT_ERR_RUNTIME, "tune", "out of memory"),
@@ -165,7 +150,7 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
         cpdit_status cs = cp_grid_create(world, g->dp, g->ring, g->ulysses, &slots[i].g, &e);
         cs = job_agree_status(world, cs, &e);
         if (!cs)
-            cs = job_agree_status(world, slot_setup(&slots[i], &c[i], sh, tc, &e), &e);
+            cs = job_agree_status(world, slot_setup(&slots[i], &c[i], m, &geo, texts, &e), &e);
         if (cs) {
             c[i].failed = 1;
             note_error(c[i].error, sizeof c[i].error, &e);
@@ -180,7 +165,7 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
             cpdit_error e;
             cpdit_error_clear(&e);
             double dt = 0;
-            if (one_step(world, m, &slots[i], tc, &dt, &e)) {
+            if (one_step(world, m, &slots[i], &dt, &e)) {
                 c[i].failed = 1;
                 note_error(c[i].error, sizeof c[i].error, &e);
                 continue;
@@ -201,10 +186,11 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
         c[i].measured_s = !c[i].failed && c[i].n_samples > 0 ? c[i].stats.median : 0;
         if (slots) {
             cp_grid_destroy(slots[i].g);
-            slot_free(&slots[i]);
+            slot_free(m, &slots[i]);
         }
     }
     free(slots);
-    flux_transformer_close(m);
+    m->family->text_free(text);
+    model_close(m);
     return st;
 }

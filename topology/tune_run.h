@@ -2,7 +2,8 @@
  * fairly on a noisy machine.
  *
  * Every candidate's grid is built over the world (cp_grid_create) and its ranks hold their
- * share of one image's tokens (flux_shard_layout) with fixed pseudo-random inputs. A round
+ * share of one item's tokens (the model family's shard_open, lib/models/model.h) with fixed
+ * pseudo-random inputs. A round
  * runs one forward of every candidate, in an order rotated by one each round (so no grid
  * always runs first or last); round 0 is a warm-up (weights converted, workspaces grown)
  * and is not counted. One forward is timed from a world barrier to the slowest rank's end

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/core/utf8.h"
+#include "lib/io/regular_file.h"
 
 /* Bytes read from the manifest file per fread call. */
 #define READ_CHUNK (64 * 1024)
@@ -77,10 +78,10 @@ cpdit_status manifest_read_file(const char *path, char **bytes, size_t *len, cpd
 {
     *bytes = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    /* a FIFO is refused unopened (no hang, a one-shot writer keeps its data) */
+    FILE *f = cpdit_fopen_regular(path, "cannot open the manifest", err);
     if (!f)
-        return cpdit_error_set(err, errno == ENOENT ? CPDIT_ERR_INPUT : CPDIT_ERR_RUNTIME,
-                               path, "cannot open the manifest: %s", strerror(errno));
+        return err->status;
     size_t cap = READ_CHUNK, n = 0;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -271,6 +272,19 @@ void manifest_prompt_free(manifest_prompt *p)
 
 static int is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
 
+/* The first control character of valid UTF-8 text s, as the manifest's pre-check refuses
+ * them (C0 but tab, DEL, C1 U+0080..U+009F), or 0 when there is none. */
+static unsigned control_character(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return *p;
+        if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F in UTF-8 */
+            return p[1];
+    }
+    return 0;
+}
+
 cpdit_status manifest_prompt_parse_line(manifest_prompts_format format, const char *file,
                                         int line_no, const char *line, size_t len,
                                         manifest_prompt *out, cpdit_error *err)
@@ -297,6 +311,11 @@ cpdit_status manifest_prompt_parse_line(manifest_prompts_format format, const ch
         if (!cpdit_utf8_valid(out->text)) {
             mf_prompt_free(out);
             return mf_error(&c, at, "not valid UTF-8; save the prompts file as UTF-8");
+        }
+        unsigned cc = control_character(out->text);
+        if (cc) { /* as in the manifest itself: ESC and the like never reach a prompt */
+            mf_prompt_free(out);
+            return mf_error(&c, at, "control character U+%04X is not allowed", cc);
         }
         return CPDIT_OK;
     }

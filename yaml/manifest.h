@@ -26,7 +26,9 @@
 extern "C" {
 #endif
 
-/* ---------------------------------------------------------------- limits and defaults */
+/* ---------------------------------------------------------------- limits and defaults
+ * The one table of an item's limits: the manifest schema (manifest_schema.c) and the command
+ * line of `cpdit run` (bin/cmd_run.c) both check against these. */
 #define MANIFEST_SIDE_MULTIPLE 16 /* VAE factor 8 x FLUX patch 2: width/height step, pixels */
 #define MANIFEST_SIDE_MIN 16      /* pixels */
 #define MANIFEST_SIDE_MAX 4096    /* pixels; 4096x4096 = 65 536 image tokens */
@@ -36,6 +38,7 @@ extern "C" {
 #define MANIFEST_SEEDS_MAX 1000000 /* seeds per list or count */
 #define MANIFEST_SEED_MAX INT64_MAX /* seeds are 0 .. 2^63-1 (JSON-safe integers) */
 #define MANIFEST_DEGREE_MAX 65536  /* dp, ring, ulysses */
+#define MANIFEST_GUIDANCE_MAX 100.0 /* guidance and true_cfg: 0 .. 100 */
 #define MANIFEST_MAX_BYTES (64u << 20) /* a manifest file larger than this is refused */
 /* Items per manifest (prompts x sizes x seeds x repeats, inline and prompts file together).
  * Counted prompt by prompt before any item is made, so a manifest over it is refused with

@@ -231,11 +231,11 @@ static cpdit_status settings_field(mf_ctx *c, const char *name, const mf_node *v
             return st;
         s->steps = (int)iv, s->set |= MANIFEST_SET_STEPS;
     } else if (!strcmp(name, "guidance")) {
-        if ((st = mf_get_number(c, v, w, 0, 1e6, &s->guidance)))
+        if ((st = mf_get_number(c, v, w, 0, MANIFEST_GUIDANCE_MAX, &s->guidance)))
             return st;
         s->set |= MANIFEST_SET_GUIDANCE;
     } else if (!strcmp(name, "true_cfg")) {
-        if ((st = mf_get_number(c, v, w, 0, 1e6, &s->true_cfg)))
+        if ((st = mf_get_number(c, v, w, 0, MANIFEST_GUIDANCE_MAX, &s->true_cfg)))
             return st;
         s->set |= MANIFEST_SET_TRUE_CFG;
     } else if (!strcmp(name, "max_sequence_length")) {

@@ -28,7 +28,7 @@
 
 #include "lib/builtin/builtin_internal.h"
 #include "lib/io/component_config.h"
-#include "lib/flux/flux_transformer.h"
+#include "lib/models/flux/flux_transformer.h"
 #include "lib/io/safetensors.h"
 #include "lib/vae/vae_decoder.h"
 
@@ -185,7 +185,7 @@ static void add_conv(wt_list *l, const char *prefix, int cout, int cin, int k)
 
 #define P(buf, ...) (snprintf(buf, sizeof buf, __VA_ARGS__), buf)
 
-/* FluxTransformer2DModel (diffusers names; shapes as lib/flux/flux_weights.c binds them). */
+/* FluxTransformer2DModel (diffusers names; shapes as lib/models/flux/flux_weights.c binds them). */
 static void transformer_table(wt_list *l, const builtin_sizes *s)
 {
     const int E = s->heads * s->head_dim, D = s->head_dim, F = FLUX_MLP_RATIO * E;

@@ -2,19 +2,23 @@
  * the shapes colour check (see contact_sheet.h). */
 #include "lib/builtin/contact_sheet.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/builtin/shapes_grammar.h"
 #include "lib/io/png_reader.h"
 #include "lib/io/png_writer.h"
+#include "lib/io/regular_file.h"
 
 #define PATH_LEN 4096
 #define INDEX_FILE "index.jsonl"
 #define SHEET_PNG "contact-sheet.png"
 #define SHEET_TXT "contact-sheet.txt"
+#define SHEET_TXT_MODE 0666 /* before the umask, as fopen() would */
 #define MAX_ITEMS 4096 /* a sheet is for looking at: more cells than this is an error */
 
 typedef struct cell {
@@ -126,8 +130,12 @@ cpdit_status contact_sheet_write(const char *dir, int cols, contact_sheet_result
     if (st == CPDIT_OK) {
         sheet = calloc((size_t)rows * ch * (size_t)cols * cw * 3, 1);
         snprintf(path, sizeof path, "%s/%s", dir, SHEET_TXT);
-        txt = fopen(path, "w");
-        if (!sheet || !txt)
+        int fd = -1;
+        st = cpdit_open_output(path, NULL, O_WRONLY | O_CREAT | O_TRUNC, SHEET_TXT_MODE, &fd,
+                               err);
+        if (!st && !(txt = fdopen(fd, "w")))
+            close(fd);
+        if (!st && (!sheet || !txt))
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "cannot write it (or out of "
                                  "memory)");
     }

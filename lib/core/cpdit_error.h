@@ -18,7 +18,13 @@ extern "C" {
 typedef enum cpdit_status {
     CPDIT_OK = 0,
     CPDIT_ERR_RUNTIME = 1, /* I/O failure, out of memory, MPI/CUDA failure */
-    CPDIT_ERR_INPUT = 2    /* malformed file, bad option, unsupported shape */
+    CPDIT_ERR_INPUT = 2,   /* malformed file, bad option, unsupported shape */
+    /* A runtime failure after which a collective may be broken: peers of this rank may be
+     * waiting in a collective it will never enter (a failed forward or decode on one rank of
+     * a group). The library returns it and never aborts; the program must end the whole job
+     * (bin/: MPI_Abort) instead of going on to the next item or waiting in the next
+     * collective. Exit code as RUNTIME. */
+    CPDIT_ERR_BROKEN = 3
 } cpdit_status;
 
 #define CPDIT_ERROR_WHERE_MAX 512

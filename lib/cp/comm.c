@@ -208,6 +208,46 @@ cpdit_status cpdit_comm_bcast(cpdit_comm *c, void *buf, size_t bytes, int root,
     return c->ops->bcast(c, buf, bytes, root, err);
 }
 
+/* What one rank contributes to the agreement (reduced with MAX): its status, and
+ * size - rank when it failed (0 when not), so that the maximum names the lowest failing rank. */
+enum { AGREE_STATUS, AGREE_FIRST, AGREE_N };
+
+cpdit_status cpdit_comm_agree(cpdit_comm *c, cpdit_status st, cpdit_error *err)
+{
+    if (!c || c->size <= 1)
+        return st;
+    cpdit_error local, cerr;
+    if (!err) {
+        cpdit_error_clear(&local);
+        err = &local;
+    }
+    cpdit_error_clear(&cerr);
+    long long v[AGREE_N] = {(long long)st, st != CPDIT_OK ? (long long)(c->size - c->rank) : 0};
+    if (cpdit_comm_allreduce(c, v, AGREE_N, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &cerr))
+        return st ? st : cpdit_error_set(err, CPDIT_ERR_BROKEN, cerr.where,
+                                         "agreeing on the ranks' status: %s", cerr.what);
+    if (v[AGREE_FIRST] == 0)
+        return CPDIT_OK;
+    const int first = c->size - (int)v[AGREE_FIRST];
+    cpdit_error theirs;
+    cpdit_error_clear(&theirs);
+    if (c->rank == first) {
+        theirs = *err;
+        theirs.status = st;
+    }
+    if (cpdit_comm_bcast(c, &theirs, sizeof theirs, first, &cerr))
+        return st ? st : cpdit_error_set(err, CPDIT_ERR_BROKEN, cerr.where,
+                                         "receiving the failed rank's message: %s", cerr.what);
+    if (st != CPDIT_OK)
+        return st;
+    if (theirs.status == CPDIT_OK) /* a failing rank that did not fill its error */
+        theirs.status = (cpdit_status)v[AGREE_STATUS];
+    theirs.what[CPDIT_ERROR_WHAT_MAX - 1] = '\0';
+    theirs.where[CPDIT_ERROR_WHERE_MAX - 1] = '\0';
+    return cpdit_error_set(err, theirs.status, theirs.where,
+                           "%s (failed on another rank: %d of %d)", theirs.what, first, c->size);
+}
+
 void cpdit_comm_reset_counters(cpdit_comm *c)
 {
     if (!c)

@@ -136,6 +136,15 @@ cpdit_status cpdit_comm_allreduce(cpdit_comm *c, void *buf, size_t count, cpdit_
                                   cpdit_comm_op op, cpdit_error *err);
 cpdit_status cpdit_comm_bcast(cpdit_comm *c, void *buf, size_t bytes, int root,
                               cpdit_error *err);
+/* Did every rank of c succeed? Collective over c: one small allreduce, and when some rank
+ * failed, one broadcast of the lowest failing rank's error, so that one rank's failure never
+ * leaves the others waiting in the next collective. A failing rank (st != OK) keeps its own
+ * status and message and returns st; every other rank returns the lowest failing rank's
+ * status with its message in err, marked "(failed on another rank: R of N)". CPDIT_OK when
+ * every rank passed CPDIT_OK. c NULL or of one rank: returns st. When the agreement itself
+ * cannot communicate: st if this rank failed, else CPDIT_ERR_BROKEN (the group cannot be
+ * trusted any more). err may be NULL. */
+cpdit_status cpdit_comm_agree(cpdit_comm *c, cpdit_status st, cpdit_error *err);
 /* Zero the byte counters. */
 void cpdit_comm_reset_counters(cpdit_comm *c);
 /* Destroy c (NULL is fine) and free the struct. */

@@ -389,3 +389,16 @@ MPI_Comm cpdit_comm_mpi_handle(const cpdit_comm *c)
         return MPI_COMM_NULL;
     return comm_of(c);
 }
+
+cpdit_status cpdit_comm_agree_mpi(MPI_Comm comm, cpdit_status st, cpdit_error *err)
+{
+    mpi_state s = {comm};
+    cpdit_comm c;
+    memset(&c, 0, sizeof c);
+    c.ops = &mpi_ops;
+    c.impl = &s;
+    if (MPI_Comm_rank(comm, &c.rank) != MPI_SUCCESS || MPI_Comm_size(comm, &c.size) != MPI_SUCCESS)
+        return st ? st : cpdit_error_set(err, CPDIT_ERR_BROKEN, MPI_WHERE,
+                                         "MPI_Comm_rank/size failed while agreeing on errors");
+    return cpdit_comm_agree(&c, st, err);
+}

@@ -18,6 +18,11 @@ extern "C" {
 cpdit_status cpdit_comm_mpi_create(MPI_Comm comm, int take_ownership, cpdit_comm **out,
                                    cpdit_error *err);
 
+/* cpdit_comm_agree (comm.h) over an MPI communicator used as it is: no duplicate, its error
+ * handler untouched (for the callers that hold an MPI_Comm: jobs/, topology/). Collective
+ * over comm. */
+cpdit_status cpdit_comm_agree_mpi(MPI_Comm comm, cpdit_status st, cpdit_error *err);
+
 /* The MPI communicator behind c, or MPI_COMM_NULL when c is not an MPI communicator. */
 MPI_Comm cpdit_comm_mpi_handle(const cpdit_comm *c);
 

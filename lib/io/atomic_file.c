@@ -1,5 +1,6 @@
 /* atomic_file.c — temp file + fsync + rename + folder fsync (see atomic_file.h). */
 #include "lib/io/atomic_file.h"
+#include "lib/io/regular_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -17,6 +18,8 @@
 #define TMP_RANDOM_LEN 6
 /* Longest file name most Linux file systems take (NAME_MAX). */
 #define FILE_NAME_MAX 255
+/* The action named in write errors. */
+#define WRITE_ACTION "cannot write the output file"
 /* Permission bits a plain fopen(path, "w") asks for before the umask. */
 #define NEW_FILE_MODE 0666
 /* stdio buffer of the stream: fewer, larger writes on shared file systems. */
@@ -155,6 +158,10 @@ cpdit_status atomic_file_begin(atomic_file *af, const char *final_path, cpdit_er
     if (stat(final_path, &st) == 0 && S_ISDIR(st.st_mode))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, final_path,
                                "output path is an existing folder, not a file");
+    /* a FIFO, a device node (or a link to one) is never replaced by the rename */
+    cpdit_status refused = cpdit_check_output_file(final_path, WRITE_ACTION, err);
+    if (refused)
+        return refused;
 
     char *dir = folder_of(final_path);
     const char *slash = strrchr(final_path, '/');
@@ -248,7 +255,7 @@ cpdit_status atomic_file_commit(atomic_file *af, cpdit_error *err)
         atomic_file_abort(af);
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "", "out of memory");
     }
-    const char *action = "cannot write the output file";
+    const char *action = WRITE_ACTION;
     struct atomic_file_sink *sink = af->sink;
     int e = 0;
     int had_error = ferror(af->fp);
@@ -270,6 +277,14 @@ cpdit_status atomic_file_commit(atomic_file *af, cpdit_error *err)
     af->fp = NULL;
     if (fclose(fp) != 0 && !e) /* closes sink->fd; NFS may report write errors here */
         e = sink->error ? sink->error : EIO;
+    cpdit_status refused = CPDIT_OK;
+    if (!e && (refused = cpdit_check_output_file(af->final_path, action, err))) {
+        /* became a FIFO or a device node since begin: refused, the temporary file goes */
+        unlink(af->tmp_path);
+        free(dir);
+        af_release(af);
+        return refused;
+    }
     if (!e && rename(af->tmp_path, af->final_path) != 0) {
         e = errno;
         action = "cannot move the finished file into place";

@@ -42,7 +42,10 @@ typedef struct atomic_file {
 
 /* Create the temporary file for final_path and open af->fp on it ("wb").
  * Errors (af is left closed, nothing on disk): the folder is missing or not a folder,
- * permission denied, read-only file system, out of space, final_path empty or a folder. */
+ * permission denied, read-only file system, out of space, final_path empty or a folder;
+ * final_path an existing FIFO, device node or socket, or a symbolic link to one (INPUT, as
+ * cpdit_check_output_file in regular_file.h: such a node is never replaced by the rename;
+ * commit checks again just before the rename). */
 cpdit_status atomic_file_begin(atomic_file *af, const char *final_path, cpdit_error *err);
 
 /* Flush + fsync + close the temporary file, rename it onto the final path and fsync the

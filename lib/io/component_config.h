@@ -1,11 +1,11 @@
-/* component_config.h — typed configs of the FLUX transformer and its VAE, from config.json.
+/* component_config.h — the typed config of the VAE (AutoencoderKL), from config.json (the FLUX
+ * transformer's is lib/models/flux/flux_config.h).
  *
- * Missing keys (absent or null) take the defaults of diffusers' __init__ signatures
- * (FluxTransformer2DModel and AutoencoderKL, checked against diffusers' source and API
- * docs), so a config.json written by an older diffusers (e.g. without out_channels or
- * use_quant_conv) loads as diffusers would load it. Values are then validated: sizes must
- * be positive, sum(axes_dims_rope) must equal attention_head_dim, block_out_channels must
- * be non-empty and divisible by norm_num_groups, ... Errors name the file and the key:
+ * Missing keys (absent or null) take the defaults of diffusers' AutoencoderKL.__init__
+ * (checked against diffusers' source and API docs), so a config.json written by an older
+ * diffusers (e.g. without use_quant_conv) loads as diffusers would load it. Values are then
+ * validated: sizes must be positive, block_out_channels must be non-empty and divisible by
+ * norm_num_groups, ... Errors name the file and the key:
  *   "vae/config.json: key \"block_out_channels\": must not be empty".
  * A "_class_name" other than the expected class is an error too.
  */
@@ -21,29 +21,11 @@
 extern "C" {
 #endif
 
-#define FLUX_TRANSFORMER_CLASS "FluxTransformer2DModel"
 #define AUTOENCODER_KL_CLASS "AutoencoderKL"
 
-/* Most RoPE axes / VAE resolution levels a config may have. */
-#define FLUX_MAX_ROPE_AXES 8
+/* Most VAE resolution levels a config may have. */
 #define VAE_MAX_BLOCKS 8
 #define VAE_ACT_FN_MAX 16
-
-typedef struct flux_transformer_config {
-    int patch_size;            /* default 1 */
-    int in_channels;           /* default 64 (16 latent channels x 2x2 packing) */
-    int out_channels;          /* default None -> in_channels */
-    int num_layers;            /* default 19: dual-stream (MMDiT) blocks */
-    int num_single_layers;     /* default 38: single-stream blocks */
-    int attention_head_dim;    /* default 128 */
-    int num_attention_heads;   /* default 24 */
-    int joint_attention_dim;   /* default 4096: T5 hidden size (encoder_hidden_states) */
-    int pooled_projection_dim; /* default 768: CLIP pooled size */
-    bool guidance_embeds;      /* default false (true for FLUX.1-dev) */
-    int n_axes;                /* default 3 */
-    int axes_dims_rope[FLUX_MAX_ROPE_AXES]; /* default (16, 56, 56) */
-    int inner_dim;             /* derived: num_attention_heads * attention_head_dim */
-} flux_transformer_config;
 
 typedef struct autoencoder_kl_config {
     int in_channels;              /* default 3 */
@@ -65,19 +47,14 @@ typedef struct autoencoder_kl_config {
 } autoencoder_kl_config;
 
 /* Fill c with diffusers' defaults. */
-void flux_transformer_config_defaults(flux_transformer_config *c);
 void autoencoder_kl_config_defaults(autoencoder_kl_config *c);
 
 /* Read c from a loaded config.json (defaults for missing keys), then validate. */
-cpdit_status flux_transformer_config_from(const model_config *cfg, flux_transformer_config *c,
-                                          cpdit_error *err);
 cpdit_status autoencoder_kl_config_from(const model_config *cfg, autoencoder_kl_config *c,
                                         cpdit_error *err);
 
 /* Validate a filled struct (also for configs built in code, e.g. builtin:tiny) and set
  * derived fields. where: the file or name for messages. */
-cpdit_status flux_transformer_config_validate(flux_transformer_config *c, const char *where,
-                                              cpdit_error *err);
 cpdit_status autoencoder_kl_config_validate(const autoencoder_kl_config *c, const char *where,
                                             cpdit_error *err);
 

@@ -35,8 +35,10 @@ void model_config_free(model_config *cfg)
 static cpdit_status syntax_error(cpdit_error *err, const char *name, const json_error_t *je)
 {
     char where[CPDIT_ERROR_WHERE_MAX];
-    if (je->line > 0)
+    if (je->line > 0 && je->column > 0)
         snprintf(where, sizeof where, "%s:%d:%d", name, je->line, je->column);
+    else if (je->line > 0) /* at the end of a line (or of the file): no column to name */
+        snprintf(where, sizeof where, "%s:%d", name, je->line);
     else
         snprintf(where, sizeof where, "%s", name);
     return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "invalid JSON: %s", je->text);
@@ -69,6 +71,9 @@ cpdit_status model_config_load_file(model_config *cfg, const char *path, cpdit_e
     }
     if (S_ISDIR(st.st_mode))
         return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "is a folder, expected a JSON file");
+    if (S_ISREG(st.st_mode) && st.st_size == 0)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "the file is empty; expected a "
+                               "JSON object ({...})");
     /* a FIFO or device is refused without being opened (it could block forever) */
     FILE *f = cpdit_fopen_regular(path, "cannot read", err);
     if (!f)

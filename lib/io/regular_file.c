@@ -85,3 +85,51 @@ FILE *cpdit_fopen_regular(const char *path, const char *what, cpdit_error *err)
     }
     return fp;
 }
+
+cpdit_status cpdit_check_output_file(const char *path, const char *what, cpdit_error *err)
+{
+    if (!what)
+        what = "cannot write";
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode))
+        return CPDIT_OK; /* missing (the writer creates it) or regular: the writer reports */
+    if (!S_ISLNK(sb.st_mode))
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "%s: is %s, not a regular file",
+                               what, cpdit_file_kind(sb.st_mode));
+    struct stat target;
+    if (stat(path, &target) != 0 || S_ISREG(target.st_mode))
+        return CPDIT_OK; /* a dangling link is replaced; a link to a regular file is too */
+    return cpdit_error_set(err, CPDIT_ERR_INPUT, path,
+                           "%s: is a symbolic link to %s, not a regular file", what,
+                           cpdit_file_kind(target.st_mode));
+}
+
+cpdit_status cpdit_open_output(const char *path, const char *what, int flags, mode_t mode,
+                               int *fd, cpdit_error *err)
+{
+    *fd = -1;
+    if (!what)
+        what = "cannot write";
+    cpdit_status st = cpdit_check_output_file(path, what, err);
+    if (st)
+        return st;
+    int f = open(path, flags | O_NONBLOCK | O_CLOEXEC, mode);
+    if (f < 0)
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "%s: %s", what, strerror(errno));
+    struct stat sb;
+    if (fstat(f, &sb) != 0) {
+        int e = errno;
+        close(f);
+        return cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "%s: %s", what, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) { /* swapped for something else since the check */
+        close(f);
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, path, "%s: is %s, not a regular file",
+                               what, cpdit_file_kind(sb.st_mode));
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    *fd = f;
+    return CPDIT_OK;
+}

@@ -226,6 +226,9 @@ static cpdit_status resolve_path(safetensors_set *s, const char *path, cpdit_err
             return s->path ? CPDIT_OK
                            : cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "out of memory");
         }
+        if (errno == ELOOP) /* there, but links in a circle: say so, not "no such file" */
+            return cpdit_error_set(err, CPDIT_ERR_INPUT, cand, "symbolic link loop (too many "
+                                   "levels of symbolic links)");
     }
     return cpdit_error_set(err, CPDIT_ERR_INPUT, path,
                            "folder has no %s, %s, %s or %s", folder_candidates[0],

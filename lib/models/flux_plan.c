@@ -5,11 +5,11 @@
 #include <string.h>
 
 #include "lib/cp/cp_shard.h"
-#include "lib/flux/flux_shard.h"
-#include "lib/io/component_config.h"
+#include "lib/models/flux/flux_shard.h"
+#include "lib/models/flux/flux_config.h"
 #include "lib/io/model_folder.h"
 
-#define MLP_RATIO 4        /* FLUX_MLP_RATIO in lib/flux/flux_transformer.h */
+#define MLP_RATIO 4        /* FLUX_MLP_RATIO in lib/models/flux/flux_transformer.h */
 #define TIME_EMBED_DIM 256 /* sinusoidal timestep / guidance embedding width */
 
 /* Linear-layer MACs of one forward over txt + img tokens (as flux_transformer_linear_flops):

@@ -1,4 +1,4 @@
-/* flow_schedule.c — FLUX's sigma schedule and Euler step (see flow_schedule.h).
+/* flow_schedule.c — the flow-matching sigma schedule and Euler step (see flow_schedule.h).
  *
  * Every operation is one IEEE rounding in the type diffusers/numpy use (float64 for linspace
  * and calculate_shift, float32 after the cast), so the C compiler must not fuse a multiply and
@@ -33,18 +33,6 @@ void flow_schedule_config_defaults(flow_schedule_config *c)
     c->base_image_seq_len = 256;
     c->max_image_seq_len = 4096;
     c->time_shift_type = FLOW_TIME_SHIFT_EXPONENTIAL;
-}
-
-void flow_schedule_config_flux_dev(flow_schedule_config *c)
-{
-    flow_schedule_config_defaults(c);
-    c->shift = 3.0;
-    c->use_dynamic_shifting = true;
-}
-
-void flow_schedule_config_flux_schnell(flow_schedule_config *c)
-{
-    flow_schedule_config_defaults(c);
 }
 
 cpdit_status flow_schedule_config_validate(const flow_schedule_config *c, const char *where,

@@ -1,4 +1,4 @@
-/* flow_schedule.h — FLUX's sampler schedule: FlowMatchEulerDiscreteScheduler as FluxPipeline
+/* flow_schedule.h — the flow-matching sampler schedule: FlowMatchEulerDiscreteScheduler as FluxPipeline
  * drives it, reproduced in the same float32/float64 steps as diffusers + numpy, and the Euler
  * update.
  *
@@ -54,9 +54,8 @@ typedef struct flow_schedule_config {
 
 /* The scheduler's defaults. */
 void flow_schedule_config_defaults(flow_schedule_config *c);
-/* The scheduler_config.json files of FLUX.1-dev (dynamic shifting) and FLUX.1-schnell. */
-void flow_schedule_config_flux_dev(flow_schedule_config *c);
-void flow_schedule_config_flux_schnell(flow_schedule_config *c);
+/* FLUX.1's presets (scheduler_config.json of dev and schnell) are the FLUX family's
+ * (lib/models/flux/). */
 
 /* Read a loaded scheduler_config.json (defaults for missing keys) and validate it. Errors
  * (INPUT, where = the file): a "_class_name" other than FlowMatchEulerDiscreteScheduler,

@@ -1,4 +1,5 @@
-/* pipeline.h — FLUX.1 text-to-image for one item on one context-parallel group.
+/* pipeline.h — text-to-image for one item on one context-parallel group, for any model family
+ * (lib/models/model.h); the data flow as FLUX.1's family does it:
  *
  *   prompt ─ tokenizers + CLIP-L (pooled) + T5 (tokens)          replicated on every CP rank
  *   seed ─ torch-compatible noise (B, 16, H/8, W/8) → pack 2x2 → image tokens (B, S, 64)
@@ -40,6 +41,7 @@ typedef struct pipeline_params {
     float guidance;              /* distilled guidance (dev: embedded; ignored by schnell) */
     float true_cfg;              /* > 1 with a negative prompt: true classifier-free guidance */
     int max_sequence_length;     /* T5 tokens; 0 = 512 (dev) or 256 (schnell) */
+    int frames;                  /* video frames of a video family; 0 = an image */
 } pipeline_params;
 
 /* Called on CP rank 0 after each sampler step (step counts from 1); read_bytes: what this
@@ -126,9 +128,9 @@ void pipeline_close(pipeline *p);
 const cpdit_backend *pipeline_backend(const pipeline *p);
 
 /* The transformer's weights: resident or streamed, slots shared, time and bytes spent making
- * them (flux_transformer_weight_stats). */
-struct flux_weight_stats;
-void pipeline_weight_stats(const pipeline *p, struct flux_weight_stats *s);
+ * them (the family's weight_stats, lib/models/model.h). */
+struct model_weight_stats;
+void pipeline_weight_stats(const pipeline *p, struct model_weight_stats *s);
 
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */
@@ -142,6 +144,8 @@ void pipeline_text_weight_stats(const pipeline *p, text_weight_stats *clip,
                                 text_weight_stats *t5);
 /* 1 when the transformer embeds guidance (FLUX.1-dev), 0 for schnell-like models. */
 int pipeline_is_guidance_distilled(const pipeline *p);
+/* The family's sampler steps for a folder without a request (FLUX.1: 28 dev, 4 schnell). */
+int pipeline_default_steps(const pipeline *p);
 
 /* Validate parameters without running (sizes multiple of 16, steps, ...): INPUT errors
  * whose where names the parameter ("width", "steps", ...). */
@@ -151,13 +155,17 @@ cpdit_status pipeline_check_params(const pipeline *p, const pipeline_params *prm
 /* Generate one image. On CP rank 0, *rgb receives a malloc'd (height, width, 3) uint8
  * image; elsewhere *rgb is NULL. Collective over run->grid->cp. NaN or Inf in the sampled
  * latents or in the decoded image is a RUNTIME error on CP rank 0 ("... values are not
- * finite"), never an image. */
+ * finite"), never an image. Bad inputs fail alike on every rank (INPUT); a runtime failure on
+ * one rank inside a collective stage (the forward, the split decode) is CPDIT_ERR_BROKEN on
+ * that rank: its peers may be waiting in a collective it will not enter, so the caller must
+ * end the whole job (the library never aborts). */
 cpdit_status pipeline_generate(pipeline *p, const pipeline_params *prm, const pipeline_run *run,
                                uint8_t **rgb, cpdit_error *err);
 
 /* Join one decode round of run->vae_world with no image of this rank's own (a data-parallel
  * group without an item in this round). Collective (see pipeline_run.vae_world); a no-op when
- * run->vae_world is NULL. Returns CPDIT_OK, or the VAE's load failure. err may be NULL. */
+ * run->vae_world is NULL. Returns CPDIT_OK, the VAE's load failure, or CPDIT_ERR_BROKEN (a
+ * failure inside the round: end the job, as after pipeline_generate). err may be NULL. */
 cpdit_status pipeline_vae_world_idle(pipeline *p, const pipeline_run *run, cpdit_error *err);
 
 /* mkdir -p dir. INPUT for an empty or too long name, RUNTIME when a folder cannot be made. */

@@ -7,27 +7,69 @@
 #include <stdint.h>
 
 #include "lib/cp/cp_attention.h"
-#include "lib/flux/flux_transformer.h"
-#include "lib/pipeline/flow_schedule.h"
+#include "lib/models/model.h"
 #include "lib/pipeline/pipeline.h"
-#include "lib/text/text_encode.h"
 #include "lib/vae/vae_decoder.h"
 
 struct pipeline {
     char *model_dir;
-    flux_transformer *transformer;
+    cpdit_model *m;                  /* the family's model: transformer, text encoders, scheduler */
     vae_decoder *vae;          /* loaded on the first decode (only decoding ranks need it) */
-    autoencoder_kl_config vae_cfg;
-    text_encoders *text;
-    flow_schedule_config sched;
-    int latent_channels;       /* transformer in_channels / 4 */
     const cpdit_backend *be;   /* every model runs on it */
     const cpdit_attention_kernel *attn_kernel;
     cpdit_weight_format weight_format; /* of every model (pipeline_options.format) */
-    cp_attention_ws attn_ws;   /* CP attention's workspace, kept between steps */
     double decode_seconds;     /* VAE decodes of this rank's images: wall time, count */
     long decodes;
 };
+
+/* How true CFG runs (the strategy of the step stage). */
+typedef enum pipeline_cfg_mode {
+    PIPELINE_CFG_NONE = 0,   /* one forward per step */
+    PIPELINE_CFG_SEQUENTIAL, /* two forwards per step on this group: prompt, negative prompt */
+    PIPELINE_CFG_PARALLEL,   /* one each on two groups (run->cfg_comm), velocities swapped */
+    PIPELINE_CFG_MODES
+} pipeline_cfg_mode;
+
+/* One item in flight: what the stages prepare -> shard -> step -> gather -> decode hand on.
+ * Freed in one place (pipeline_item_free). */
+typedef struct pipeline_item {
+    const model_family *family;
+    const pipeline_params *prm;
+    const pipeline_run *run;
+    pipeline_timings *tm;
+    model_geometry geo;
+    pipeline_cfg_mode cfg;
+    int cfg_rank;              /* CFG-parallel: 0 computes the prompt's branch, 1 the negative */
+    int cp_rank;
+    model_text *texts[2];      /* the prompt, the negative prompt (CFG) */
+    model_schedule *sched;
+    model_shard *shard;
+    long long start, len;      /* this rank's share of the S sampler tokens */
+    float *latents;            /* (C, [F',] H', W'): the noise, then z for the decoder */
+    float *tokens;             /* (S, token_dim): the packed noise, then the gathered result */
+    float *x, *v, *v_neg;      /* (len, token_dim) this rank's tokens and velocities */
+    float *image;              /* (3, H, W) decoded, on the image's owner */
+} pipeline_item;
+
+/* Latent values of one item: C·max(F', 1)·H'·W'. */
+size_t pipeline_latent_count(const model_geometry *g);
+void pipeline_item_free(pipeline_item *it);
+
+/* The stages (pipeline_sample.c, pipeline_decode.c); each returns a status, collective over
+ * the CP group (and the CFG pair) where it says so. */
+/* text embeddings, noise, packed tokens, schedule, --dump files (CP rank 0); local */
+cpdit_status pipeline_prepare(pipeline *p, pipeline_item *it, cpdit_error *err);
+/* this rank's tokens of the CP-sharded sequence; local (the caller agrees after) */
+cpdit_status pipeline_shard(pipeline *p, pipeline_item *it, cpdit_error *err);
+/* every sampler step; collective. A runtime failure of a forward on a grid of more than one
+ * rank or CFG-parallel: CPDIT_ERR_BROKEN */
+cpdit_status pipeline_sample(pipeline *p, pipeline_item *it, cpdit_error *err);
+/* the sampled tokens of every rank, in order, on every rank of the group; collective */
+cpdit_status pipeline_gather(pipeline *p, pipeline_item *it, cpdit_error *err);
+/* unpack, decode (group / CP rank 0 / tiled / world round), RGB8 on the owner (*rgb);
+ * *joined = 1 once this rank took part in run->vae_world's round */
+cpdit_status pipeline_decode(pipeline *p, pipeline_item *it, uint8_t **rgb, int *joined,
+                             cpdit_error *err);
 
 /* Monotonic wall clock, seconds. */
 double pipeline_now_seconds(void);
@@ -40,6 +82,11 @@ cpdit_status pipeline_check_finite(const float *x, size_t n, const char *what, c
 cpdit_status pipeline_dump_image(const char *dir, const float *image, int C, int H, int W,
                                  cpdit_error *err);
 
+/* A runtime failure (err) on this rank while its peers may be inside a collective: err becomes
+ * CPDIT_ERR_BROKEN, its message naming the rank and the stage ("(rank 1 of the group, VAE
+ * decode)"). Returns CPDIT_ERR_BROKEN. err may be NULL. */
+cpdit_status pipeline_broken(cpdit_error *err, int rank, const char *what);
+
 /* Load p's VAE on this rank if it is not loaded yet (weight format and backend: p's);
  * *load_s += the seconds it took (load_s may be NULL). */
 cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err);
@@ -51,7 +98,8 @@ cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err);
  * gets its (lh·8, lw·8, 3) RGB8 pixels in *rgb (malloc'd) and its decode time added to
  * p->decode_seconds. Returns the owner's item status (a VAE that cannot be loaded on some rank
  * fails every image of the round); on a rank without an image: CPDIT_OK, or the load failure.
- * A runtime failure inside the decode ends the job (MPI_Abort), as after a failed forward. */
+ * A failure inside the decode (a collective may then be broken) is CPDIT_ERR_BROKEN, on every
+ * rank where it happened: the program must end the job, as after a failed forward. */
 cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, const float *z,
                                       int lh, int lw, uint8_t **rgb, double *load_s,
                                       cpdit_error *err);

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mpi.h>
-
 #include "lib/cp/comm.h"
 #include "lib/pipeline/image_postprocess.h"
 
@@ -24,14 +22,82 @@
 /* Per rank in the round's table: has an image, its latent height and width. */
 enum { INFO_HAS, INFO_LH, INFO_LW, INFO_N };
 
-/* Collectives are pending on the other ranks: a failure here cannot be reported to them, so
- * it ends the job (as a failed forward does). */
-static void world_abort(const cpdit_error *e, int rank, const char *what)
+/* A failure inside the round: collectives are pending on the other ranks and it cannot be
+ * reported to them, so it is CPDIT_ERR_BROKEN (the program ends the job, as after a failed
+ * forward). e NULL: out of memory. */
+static cpdit_status world_broken(cpdit_error *err, const cpdit_error *e, int rank,
+                                 const char *what)
 {
-    char msg[CPDIT_ERROR_WHERE_MAX + CPDIT_ERROR_WHAT_MAX + 16];
-    fprintf(stderr, "%s (rank %d of the world, VAE decode: %s; aborting the job)\n",
-            e ? cpdit_error_format(e, msg, sizeof msg) : "pipeline: out of memory", rank, what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    char msg[CPDIT_ERROR_WHAT_MAX];
+    snprintf(msg, sizeof msg, "%s", e ? e->what : "out of memory");
+    return cpdit_error_set(err, CPDIT_ERR_BROKEN, e ? e->where : "pipeline",
+                           "%s (rank %d of the world, VAE decode: %s)", msg, rank, what);
+}
+
+/* Decode the image of owner o (latents (C, olh, olw) on o: z) with every rank of the world;
+ * the owner checks it and converts it to RGB8 (*rgb). *mine: the owner's item status. */
+static cpdit_status world_decode_one(pipeline *p, const pipeline_run *run, int o, const float *z,
+                                     int olh, int olw, uint8_t **rgb, cpdit_status *mine,
+                                     cpdit_error *err)
+{
+    const cp_grid *w = run->vae_world;
+    const int me = w->cp_rank, n = w->cp_size;
+    const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
+    const int C = vc->latent_channels, f = vae_decoder_upscale(p->vae), oc = vc->out_channels;
+    const size_t nz = (size_t)C * olh * olw, npix = (size_t)oc * olh * f * olw * f;
+    cpdit_error cerr;
+    cpdit_error_clear(&cerr);
+    cpdit_status st = CPDIT_OK;
+    float *zb = malloc(nz * sizeof *zb);
+    float *img = me == 0 || me == o ? malloc(npix * sizeof *img) : NULL;
+    if (!zb || ((me == 0 || me == o) && !img)) {
+        st = world_broken(err, NULL, me, "latents or image buffer");
+        goto done;
+    }
+    if (me == o)
+        memcpy(zb, z, nz * sizeof *zb);
+    if (n > 1 && cpdit_comm_bcast(w->cp, zb, nz * sizeof *zb, o, &cerr)) {
+        st = world_broken(err, &cerr, me, "broadcasting the latents");
+        goto done;
+    }
+    vae_latents_denormalize(vc, zb, nz);
+    const double t0 = pipeline_now_seconds();
+    if (vae_decode_group(p->vae, w, zb, 1, olh, olw, me == 0 ? img : NULL, &cerr)) {
+        st = world_broken(err, &cerr, me, "the decode");
+        goto done;
+    }
+    /* the decoded image: host fp32 */
+    if (o != 0 && me == 0 &&
+        cpdit_comm_send(w->cp, CPDIT_COMM_FLOAT, img, npix, o, VAE_WORLD_TAG, &cerr)) {
+        st = world_broken(err, &cerr, me, "sending the image to its owner");
+        goto done;
+    }
+    if (o != 0 && me == o &&
+        cpdit_comm_recv(w->cp, CPDIT_COMM_FLOAT, img, npix, 0, VAE_WORLD_TAG, &cerr)) {
+        st = world_broken(err, &cerr, me, "receiving the image");
+        goto done;
+    }
+    if (me == o) {
+        p->decode_seconds += pipeline_now_seconds() - t0;
+        p->decodes++;
+        uint8_t *pix = malloc((size_t)olh * f * olw * f * 3);
+        if (!pix)
+            *mine = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
+        if (!*mine)
+            *mine = pipeline_check_finite(img, npix, "decoded image", err);
+        if (!*mine)
+            *mine = image_chw_to_rgb8(img, oc, olh * f, olw * f, pix, err);
+        if (!*mine && run->dump_dir)
+            *mine = pipeline_dump_image(run->dump_dir, img, oc, olh * f, olw * f, err);
+        if (!*mine && rgb)
+            *rgb = pix;
+        else
+            free(pix);
+    }
+done:
+    free(img);
+    free(zb);
+    return st;
 }
 
 cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, const float *z,
@@ -47,15 +113,18 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
     /* 1. who has an image, of which size (every rank fills its own slot) */
     long long *info = calloc((size_t)n * INFO_N, sizeof *info);
     if (!info)
-        world_abort(NULL, me, "the round's table");
+        return world_broken(err, NULL, me, "the round's table");
     if (z) {
         info[(size_t)me * INFO_N + INFO_HAS] = 1;
         info[(size_t)me * INFO_N + INFO_LH] = lh;
         info[(size_t)me * INFO_N + INFO_LW] = lw;
     }
+    cpdit_status st = CPDIT_OK;
     if (n > 1 && cpdit_comm_allreduce(w->cp, info, (size_t)n * INFO_N, CPDIT_COMM_INT64,
-                                      CPDIT_COMM_SUM, &cerr))
-        world_abort(&cerr, me, "the round's table");
+                                      CPDIT_COMM_SUM, &cerr)) {
+        free(info);
+        return world_broken(err, &cerr, me, "the round's table");
+    }
     int owners = 0;
     for (int r = 0; r < n; r++)
         owners += info[(size_t)r * INFO_N + INFO_HAS] != 0;
@@ -64,66 +133,19 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
         return CPDIT_OK;
     }
     /* 2. every rank decodes: the VAE on all of them, or on none */
-    cpdit_status st = pipeline_load_vae(p, load_s, err);
-    long long bad = st != CPDIT_OK;
-    if (n > 1 && cpdit_comm_allreduce(w->cp, &bad, 1, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &cerr))
-        world_abort(&cerr, me, "agreeing on the VAE load");
-    if (bad) {
+    st = cpdit_comm_agree(w->cp, pipeline_load_vae(p, load_s, err), err);
+    if (st) {
         free(info);
-        if (st == CPDIT_OK && z)
-            return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline",
-                                   "the VAE could not be loaded on another rank of the job");
         return st;
     }
-    const autoencoder_kl_config *vc = vae_decoder_config(p->vae);
-    const int C = p->latent_channels, f = vae_decoder_upscale(p->vae), oc = vc->out_channels;
     cpdit_status mine = CPDIT_OK;
     /* 3. each image in world rank order, decoded by all ranks */
-    for (int o = 0; o < n; o++) {
+    for (int o = 0; !st && o < n; o++) {
         const long long *in = info + (size_t)o * INFO_N;
-        if (!in[INFO_HAS])
-            continue;
-        const int olh = (int)in[INFO_LH], olw = (int)in[INFO_LW];
-        const size_t nz = (size_t)C * olh * olw, npix = (size_t)oc * olh * f * olw * f;
-        float *zb = malloc(nz * sizeof *zb);
-        float *img = me == 0 || me == o ? malloc(npix * sizeof *img) : NULL;
-        if (!zb || ((me == 0 || me == o) && !img))
-            world_abort(NULL, me, "latents or image buffer");
-        if (me == o)
-            memcpy(zb, z, nz * sizeof *zb);
-        if (n > 1 && cpdit_comm_bcast(w->cp, zb, nz * sizeof *zb, o, &cerr))
-            world_abort(&cerr, me, "broadcasting the latents");
-        vae_latents_denormalize(vc, zb, nz);
-        const double t0 = pipeline_now_seconds();
-        if (vae_decode_group(p->vae, w, zb, 1, olh, olw, me == 0 ? img : NULL, &cerr))
-            world_abort(&cerr, me, "the decode");
-        /* the decoded image: host fp32 */
-        if (o != 0 && me == 0 &&
-            cpdit_comm_send(w->cp, CPDIT_COMM_FLOAT, img, npix, o, VAE_WORLD_TAG, &cerr))
-            world_abort(&cerr, me, "sending the image to its owner");
-        if (o != 0 && me == o &&
-            cpdit_comm_recv(w->cp, CPDIT_COMM_FLOAT, img, npix, 0, VAE_WORLD_TAG, &cerr))
-            world_abort(&cerr, me, "receiving the image");
-        if (me == o) {
-            p->decode_seconds += pipeline_now_seconds() - t0;
-            p->decodes++;
-            uint8_t *pix = malloc((size_t)olh * f * olw * f * 3);
-            if (!pix)
-                mine = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
-            if (!mine)
-                mine = pipeline_check_finite(img, npix, "decoded image", err);
-            if (!mine)
-                mine = image_chw_to_rgb8(img, oc, olh * f, olw * f, pix, err);
-            if (!mine && run->dump_dir)
-                mine = pipeline_dump_image(run->dump_dir, img, oc, olh * f, olw * f, err);
-            if (!mine && rgb)
-                *rgb = pix;
-            else
-                free(pix);
-        }
-        free(img);
-        free(zb);
+        if (in[INFO_HAS])
+            st = world_decode_one(p, run, o, z, (int)in[INFO_LH], (int)in[INFO_LW], rgb, &mine,
+                                  err);
     }
     free(info);
-    return mine;
+    return st ? st : mine;
 }

@@ -1,12 +1,18 @@
-/* t5_encoder.h — transformers' T5EncoderModel (FLUX.1's text_encoder_2/, T5 v1.1 XXL) through
- * the backend table: activations in the table's act_dtype (fp32 on "cpu", bf16 on "cpu-bf16"
- * and "cuda"), parameters (embedding, norms, the relative-position bias) fp32, inputs and
- * outputs host fp32.
+/* t5_encoder.h — transformers' T5EncoderModel (FLUX.1's text_encoder_2/, T5 v1.1 XXL) and
+ * UMT5EncoderModel (Wan 2.1's text_encoder/, umt5-xxl) through the backend table: activations
+ * in the table's act_dtype (fp32 on "cpu", bf16 on "cpu-bf16" and "cuda"), parameters
+ * (embedding, norms, the relative-position bias) fp32, inputs and outputs host fp32.
  *
- * Forward, as modeling_t5.py defines it, without an attention mask (FluxPipeline passes none,
- * so the <pad> tokens after </s> are attended to like any other):
+ * Forward, as modeling_t5.py / modeling_umt5.py define it, with an optional attention mask
+ * (FluxPipeline passes none, so the <pad> tokens after </s> are attended to like any other;
+ * WanPipeline passes the tokenizer's):
  *   x = embed_tokens[ids]
  *   bias (H, S, S) = relative_attention_bias[bucket(j - i)] of block 0, used by every block
+ *                    (T5); of each block, its own table (UMT5: model_type "umt5")
+ *   masked key j of item b (mask[b, j] == 0): bias[h, i, j] + torch.finfo(float32).min, as
+ *                    transformers' (1 - mask) * finfo.min extended mask: the key gets weight 0;
+ *                    an item whose keys are all masked attends uniformly to all of them
+ *                    (every score is finfo.min after rounding), as in transformers
  *   per block:  x += o(attn(rms(x)))     q, k, v, o without bias; scores q·k + bias with NO
  *                                         1/sqrt(d_kv) scaling (T5 folds it into the weights)
  *               x += wo(act(wi_0(rms(x))) * wi_1(rms(x)))   "gated-ACT" (T5 v1.1: gelu_new)
@@ -16,7 +22,8 @@
  * inner = num_heads * d_kv may differ from d_model.
  * Tensor names: shared.weight or encoder.embed_tokens.weight; encoder.block.N.layer.0.
  * {layer_norm.weight, SelfAttention.{q,k,v,o}.weight}, encoder.block.0.layer.0.SelfAttention.
- * relative_attention_bias.weight (num_buckets, num_heads), encoder.block.N.layer.1.
+ * relative_attention_bias.weight (num_buckets, num_heads) (UMT5: encoder.block.N....  for every
+ * N), encoder.block.N.layer.1.
  * {layer_norm.weight, DenseReluDense.{wi_0,wi_1,wo | wi,wo}.weight},
  * encoder.final_layer_norm.weight. A decoder and lm_head in the file are ignored.
  *
@@ -27,6 +34,7 @@
 #ifndef CPDIT_T5_ENCODER_H
 #define CPDIT_T5_ENCODER_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,9 +58,11 @@ typedef struct t5_encoder_config {
     float layer_norm_epsilon;            /* 1e-6 */
     int is_gated_act;                    /* feed_forward_proj "gated-..." */
     text_act dense_act;                  /* "gated-gelu" -> gelu_new, "relu" -> relu */
+    int per_layer_bias;                  /* 1: model_type "umt5": a bias table in every block */
 } t5_encoder_config;
 
-/* Read a T5Config (defaults as transformers' for missing keys). feed_forward_proj is "ACT" or
+/* Read a T5Config or a UMT5Config (model_type "t5" or "umt5"; defaults as transformers' for
+ * missing keys, UMT5Config's when model_type is "umt5"). feed_forward_proj is "ACT" or
  * "gated-ACT" ("gated-gelu" means gelu_new, as T5Config says); a "dense_act_fn" key overrides
  * the activation, as it does in transformers. Errors (INPUT, naming the key): a wrong
  * model_type, non-positive sizes, fewer than 4 buckets, max_distance not above the exact
@@ -77,9 +87,19 @@ void t5_encoder_weight_stats(const t5_encoder *m, text_weight_stats *out);
 
 /* ids (B, S) int32 → last_hidden (B, S, d_model). S >= 1. Errors (INPUT): an id outside
  * [0, vocab_size), bad B or S; (RUNTIME) out of memory. Calls may run concurrently (one after
- * the other while the weights stream: text_weights.h). */
+ * the other while the weights stream: text_weights.h). The same as
+ * t5_encoder_forward_masked with mask NULL. */
 cpdit_status t5_encoder_forward(const t5_encoder *m, const int32_t *ids, int B, int S,
                                 float *last_hidden, cpdit_error *err);
+
+/* The same with transformers' attention_mask (B, S): 1 = attend to the key, 0 = masked; NULL
+ * = all ones. A mask of all ones gives bitwise the unmasked result. Items with equal mask rows
+ * next to each other share one attention call; the bias (H, S, S) is rebuilt per layer
+ * (UMT5) or per group of equal rows. Errors (INPUT): as above, a mask value other than 0 / 1
+ * (naming its position). */
+cpdit_status t5_encoder_forward_masked(const t5_encoder *m, const int32_t *ids,
+                                       const int32_t *mask, int B, int S, float *last_hidden,
+                                       cpdit_error *err);
 
 /* ---------------------------------------------------------------- relative position bias
  * (t5_relative_bias.c) */
@@ -93,6 +113,17 @@ int t5_relative_position_bucket(int relative_position, int bidirectional, int nu
  * table: (num_buckets, H) (nn.Embedding(num_buckets, num_heads).weight); bias (H, Sq, Sk). */
 void t5_position_bias(float *bias, const float *table, int num_buckets, int max_distance, int H,
                       int Sq, int Sk);
+
+/* The extended mask of one item: key_add[j] = (1 - mask[j]) * T5_MASK_MIN (fp32, as
+ * transformers' (1.0 - mask) * torch.finfo(float32).min: -0.0 for a kept key). mask (Sk)
+ * holds 0 / 1; key_add (Sk). */
+#define T5_MASK_MIN (-FLT_MAX) /* torch.finfo(torch.float32).min = -3.4028235e38 */
+void t5_mask_to_bias(float *key_add, const int32_t *mask, int Sk);
+
+/* t5_position_bias, then bias[h, i, j] += key_add[j] (fp32, the order transformers adds
+ * position_bias + mask); key_add NULL: t5_position_bias exactly. */
+void t5_position_bias_masked(float *bias, const float *table, int num_buckets, int max_distance,
+                             int H, int Sq, int Sk, const float *key_add);
 
 #ifdef __cplusplus
 }

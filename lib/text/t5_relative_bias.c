@@ -6,12 +6,14 @@
  *   max_exact + (log(n.float() / max_exact) / math.log(max_distance / max_exact)
  *                * (num_buckets - max_exact)).to(long)
  * so that the boundaries land where transformers puts them (tests/data/t5_buckets_expected.txt
- * holds torch's buckets for a range of configs).
+ * holds torch's buckets for a range of configs). The attention mask joins the bias as
+ * transformers' extended mask does: (1 - mask) * finfo(float32).min added to it.
  */
 #include "config.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "lib/text/t5_encoder.h"
 
@@ -44,25 +46,52 @@ int t5_relative_position_bucket(int relative_position, int bidirectional, int nu
 void t5_position_bias(float *bias, const float *table, int num_buckets, int max_distance, int H,
                       int Sq, int Sk)
 {
-    /* one bucket per distance d = j - i in [-(Sq-1), Sk-1] */
+    t5_position_bias_masked(bias, table, num_buckets, max_distance, H, Sq, Sk, NULL);
+}
+
+void t5_mask_to_bias(float *key_add, const int32_t *mask, int Sk)
+{
+    for (int j = 0; j < Sk; j++)
+        key_add[j] = (1.0f - (float)mask[j]) * T5_MASK_MIN;
+}
+
+void t5_position_bias_masked(float *bias, const float *table, int num_buckets, int max_distance,
+                             int H, int Sq, int Sk, const float *key_add)
+{
+    /* bias[h, i, :] is a window of one line per head: line[d] = table[bucket(d - (Sq-1)), h]
+     * for the distances d - (Sq-1) = j - i in [-(Sq-1), Sk-1]; row i starts at d = Sq-1-i */
     const int n_dist = Sq + Sk - 1;
     int *bucket_of = malloc((size_t)n_dist * sizeof *bucket_of);
-    if (!bucket_of) { /* tiny; fall back to computing per entry */
+    float *line = malloc((size_t)n_dist * sizeof *line);
+    if (!bucket_of || !line) { /* tiny; fall back to computing per entry */
         for (int h = 0; h < H; h++)
             for (int i = 0; i < Sq; i++)
-                for (int j = 0; j < Sk; j++)
-                    bias[((size_t)h * Sq + i) * Sk + j] =
-                        table[(size_t)t5_relative_position_bucket(j - i, 1, num_buckets,
-                                                                  max_distance) * H + h];
+                for (int j = 0; j < Sk; j++) {
+                    float v = table[(size_t)t5_relative_position_bucket(j - i, 1, num_buckets,
+                                                                        max_distance) * H + h];
+                    if (key_add)
+                        v += key_add[j];
+                    bias[((size_t)h * Sq + i) * Sk + j] = v;
+                }
+        free(bucket_of);
+        free(line);
         return;
     }
     for (int d = 0; d < n_dist; d++)
         bucket_of[d] = t5_relative_position_bucket(d - (Sq - 1), 1, num_buckets, max_distance);
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H; h++) {
+        for (int d = 0; d < n_dist; d++)
+            line[d] = table[(size_t)bucket_of[d] * H + h];
         for (int i = 0; i < Sq; i++) {
             float *row = bias + ((size_t)h * Sq + i) * Sk;
-            for (int j = 0; j < Sk; j++)
-                row[j] = table[(size_t)bucket_of[j - i + Sq - 1] * H + h];
+            const float *from = line + (Sq - 1 - i);
+            if (!key_add)
+                memcpy(row, from, (size_t)Sk * sizeof *row);
+            else
+                for (int j = 0; j < Sk; j++)
+                    row[j] = from[j] + key_add[j];
         }
+    }
     free(bucket_of);
+    free(line);
 }
