@@ -4,6 +4,7 @@
 #define CPDIT_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "lib/core/cpdit_error.h"
 
@@ -18,6 +19,15 @@ typedef struct cli_command {
     const char *help;    /* the full text for `cpdit help run` / `cpdit run --help` */
     cli_command_fn fn;   /* argv[0] is the subcommand name */
 } cli_command;
+
+/* The exit codes of every subcommand (CLI_EXIT_* and jobs/job_run.h's 3 and 4), one block
+ * at the end of every --help, in the same words everywhere. */
+void cli_print_exit_codes(FILE *out);
+
+/* One --verbose line on stderr, written with a single write(2) so that lines of several
+ * ranks never interleave mid-line, prefixed "[cpdit rank R/N] " under MPI with N > 1 (else
+ * "[cpdit] "); fmt without the newline. */
+void cli_verbose_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print "cpdit: <where>: <what>" to stderr and return the exit code of err's status. */
 int cli_report(const cpdit_error *err);

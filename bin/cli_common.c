@@ -115,6 +115,47 @@ int cli_parse_size(const char *text, size_t *out)
     return 0;
 }
 
+void cli_print_exit_codes(FILE *out)
+{
+    fputs("\n"
+          "Exit status (every subcommand but launch, which exits with its COMMAND's):\n"
+          "  0  success (run: every item done; status: every item done)\n"
+          "  1  runtime failure (I/O, out of memory, a rank failed)\n"
+          "  2  bad input or usage (manifest FILE:LINE:COL, option, model, topology file)\n"
+          "  3  stopped by a signal (TERM, INT or USR1: the ranks stop after the current\n"
+          "     sampler step, the images in flight are finished or redone by the next run;\n"
+          "     a stop marker is written; requeue or rerun to resume; status: items\n"
+          "     left, none failed)\n"
+          "  4  finished, but some items failed (see index.jsonl; a rerun retries them;\n"
+          "     status: items failed)\n",
+          out);
+}
+
+#define CLI_LINE_MAX 1024
+
+void cli_verbose_line(const char *fmt, ...)
+{
+    char buf[CLI_LINE_MAX];
+    int inited = 0, rank = 0, size = 1;
+    MPI_Initialized(&inited);
+    if (inited) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    int k = size > 1 ? snprintf(buf, sizeof buf, "[cpdit rank %d/%d] ", rank, size)
+                     : snprintf(buf, sizeof buf, "[cpdit] ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + k, sizeof buf - (size_t)k - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)k + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof buf - 2)
+        len = sizeof buf - 2;
+    buf[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, len); /* one write: never split between ranks */
+    (void)w;
+}
+
 cpdit_status cli_check_forward_result(const char *component, const char *model,
                                       const float *x, size_t n, cpdit_error *err)
 {

@@ -131,6 +131,46 @@ const char cmd_probe_help[] =
     "    srun -N 2 --ntasks-per-node 8 cpdit probe --quick\n";
 
 /* Rank 0's summary: ranks, hosts, one line per fit, compute. */
+/* The measured rows per message size, as nccl-tests and the OSU benchmarks print them:
+ * size, time (avg, min), algbw = bytes / time, busbw (point-to-point: = algbw; collectives:
+ * the probe's, algbw x (n - 1) / n for all-to-all and all-gather). */
+static void print_size_tables(const json_t *doc)
+{
+    const json_t *links = json_object_get(doc, "links");
+    const json_t *p2p = json_object_get(links, "p2p"), *coll = json_object_get(links, "collectives");
+    size_t k;
+    const json_t *x;
+    if (json_array_size(p2p)) {
+        printf("  point-to-point (ping-pong, one way):\n  %-12s %7s %12s %12s %12s %11s %11s\n",
+               "class", "pair", "size_B", "avg_us", "min_us", "algbw_GB/s", "busbw_GB/s");
+        json_array_foreach(p2p, k, x) {
+            const json_t *pr = json_object_get(x, "ranks");
+            char pair[32];
+            snprintf(pair, sizeof pair, "%d-%d", (int)json_integer_value(json_array_get(pr, 0)),
+                     (int)json_integer_value(json_array_get(pr, 1)));
+            const double bw = json_number_value(json_object_get(x, "bw_Bps")) * 1e-9;
+            printf("  %-12s %7s %12.0f %12.3f %12.3f %11.3f %11.3f\n",
+                   json_string_value(json_object_get(x, "class")), pair,
+                   json_number_value(json_object_get(x, "bytes")),
+                   json_number_value(json_object_get(x, "time_s_avg")) * 1e6,
+                   json_number_value(json_object_get(x, "time_s_min")) * 1e6, bw, bw);
+        }
+    }
+    if (json_array_size(coll)) {
+        printf("  collectives:\n  %-14s %5s %-12s %12s %12s %11s %11s\n", "op", "ranks",
+               "class", "size_B", "avg_us", "algbw_GB/s", "busbw_GB/s");
+        json_array_foreach(coll, k, x)
+            printf("  %-14s %5zu %-12s %12.0f %12.3f %11.3f %11.3f\n",
+                   json_string_value(json_object_get(x, "op")),
+                   json_array_size(json_object_get(x, "group_ranks")),
+                   json_string_value(json_object_get(x, "class")),
+                   json_number_value(json_object_get(x, "bytes")),
+                   json_number_value(json_object_get(x, "time_s_avg")) * 1e6,
+                   json_number_value(json_object_get(x, "algbw_Bps")) * 1e-9,
+                   json_number_value(json_object_get(x, "busbw_Bps")) * 1e-9);
+    }
+}
+
 static void print_summary(const json_t *doc, const char *path)
 {
     const json_t *hosts = json_object_get(doc, "hosts");
@@ -163,6 +203,7 @@ static void print_summary(const json_t *doc, const char *path)
                    json_number_value(json_object_get(f, "beta_Bps")) * 1e-9,
                    (int)json_integer_value(json_object_get(f, "samples")));
     }
+    print_size_tables(doc);
     const json_t *c = json_object_get(doc, "compute");
     const json_t *sh = json_array_get(json_object_get(c, "shapes"), 0);
     if (sh) {

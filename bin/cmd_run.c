@@ -234,9 +234,10 @@ int cmd_run(int argc, char **argv)
         if (status) {
             cpdit_error err;
             cpdit_error_clear(&err);
-            if (job_status_command(NULL, argv[optind], &ov, stdout, &err))
+            uint64_t totals[4] = {0, 0, 0, 0};
+            if (job_status_totals(NULL, argv[optind], &ov, stdout, totals, &err))
                 return cli_report(&err);
-            return CLI_EXIT_OK;
+            return job_status_exit_code(totals); /* 0 all done, 3 left, 4 failed */
         }
         /* a stop signal from here on (even during MPI_Init) sets the flag instead of
          * killing the rank: the run then stops cleanly with exit 3 */

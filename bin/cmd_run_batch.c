@@ -49,11 +49,10 @@ static void progress_tty(int step, int steps, double seconds, long long read_byt
     const batch_ctx *c = ctx;
     if (c->verbose) { /* plain lines, also under mpirun and in Slurm logs */
         if (read_bytes >= 0)
-            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s, disk read %lld bytes\n",
-                    c->item, step, steps, seconds, read_bytes);
+            cli_verbose_line("item %llu step %d/%d %.3f s, disk read %lld bytes", c->item, step,
+                             steps, seconds, read_bytes);
         else
-            fprintf(stderr, "[cpdit] item %llu step %d/%d %.3f s\n", c->item, step, steps,
-                    seconds);
+            cli_verbose_line("item %llu step %d/%d %.3f s", c->item, step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))
@@ -176,8 +175,8 @@ static void print_decode_time(const batch_ctx *c, int rank)
 /* `parallel: auto`: the planner (topology/grid_choice.h: the topology file, else a quick probe
  * now) chooses the grid of a job of this many items; every rank then runs with explicit
  * degrees and, unless --attention named a variant, the variant the planner chose. Collective. */
-static cpdit_status choose_grid(manifest *m, const char *topo_path, const char **variant,
-                                grid_choice *gc, cpdit_error *err)
+static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *backend,
+                                const char **variant, grid_choice *gc, cpdit_error *err)
 {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -196,7 +195,10 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return st;
     grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
                               m->base.max_sequence_length, m->base.steps, items, size,
-                              0 /* frames: images only so far */};
+                              0 /* frames: images only so far */,
+                              m->base.true_cfg > 1.0 && m->base.negative_prompt != NULL,
+                              backend, 0 /* threads: this process's */,
+                              m->output_dir /* the job-start probe kept there */};
     if (m->base.n_sizes > 0)
         rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
     if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))
@@ -235,7 +237,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
     grid_choice gc;
     char grid_line[GRID_CHOICE_REASON_MAX + 128];
     if (!st)
-        st = choose_grid(m, o->topology, &variant, &gc, &err);
+        st = choose_grid(m, o->topology, o->backend, &variant, &gc, &err);
     if (!st)
         st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {

@@ -27,6 +27,7 @@
 #include "lib/cp/grid_mpi.h"
 #include "jobs/job_run.h"
 #include "jobs/job_items.h"
+#include "jobs/job_placement.h"
 #include "lib/models/model.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
@@ -44,10 +45,10 @@ static void progress_line(int step, int steps, double seconds, long long read_by
     const run_item_options *o = ctx;
     if (o && o->verbose) { /* plain lines, also under mpirun */
         if (read_bytes >= 0)
-            fprintf(stderr, "cpdit: step %d/%d %.3f s, disk read %lld bytes\n", step, steps,
-                    seconds, read_bytes);
+            cli_verbose_line("step %d/%d %.3f s, disk read %lld bytes", step, steps, seconds,
+                             read_bytes);
         else
-            fprintf(stderr, "cpdit: step %d/%d %.3f s\n", step, steps, seconds);
+            cli_verbose_line("step %d/%d %.3f s", step, steps, seconds);
         return;
     }
     if (!isatty(STDERR_FILENO))
@@ -245,7 +246,10 @@ int run_item(const run_item_options *o_given)
         grid_choice gc;
         grid_choice_request rq = {o->topology, o->model, o->width, o->height,
                                   o->max_sequence_length, o->steps, 1, size,
-                                  o->is_video ? o->frames : 0};
+                                  o->is_video ? o->frames : 0,
+                                  o->true_cfg > 1.0f && o->negative_prompt != NULL, o->backend,
+                                  0 /* threads: this process's */,
+                                  o->output /* the job-start probe kept there */};
         st = grid_choice_world(MPI_COMM_WORLD, &rq, &gc, &err);
         if (!st) {
             ring = gc.ring;
@@ -263,6 +267,9 @@ int run_item(const run_item_options *o_given)
         st = cpdit_backend_resolve(o->backend, &grid_be, &err);
     if (!st)
         st = cp_grid_create_for(MPI_COMM_WORLD, 0, ring, ulysses, grid_be, &g, &err);
+    st = job_agree_status(MPI_COMM_WORLD, st, &err); /* placement below is collective */
+    if (!st)
+        job_placement_log(MPI_COMM_WORLD, g, NULL, o->verbose, stderr);
     const double t_open = MPI_Wtime();
     if (!st)
         st = run_open_pipeline(&p, o->model, o, &err);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "bin/cli.h"
@@ -28,7 +29,8 @@ int cmd_status(int argc, char **argv)
         return cli_usage_error(SUB, "expected one output folder: cpdit status OUTPUT_DIR");
     cpdit_error err;
     cpdit_error_clear(&err);
-    if (job_status_command(argv[optind], manifest_path, NULL, stdout, &err))
+    uint64_t totals[4] = {0, 0, 0, 0};
+    if (job_status_totals(argv[optind], manifest_path, NULL, stdout, totals, &err))
         return cli_report(&err);
-    return CLI_EXIT_OK;
+    return job_status_exit_code(totals); /* 0 all done, 3 items left, 4 items failed */
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,6 +138,82 @@ static int run_sbatch(const char *script, char *id, size_t size)
     return CLI_EXIT_OK;
 }
 
+/* Write OUT/cpdit-job.sbatch and submit it; print the job id. Returns the exit code. */
+static int write_and_submit(const char *out, const char *script)
+{
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    cpdit_status st = CPDIT_OK;
+    int code = CLI_EXIT_OK;
+    char *file = job_path_join(out, JOB_SBATCH_FILE_NAME);
+    if (!file)
+        st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, SUB, "out of memory");
+    if (!st)
+        st = job_make_folders(out, &err);
+    if (!st)
+        st = atomic_write_buffer(file, script, strlen(script), &err);
+    char id[JOB_ID_MAX];
+    if (st)
+        code = cli_report(&err);
+    else if ((code = run_sbatch(file, id, sizeof id)) == CLI_EXIT_OK) {
+        printf("%s\n", id);
+        fprintf(stderr, "cpdit: submit: job %s queued; script %s; logs %s/slurm-*.out; "
+                        "watch with: cpdit status %s\n", id, file, out, out);
+    }
+    free(file);
+    return code;
+}
+
+/* --array K or K%M (at most M tasks at once). 0, or -1 with the usage error printed. */
+static int parse_array(const char *text, job_sbatch_options *so)
+{
+    char k[32];
+    const char *pct = strchr(text, '%');
+    const size_t n = pct ? (size_t)(pct - text) : strlen(text);
+    if (n >= sizeof k) {
+        cli_usage_error(SUB, "--array: expected K or K%%M, got '%s'", text);
+        return -1;
+    }
+    memcpy(k, text, n);
+    k[n] = '\0';
+    long v;
+    if (cli_parse_int(SUB, "--array", k, 1, COUNT_MAX, &v))
+        return -1;
+    so->array = (int)v;
+    if (pct) {
+        if (cli_parse_int(SUB, "--array (the %M throttle)", pct + 1, 1, COUNT_MAX, &v))
+            return -1;
+        so->array_throttle = (int)v;
+    }
+    return 0;
+}
+
+#define SETUP_MAX_BYTES (64 * 1024)
+
+/* The text of --setup FILE (a regular file, at most SETUP_MAX_BYTES, no NUL bytes) into *out
+ * (caller frees). 0, or -1 with the message printed. */
+static int read_setup(const char *path, char **out)
+{
+    struct stat sb;
+    FILE *f = NULL;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fopen(path, "rb"))) {
+        cli_usage_error(SUB, "--setup %s: not a readable regular file", path);
+        return -1;
+    }
+    char *buf = malloc(SETUP_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, SETUP_MAX_BYTES + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > SETUP_MAX_BYTES || memchr(buf, '\0', n)) {
+        free(buf);
+        cli_usage_error(SUB, "--setup %s: more than %d bytes, or not text", path,
+                        SETUP_MAX_BYTES);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
 int cmd_submit(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -151,6 +228,9 @@ int cmd_submit(int argc, char **argv)
         {"ring", required_argument, 0, 'R'},      {"ulysses", required_argument, 0, 'U'},
         {"anything", no_argument, 0, 'y'},
         {"signal-lead", required_argument, 0, 'L'},
+        {"exclusive", no_argument, 0, 'x'},       {"cpu-bind", required_argument, 0, 'B'},
+        {"gpu-bind", required_argument, 0, 'g'},  {"max-requeues", required_argument, 0, 'Q'},
+        {"setup", required_argument, 0, 's'},     {"prolog", required_argument, 0, 's'},
         {"weight-format", required_argument, 0, 'F'},
         {0, 0, 0, 0}};
     /* everything after "--" goes to sbatch */
@@ -170,14 +250,21 @@ int cmd_submit(int argc, char **argv)
     int c;
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(n_own, argv, "", opts, NULL)) != -1) {
+    const char *setup_path = NULL;
+    /* the short options sbatch has: -N -t -p -A -q -a -c */
+    while ((c = getopt_long(n_own, argv, "N:t:p:A:q:a:c:", opts, NULL)) != -1) {
         switch (c) {
         case 'n': dry = 1; break;
         case 'N': if (cli_parse_int(SUB, "--nodes", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.nodes = (int)v; break;
         case 'T': if (cli_parse_int(SUB, "--ntasks-per-node", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.ntasks_per_node = (int)v; break;
         case 'G': if (cli_parse_int(SUB, "--gpus-per-node", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.gpus_per_node = (int)v; break;
         case 'c': if (cli_parse_int(SUB, "--cpus-per-task", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.cpus_per_task = (int)v; break;
-        case 'a': if (cli_parse_int(SUB, "--array", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.array = (int)v; break;
+        case 'a': if (parse_array(optarg, &so)) return CLI_EXIT_USAGE; break;
+        case 'x': so.exclusive = 1; break;
+        case 'B': so.cpu_bind = optarg; break;
+        case 'g': so.gpu_bind = optarg; break;
+        case 's': setup_path = optarg; break;
+        case 'Q': if (cli_parse_int(SUB, "--max-requeues", optarg, 1, COUNT_MAX, &v)) return CLI_EXIT_USAGE; so.max_requeues = (int)v; break;
         case 'D': if (cli_parse_int(SUB, "--dp", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.dp = (int)v; break;
         case 'R': if (cli_parse_int(SUB, "--ring", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.ring = (int)v; break;
         case 'U': if (cli_parse_int(SUB, "--ulysses", optarg, 1, DEGREE_MAX, &v)) return CLI_EXIT_USAGE; so.ulysses = (int)v; break;
@@ -235,6 +322,13 @@ int cmd_submit(int argc, char **argv)
         return cli_report(&err);
     }
 
+    char *setup = NULL;
+    if (setup_path && read_setup(setup_path, &setup)) {
+        manifest_free(m);
+        return CLI_EXIT_USAGE;
+    }
+    so.setup = setup;
+    so.setup_path = setup_path;
     char name[96];
     job_name(path, name, sizeof name);
     char *exe = program_path(), *man = realpath(path, NULL), *out = absolute(m->output_dir);
@@ -262,24 +356,10 @@ int cmd_submit(int argc, char **argv)
     } else if (dry) {
         fputs(script, stdout);
     } else {
-        char *file = job_path_join(out, JOB_SBATCH_FILE_NAME);
-        if (!file)
-            st = cpdit_error_set(&err, CPDIT_ERR_RUNTIME, SUB, "out of memory");
-        if (!st)
-            st = job_make_folders(out, &err);
-        if (!st)
-            st = atomic_write_buffer(file, script, strlen(script), &err);
-        char id[JOB_ID_MAX];
-        if (st)
-            code = cli_report(&err);
-        else if ((code = run_sbatch(file, id, sizeof id)) == CLI_EXIT_OK) {
-            printf("%s\n", id);
-            fprintf(stderr, "cpdit: submit: job %s queued; script %s; logs %s/slurm-*.out; "
-                            "watch with: cpdit status %s\n", id, file, out, out);
-        }
-        free(file);
+        code = write_and_submit(out, script);
     }
     free(script);
+    free(setup);
     free(exe);
     free(man);
     free(out);

@@ -20,10 +20,10 @@ static int cmd_help(int argc, char **argv);
 
 static const cli_command commands[] = {
     {"run", "generate images: one prompt, or a YAML batch manifest",
-     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--ring R] [--ulysses U]\n"
-     "                 [--anything] [--topology FILE] [--attention VARIANT]\n"
+     "usage: cpdit run MANIFEST.yaml [--check | --status] [--output DIR] [--dp D] [--ring R]\n"
+     "                 [--ulysses U] [--anything] [--topology FILE] [--attention VARIANT]\n"
      "                 [--attention-backend KERNEL] [--backend NAME]\n"
-     "       cpdit run --model DIR|builtin:tiny --prompt P [--seed S] [--width W] [--height H]\n"
+     "       cpdit run --model DIR|builtin:NAME --prompt P [--seed S] [--width W] [--height H]\n"
      "                 [--steps N] [--guidance G] [--negative-prompt N] [--true-cfg C]\n"
      "                 [--max-sequence-length L] [--output DIR] [--ring R] [--ulysses U]\n"
      "                 [--anything] [--attention VARIANT] [--attention-backend KERNEL]\n"
@@ -45,11 +45,17 @@ static const cli_command commands[] = {
      "models (FLUX.1-dev), 4 otherwise (schnell); a built-in model its own (also for what a\n"
      "manifest leaves out): builtin:tiny 256x256, 28 steps; builtin:shapes as trained,\n"
      "128x128, 20 steps, 32 T5 tokens, --true-cfg 4 with the empty negative prompt.\n"
+     "--dp D (manifest form): data-parallel groups (default: the ranks left over by ring x\n"
+     "ulysses). builtin:NAME is builtin:tiny or builtin:shapes (`cpdit builtin list`).\n"
+     "The run starts with a placement line (ranks x threads, each rank's CPUs) and warns when\n"
+     "a host is oversubscribed. --status exits 3 while items are left, 4 when some failed.\n"
      "Without grid flags (and with `parallel: auto` in a manifest) the grid is the one\n"
      "`cpdit plan` chooses from --topology FILE or $CPDIT_TOPOLOGY (for the manifest's item\n"
      "count; one image: latency; measured `cpdit tune` winners first); without a topology\n"
      "file every rank runs the probe's quick mode first (about a second per rank pair;\n"
-     "`cpdit probe` once per partition saves it) and plans on that; if that probe fails, all\n"
+     "`cpdit probe` once per partition saves it) and plans on that, keeping it in the output\n"
+     "folder (.cpdit-probe-KEY.json, or in $CPDIT_PROBE_CACHE) for later runs on the same\n"
+     "hosts, hardware and rank layout (requeues skip the probe); if that probe fails, all\n"
      "ranks run data-parallel. The summary and each index line say which grid and why\n"
      "(\"grid: dp 2 ring 1 ulysses 2 unified (predicted from ...)\"). Sizes whose token count\n"
      "does not divide the group switch on the uneven ('anything') attention modes.\n"
@@ -103,12 +109,13 @@ static const cli_command commands[] = {
      "VAE decode, writing).\n",
      cmd_run},
     {"submit", "check a manifest, write its sbatch script and submit it to Slurm",
-     "usage: cpdit submit MANIFEST.yaml [--dry-run] [--nodes N] [--ntasks-per-node T]\n"
-     "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
-     "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
-     "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
-     "                    [--weight-format native|fp32]\n"
-     "                    [-- extra sbatch options]\n"
+     "usage: cpdit submit MANIFEST.yaml [--dry-run] [-N|--nodes N] [--ntasks-per-node T]\n"
+     "                    [--gpus-per-node G] [-c|--cpus-per-task C] [-t|--time T]\n"
+     "                    [-p|--partition P] [-A|--account A] [-q|--qos Q] [-a|--array K[%M]]\n"
+     "                    [--exclusive] [--cpu-bind B] [--gpu-bind B] [--max-requeues N]\n"
+     "                    [--setup FILE] [--output DIR] [--topology FILE] [--dp D] [--ring R]\n"
+     "                    [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [--weight-format native|fp32] [-- extra sbatch options]\n"
      "\n"
      "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
      "FILE:LINE:COL and exit 2; nothing is queued), writes OUTPUT/cpdit-job.sbatch (a\n"
@@ -121,7 +128,16 @@ static const cli_command commands[] = {
      "request and sends USR1 to the ranks, cpdit stops after the current step, writes its\n"
      "stop marker and exits 3, and the script requeues the job; logs go to OUTPUT/slurm-*.out\n"
      "(appended). --array K splits the items into K disjoint shares (item i goes to task\n"
-     "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n"
+     "i mod K); K%M runs at most M of them at once. Options after -- are added as #SBATCH\n"
+     "lines. Watch with `cpdit status OUTPUT`.\n"
+     "Placement: srun gets -c C (and SRUN_CPUS_PER_TASK is exported: Slurm >= 22.05 does not\n"
+     "pass --cpus-per-task on to srun), --cpu-bind=cores and with GPUs --gpu-bind=single:1\n"
+     "(--cpu-bind / --gpu-bind B to change, off to leave out); the mpirun fallback binds\n"
+     "--bind-to core --map-by slot:PE=C ($CPDIT_MPIRUN_BIND at job time replaces it); C is\n"
+     "also each rank's threads (CPDIT_THREADS). --exclusive: whole nodes. --max-requeues\n"
+     "N: once SLURM_RESTART_COUNT reaches N a stopped job ends with exit 3, not requeued.\n"
+     "--setup FILE (or --prolog): its lines (module load, source env.sh) run in the script\n"
+     "before the launcher. --time must be longer than the signal lead (refused otherwise).\n"
      "Grid: --dp/--ring/--ulysses, else the manifest's parallel:; for parallel: auto the\n"
      "script passes --topology FILE (or $CPDIT_TOPOLOGY as set when submitting) to the run;\n"
      "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n"
@@ -136,7 +152,9 @@ static const cli_command commands[] = {
      "OUTPUT_DIR/.cpdit-run.json, unless --manifest names one): done (complete PNG), failed\n"
      "(a failed index line and no PNG), left; per array task and in total. Also the index\n"
      "lines over all index*.jsonl files and duplicates, a run holding the folder's lock, and\n"
-     "stop markers of runs that a signal ended. Writes nothing.\n",
+     "stop markers of runs that a signal ended. Writes nothing. Exits 0 when every item is\n"
+     "done, 3 while items are left (none failed), 4 when some failed: a script can loop on\n"
+     "it.\n",
      cmd_status},
     {"launch", "run mpirun (or another launcher) so that a stop exits 3, resumable",
      "usage: cpdit launch [--] COMMAND...\n"
@@ -154,49 +172,67 @@ static const cli_command commands[] = {
     {"probe", "measure the machine (hwloc, NVML, links, compute) into a topology file",
      cmd_probe_help, cmd_probe},
     {"plan", "rank the dp x ring x ulysses grids by predicted time; show the choice",
-     "usage: cpdit plan --topology FILE --model DIR|builtin:NAME --width W --height H\n"
-     "                  [--ranks N] [--steps S] [--images K] [--max-sequence-length L]\n"
-     "                  [--frames N] [--cfg] [--json]\n"
+     "usage: cpdit plan [MANIFEST.yaml] [--manifest FILE] [-m|--model DIR|builtin:NAME]\n"
+     "                  [-t|--topology FILE] [-n|--ranks N] [--width W] [--height H]\n"
+     "                  [--frames N] [--steps S] [--max-sequence-length L] [--cfg | --no-cfg]\n"
+     "                  [--objective latency|throughput] [--images K] [--threads T]\n"
+     "                  [--backend NAME] [--json]\n"
      "\n"
      "Predicts, for every way to split N ranks (default: the ranks the topology file was\n"
      "measured with) into data-parallel groups of ring x ulysses context-parallel ranks, the\n"
      "time of one transformer step, its compute / communication split, the ring transfer that\n"
-     "hides behind compute, memory per rank and images per hour, from the model's config,\n"
-     "the image or video size and the link and compute rates in FILE (written by `cpdit probe`;\n"
-     "default $CPDIT_TOPOLOGY). The variant each grid needs is named: local, ulysses, ring,\n"
-     "ring-allgather, unified, unified-allgather, with +anything when the tokens do not divide\n"
-     "ring x ulysses or the heads do not divide ulysses. Grids are ranked by the time to\n"
-     "render K images (default 1: the latency of one image; a large K ranks by throughput);\n"
-     "grids measured by `cpdit tune` for this model, size and rank count rank by measurement.\n"
-     "The last line is `chosen: dp D ring R ulysses U VARIANT`; --json prints the same as one\n"
-     "JSON document. Steps (default 28) scale latency and images/hour only; --cfg counts two\n"
-     "forwards per step (true CFG / a negative prompt). The model family (FLUX.1, Wan 2.1)\n"
-     "comes from the transformer's _class_name; --frames N plans a video model's N frames\n"
-     "(Wan: 4k + 1, e.g. 81; video tokens = (1 + (N-1)/4) x H/16 x W/16; its cross-attention\n"
-     "to the text runs on every rank and is counted as compute).\n"
-     "Exit status: 0 ok; 2 bad input (unknown model, sizes not multiples of 16, a topology file\n"
-     "of another format version).  The model is explained in topology/COST-MODEL.md.\n",
+     "hides behind compute, memory per rank, images per hour and core-hours (GPU-hours on\n"
+     "GPU ranks) per 1000 images, from the model's config, the size and the link and compute\n"
+     "rates in FILE (written by `cpdit probe`; default $CPDIT_TOPOLOGY). The first column #\n"
+     "is the ranking.\n"
+     "The request has the defaults `cpdit run` uses: a manifest's (model, size or its first\n"
+     "size, max_sequence_length, steps, true_cfg with a negative prompt: --cfg, its item\n"
+     "count: --images), else the model's run defaults (builtin:shapes 128x128, 20 steps, 32\n"
+     "T5 tokens, CFG on; a folder 1024x1024, 28 steps, its family's tokens); options given\n"
+     "win. The line `request: ...` shows the key of the step (size, frames, text tokens,\n"
+     "CFG, ranks x threads, backend, dtype); grids measured by `cpdit tune` for exactly\n"
+     "that key rank by measurement, and for the same image count tune's own choice first.\n"
+     "--objective latency ranks by the time of one image; throughput (the default with\n"
+     "--images K > 1 or a manifest of several items) by the time of the whole job of K\n"
+     "images, ceil(K / dp) x steps x step time. --steps: sampler steps per image.\n"
+     "The variant each grid needs is named: local, ulysses, ring, ring-allgather, unified,\n"
+     "unified-allgather, with +anything when the tokens do not divide ring x ulysses or the\n"
+     "heads do not divide ulysses. The last line is `chosen: dp D ring R ulysses U VARIANT`;\n"
+     "--json prints the same as one JSON document. The model family (FLUX.1, Wan 2.1) comes\n"
+     "from the transformer's _class_name; --frames N plans a video model's N frames (Wan:\n"
+     "4k + 1, e.g. 81). The model is explained in topology/COST-MODEL.md.\n",
      cmd_plan},
     {"tune", "time candidate grids with real steps, record the fastest, write a report",
-     "usage: cpdit tune --model DIR|builtin:NAME --width W --height H [--topology FILE]\n"
-     "                  [--top K] [--steps S] [--report DIR] [--max-sequence-length L]\n"
-     "                  [--frames N]\n"
+     "usage: cpdit tune [MANIFEST.yaml] [--manifest FILE] [-m|--model DIR|builtin:NAME]\n"
+     "                  [-t|--topology FILE] [--width W] [--height H] [--frames N]\n"
+     "                  [--steps S] [--max-sequence-length L] [--cfg | --no-cfg]\n"
+     "                  [--objective latency|throughput] [--images K] [--top K]\n"
+     "                  [--rounds R] [--budget SECONDS] [--report DIR]\n"
      "       (under mpirun -np N or srun)\n"
      "\n"
-     "Runs the K best grids `cpdit plan` predicts (default 4) plus two baselines (all\n"
-     "data-parallel, pure Ulysses over every rank) for S timed transformer steps each\n"
-     "(default 3, after one warm-up), interleaved round by round so a noisy machine slows\n"
-     "every grid alike, and picks the fastest by measurement (median step, every group busy).\n"
-     "The winner and every measured time go into FILE's \"tuned\" section (atomic rewrite);\n"
-     "`parallel: auto` and `cpdit run` without grid flags use them. FILE: --topology, else\n"
-     "$CPDIT_TOPOLOGY, else ./cpdit-topology.json; when none exists `cpdit probe --quick` runs\n"
-     "first and its result is saved as ./cpdit-topology.json.\n"
-     "The report folder (default cpdit-report/) gets report.md (findings, tables, the choice\n"
-     "and its reasons), report.json ({\"candidates\": [{\"dp\", \"ring\", \"ulysses\",\n"
-     "\"variant\", \"predicted_s\", \"measured_s\"}], \"chosen\": {...}}) and, when built with\n"
+     "Runs the K best grids `cpdit plan` predicts (--top, default 4) plus two baselines (all\n"
+     "data-parallel, pure Ulysses over every rank), interleaved round by round so a noisy\n"
+     "machine slows every grid alike: one warm-up round, at least R timed rounds (--rounds,\n"
+     "default 3), then more rounds of the grids whose 95 % interval of the median step is\n"
+     "wider than 5 % of it, until the budget (--budget, default 60 s) is spent. Each grid's\n"
+     "objective (as plan's: latency of one image, or the time of K images) comes with its\n"
+     "interval; grids whose intervals overlap the best one's are tied, and a tie goes to the\n"
+     "simpler grid (more data parallelism, even splits, no ring). The request and its\n"
+     "defaults are plan's (the manifest's, else the model's run defaults); --steps is the\n"
+     "sampler steps per image, --rounds the timed rounds.\n"
+     "The winner and every measured median go into FILE's \"tuned\" section (atomic\n"
+     "rewrite) under the step's whole key (model, size, frames, text tokens, CFG, ranks,\n"
+     "threads per rank, backend, dtype); `parallel: auto` and `cpdit run` without grid flags\n"
+     "use them only for that key. FILE: --topology, else $CPDIT_TOPOLOGY, else\n"
+     "./cpdit-topology.json; when none exists `cpdit probe --quick` runs first and its result\n"
+     "is saved as ./cpdit-topology.json.\n"
+     "The report folder (default cpdit-report/) gets report.html (self-contained, charts\n"
+     "inline), report.md, report.json ({\"objective\", \"images\", \"key\", \"command\",\n"
+     "\"candidates\": [{\"dp\", \"ring\", \"ulysses\", \"variant\", \"predicted_s\",\n"
+     "\"measured_s\", \"samples\", \"stats\", \"objective\"}], \"chosen\"}) and, when built with\n"
      "PLplot, bandwidth.png and predicted_vs_measured.png.\n"
-     "A grid that fails on any rank is marked failed on all of them; the others go on.\n"
-     "Exit status: 0 ok; 1 every grid failed or I/O failure; 2 bad input.\n",
+     "A grid that fails on any rank is marked failed on all of them; the others go on\n"
+     "(exit 1 only when every grid failed).\n",
      cmd_tune},
     {"forward", "run one model component on tensors from a safetensors file",
      "usage: cpdit forward --model DIR --component transformer|vae|text_encoder\n"
@@ -289,7 +325,8 @@ static const cli_command commands[] = {
      "Prints the version, the configure options, whether CUDA, NCCL and cuDNN are compiled\n"
      "in, the MPI library, hwloc, and which BLAS kernels run on this CPU.\n",
      cmd_version},
-    {"help", "show help for a subcommand", "usage: cpdit help [SUBCOMMAND]\n", cmd_help},
+    {"help", "show help for a subcommand",
+     "usage: cpdit help [SUBCOMMAND]   (same as cpdit SUBCOMMAND --help)\n", cmd_help},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -320,8 +357,8 @@ static void print_main_help(FILE *out)
                  "--threads N (any subcommand; or CPDIT_THREADS=N): threads of each rank; else\n"
                  "SLURM_CPUS_PER_TASK, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, else the rank's CPU\n"
                  "binding shared among the node's ranks. Give ranks their cores: mpirun\n"
-                 "--bind-to none or --map-by slot:PE=N, srun -c N.\n"
-                 "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
+                 "--bind-to none or --map-by slot:PE=N, srun -c N.\n");
+    cli_print_exit_codes(out);
 }
 
 static int cmd_version(int argc, char **argv)
@@ -332,6 +369,15 @@ static int cmd_version(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* A subcommand's help and the exit codes every subcommand shares (launch exits with its
+ * COMMAND's status, as its own help says). */
+static void print_command_help(const cli_command *c, FILE *out)
+{
+    fputs(c->help, out);
+    if (c->fn != cmd_launch)
+        cli_print_exit_codes(out);
+}
+
 static int cmd_help(int argc, char **argv)
 {
     if (argc < 2) {
@@ -340,12 +386,14 @@ static int cmd_help(int argc, char **argv)
     }
     if (argc > 2)
         return cli_usage_error("help", "expected one subcommand name, got %d arguments", argc - 1);
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+        argv[1] = "help"; /* cpdit help --help: help's own text */
     const cli_command *c = cli_find_command(argv[1]);
     if (!c) {
         fprintf(stderr, "cpdit: help: unknown subcommand '%s' (see 'cpdit --help')\n", argv[1]);
         return CLI_EXIT_USAGE;
     }
-    fputs(c->help, stdout);
+    print_command_help(c, stdout);
     return CLI_EXIT_OK;
 }
 
@@ -403,7 +451,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     if (c->fn != cmd_help && wants_help(argc - 1, argv + 1)) {
-        fputs(c->help, stdout);
+        print_command_help(c, stdout);
         return CLI_EXIT_OK;
     }
     const int rc = c->fn(argc - 1, argv + 1);

@@ -1,5 +1,6 @@
 /* job_run.c — the MPI batch runner (the flow, stopping and exit codes are in job_run.h). */
 #include "jobs/job_run_internal.h"
+#include "jobs/job_placement.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -216,21 +217,6 @@ static cpdit_status write_run_record(const manifest *m, const job_slurm_info *sl
     free(text);
     free(path);
     return st;
-}
-
-/* This rank's node: CPDIT_NODE_NAME when set (tests, or sites whose MPI names nodes
- * oddly), else MPI's processor name. */
-static void this_node(char *out, size_t size)
-{
-    const char *env = getenv("CPDIT_NODE_NAME");
-    int len = 0;
-    char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
-    if (env && env[0])
-        snprintf(out, size, "%s", env);
-    else if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS)
-        snprintf(out, size, "%.*s", len, name);
-    else
-        snprintf(out, size, "unknown");
 }
 
 /* Rank 0's progress also counts the node parts that leaders on other nodes append to: every
@@ -620,11 +606,11 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     /* group leaders on world rank 0's node append to the index; leaders on other nodes to
      * their node's part file (one writer per file per node: NFS, job_index.h) */
     char node[MPI_MAX_PROCESSOR_NAME + 1], node0[MPI_MAX_PROCESSOR_NAME + 1];
-    this_node(node, sizeof node);
+    job_node_name(node, sizeof node);
     memcpy(node0, node, sizeof node0);
     MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
     add_node_parts(m, world, g, node, node0, index_name, pp);
-    job_placement_log(world, g, node, log);
+    job_placement_log(world, g, node, hooks->verbose, log);
     char *leader_index = index_path;
     if (strcmp(node, node0) != 0) {
         char part[64 + MPI_MAX_PROCESSOR_NAME + 16];

@@ -173,6 +173,13 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
  * markers. Writes nothing (job_status.c). */
 cpdit_status job_status_command(const char *output_dir, const char *manifest_path,
                                 const manifest_overrides *ov, FILE *out, cpdit_error *err);
+/* The same, with the totals (items, done, failed, left) in totals[4] (may be NULL). */
+cpdit_status job_status_totals(const char *output_dir, const char *manifest_path,
+                               const manifest_overrides *ov, FILE *out, uint64_t totals[4],
+                               cpdit_error *err);
+/* The exit code of `cpdit status` for totals: JOB_EXIT_ITEMS_FAILED (4) when any item
+ * failed, else JOB_EXIT_REQUEUE (3: rerun or requeue to finish) when any is left, else 0. */
+int job_status_exit_code(const uint64_t totals[4]);
 
 /* ---------------------------------------------------------------- preflight (job_preflight.c)
  * Checks before anything is written or rendered (rank 0 of a run, and --check). */

@@ -3,7 +3,8 @@
  * The script is plain bash with every choice visible and commented:
  *   - #SBATCH resources: --nodes, --ntasks-per-node (one task per GPU with --gpus-per-node,
  *     else the tasks per node asked for, default 1), --cpus-per-task, --time, --partition,
- *     --account, --qos, --array=0-(K-1), and the extra options given after `--`;
+ *     --account, --qos, --exclusive, --array=0-(K-1)[%M], and the extra options given after
+ *     `--`;
  *   - --signal=B:USR1@LEAD: Slurm signals the batch shell LEAD seconds before the time
  *     limit; the trap (USR1 and TERM) creates the stop-request file OUTPUT/.cpdit-stop-request-
  *     $SLURM_JOB_ID (job_slurm.h) and sends USR1 to the launcher (srun and mpirun both pass
@@ -20,7 +21,15 @@
  *     slurm-%A_%a.out for arrays);
  *   - the launcher is chosen when the job starts: `srun --mpi=pmix` when `srun --mpi=list`
  *     names pmix, else `mpirun` (which takes hosts and slots from the allocation), with
- *     OMPI_MCA_odls_base_sigkill_timeout=JOB_SBATCH_MPIRUN_KILL_WAIT_S unless set;
+ *     OMPI_MCA_odls_base_sigkill_timeout=JOB_SBATCH_MPIRUN_KILL_WAIT_S unless set; srun gets
+ *     -c $SLURM_CPUS_PER_TASK (and SRUN_CPUS_PER_TASK is exported: Slurm >= 22.05 no longer
+ *     passes --cpus-per-task from sbatch to srun), --cpu-bind=cores and, with GPUs,
+ *     --gpu-bind=single:1 (each overridable); mpirun gets --bind-to core --map-by
+ *     slot:PE=C (C CPUs per rank; $CPDIT_MPIRUN_BIND at job time overrides); with
+ *     --cpus-per-task C each rank's threads: CPDIT_THREADS (and OMP_NUM_THREADS) = C;
+ *   - --setup FILE: its lines (module load, source env.sh) run before the launcher;
+ *   - --max-requeues N: once SLURM_RESTART_COUNT reaches N the script no longer requeues
+ *     itself (it says so and exits 3: the items left stay for a later submit);
  *   - the grid: given (--dp/--ring/--ulysses), the manifest's, or for parallel: auto the
  *     planner at job start with --topology FILE (from `cpdit submit --topology` or
  *     $CPDIT_TOPOLOGY at submit time), else $CPDIT_TOPOLOGY at job time, else a quick probe;
@@ -65,13 +74,26 @@ typedef struct job_sbatch_options {
     const char *weight_format; /* --weight-format passed on to `cpdit run`, or NULL */
     /* the manifest's parallel: settings, for the comment */
     int manifest_auto, manifest_dp, manifest_ring, manifest_ulysses, manifest_anything;
-    int signal_lead_s;      /* <= 0: JOB_SBATCH_SIGNAL_LEAD_S */
+    int signal_lead_s;      /* <= 0: JOB_SBATCH_SIGNAL_LEAD_S; must be shorter than --time */
+    int array_throttle;     /* --array K%M: at most M tasks at once; 0: no limit */
+    int exclusive;          /* --exclusive: whole nodes, no other job's tasks beside */
+    const char *cpu_bind;   /* srun --cpu-bind= (NULL: "cores"; "off": not passed) */
+    const char *gpu_bind;   /* srun --gpu-bind= with GPUs (NULL: "single:1"; "off": not passed) */
+    int max_requeues;       /* no self-requeue once SLURM_RESTART_COUNT reaches it; 0: no cap */
+    const char *setup;      /* the text of --setup FILE: lines run before the launcher */
+    const char *setup_path; /* FILE, for the comment */
     char *const *extra;     /* extra sbatch options (after `--`) */
     int n_extra;
 } job_sbatch_options;
 
+/* Seconds of a Slurm time limit ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
+ * "D-HH:MM:SS"); -1 when text is none of these, 0 for "0", "infinite" / "unlimited" -2. */
+long job_sbatch_time_s(const char *text);
+
 /* The script as a new string (caller frees). Errors: CPDIT_ERR_INPUT for options that
- * contradict (--ntasks-per-node other than --gpus-per-node, a value with a newline). */
+ * contradict (--ntasks-per-node other than --gpus-per-node, a value with a newline, a
+ * --time Slurm cannot read, a signal lead not shorter than --time, an array throttle with
+ * no array). */
 cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_error *err);
 
 #ifdef __cplusplus

@@ -155,6 +155,20 @@ static cpdit_status read_run_record(const char *dir, char **manifest_path, int *
 cpdit_status job_status_command(const char *output_dir, const char *manifest_path,
                                 const manifest_overrides *ov, FILE *out, cpdit_error *err)
 {
+    return job_status_totals(output_dir, manifest_path, ov, out, NULL, err);
+}
+
+int job_status_exit_code(const uint64_t totals[4])
+{
+    if (totals[2] > 0)
+        return JOB_EXIT_ITEMS_FAILED;
+    return totals[3] > 0 ? JOB_EXIT_REQUEUE : JOB_EXIT_OK;
+}
+
+cpdit_status job_status_totals(const char *output_dir, const char *manifest_path,
+                               const manifest_overrides *ov, FILE *out, uint64_t totals[4],
+                               cpdit_error *err)
+{
     char *mpath = manifest_path ? strdup(manifest_path) : NULL;
     int shares = 1;
     manifest *m = NULL;
@@ -220,6 +234,8 @@ cpdit_status job_status_command(const char *output_dir, const char *manifest_pat
         fprintf(out, "total: %llu items, %llu done, %llu failed, %llu left\n",
                 (unsigned long long)t[0], (unsigned long long)t[1], (unsigned long long)t[2],
                 (unsigned long long)t[3]);
+        if (totals)
+            memcpy(totals, t, sizeof t);
         fprintf(out, "index: %llu ok lines, %llu failed lines, %llu duplicates, in %d file%s\n",
                 (unsigned long long)map.ok_lines, (unsigned long long)map.failed_lines,
                 (unsigned long long)dups, map.files, map.files == 1 ? "" : "s");

@@ -85,11 +85,11 @@ run() {
         --steps "$3" --max-sequence-length 64 --verbose --weight-memory "$2" \
         --output "$work/$1" >"$work/$1.log" 2>&1 ||
         { echo "FAIL: $1: cpdit run failed"; cat "$work/$1.log"; return 1; } >&2
-    grep -q "^cpdit: step 1/$3 [0-9.]* s, disk read [0-9]* bytes$" "$work/$1.log" ||
+    grep -q "^\[cpdit[^]]*\] step 1/$3 [0-9.]* s, disk read [0-9]* bytes$" "$work/$1.log" ||
         { echo "FAIL: $1: no step lines with disk reads"; cat "$work/$1.log"; return 1; } >&2
     grep -q "^cpdit: disk read: step 1 [0-9]* bytes, later steps [0-9]* bytes$" "$work/$1.log" ||
         { echo "FAIL: $1: no disk read summary"; cat "$work/$1.log"; return 1; } >&2
-    sed -n "s/^cpdit: step \([2-9]\|1[0-9]\)\/$3 [0-9.]* s, disk read \([0-9]*\) bytes$/\2/p" \
+    sed -n "s/^\[cpdit[^]]*\] step \([2-9]\|1[0-9]\)\/$3 [0-9.]* s, disk read \([0-9]*\) bytes$/\2/p" \
         "$work/$1.log"
 }
 

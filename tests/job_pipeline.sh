@@ -55,7 +55,7 @@ for name in one four; do
           if (t > s * 1.01 + 0.001 || t < s * 0.5) { print "FAIL: " name ": phases " t " s vs item " s " s"; bad = 1 } }
         END { exit bad }' "$work/$name/index.jsonl" || status=1
 done
-grep -Eq '^\[cpdit\] item 1 step 2/2 [0-9.]+ s(, disk read [0-9]+ bytes)?$' "$work/four.log" ||
+grep -Eq '^\[cpdit( rank [0-9]+/[0-9]+)?\] item 1 step 2/2 [0-9.]+ s(, disk read [0-9]+ bytes)?$' "$work/four.log" ||
     fail "--verbose: no step lines"
 grep -q '^\[cpdit\] item 0 done in [0-9.]* s: text [0-9.]* s, 2 steps' "$work/four.log" ||
     fail "--verbose: no item line"

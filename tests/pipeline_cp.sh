@@ -57,7 +57,7 @@ grep -q "^cpdit: times: text [0-9.]* s, [0-9]* steps [0-9.]* s (.* s/step, slowe
     { echo "FAIL: u2 does not report its times"; fail=1; }
 # ... and with --verbose, plain lines: the model's loading time and each step
 grep -q "^cpdit: model loaded in [0-9.]* s$" "$work/u2.log" &&
-    grep -Eq "^cpdit: step 2/2 [0-9.]+ s(, disk read [0-9]+ bytes)?$" "$work/u2.log" ||
+    grep -Eq "^\[cpdit( rank [0-9]+/[0-9]+)?\] step 2/2 [0-9.]+ s(, disk read [0-9]+ bytes)?$" "$work/u2.log" ||
     { echo "FAIL: u2 --verbose: no load or step lines"; cat "$work/u2.log"; fail=1; }
 if run vpoff 2 --ulysses 2 --ring 1 --vae-parallel off; then
     grep -q "vae decode: .*(CP rank 0)" "$work/vpoff.log" || { echo "FAIL: vpoff log"; fail=1; }

@@ -254,11 +254,12 @@ printf '{"manifest": "%s/st9.yaml", "array_task_count": 1}\n' "$work" > st9/.cpd
 sh -c 'exit 0' & gone=$!
 wait $gone
 printf 'host=%s pid=%s job=- restart=0 time=%s\n' "$(uname -n)" "$gone" "$(date +%s)" > st9/.cpdit-lock
-expect status-stale 0 "^stale lock: .cpdit-lock \(host=$(uname -n) pid=$gone job=-; its process is gone" -- \
+# exit 3: the one item is left (cpdit status exit codes, issue 27)
+expect status-stale 3 "^stale lock: .cpdit-lock \(host=$(uname -n) pid=$gone job=-; its process is gone" -- \
     "$CPDIT" status st9
 grep -q '^running:' status-stale.log && fail "status-stale: the stale lock is shown as running"
 printf 'host=%s pid=%s job=- restart=0 time=%s\n' "$(uname -n)" "$$" "$(date +%s)" > st9/.cpdit-lock
-expect status-live 0 "^running: .cpdit-lock \(host=$(uname -n) pid=$$ job=-\)" -- "$CPDIT" status st9
+expect status-live 3 "^running: .cpdit-lock \(host=$(uname -n) pid=$$ job=-\)" -- "$CPDIT" status st9
 printf 'a red fox\nan \033[31m escape\n' > esc.txt
 printf 'model: builtin:tiny\nprompts_file: esc.txt\n' > esc.yaml
 expect prompts-esc 2 '^cpdit: esc.txt:2: control character U\+001B is not allowed' -- "$CPDIT" run esc.yaml --check

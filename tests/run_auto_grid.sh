@@ -4,9 +4,12 @@
 # 2 ranks, builtin:tiny at 64x64, 1 step:
 #  1. no --topology and no $CPDIT_TOPOLOGY: a quick probe runs at job start; the grid line
 #     says so, for one image and for a manifest (summary and every index line's grid.why);
-#  2. a topology file whose "tuned" section measured a grid for this model, size and rank
-#     count: that grid is used (not the prediction), given by --topology and by
-#     $CPDIT_TOPOLOGY;
+#     it is kept in the output folder: a rerun there uses it (no probe), a rerun with other
+#     threads per rank (another layout) probes again;
+#  2. a topology file whose "tuned" section measured a grid for this step's whole key
+#     (model, size, frames, text tokens, CFG, ranks, threads, backend, dtype): that grid is
+#     used (not the prediction), given by --topology and by $CPDIT_TOPOLOGY; an entry with
+#     other text tokens is not reused;
 #  3. the probe failing on rank 1 only: no hang, every rank data-parallel, the reason printed,
 #     the images written;
 #  4. a topology file of another format: exit 2 on every rank, a clear message.
@@ -54,6 +57,16 @@ index_why() {
 run item_probe 0 $item --output "$work/item_probe"
 expect item_probe "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe at job start"
 [ -s "$work/item_probe/00000-0-fox.png" ] || fail "item_probe: no image"
+# 1b. the probe is kept in the output folder (topology/probe_cache.h): a rerun into it on
+#     the same hosts and layout plans on it without probing; other threads per rank are
+#     another layout: probed again, kept beside
+ls -a "$work/item_probe" | grep -q '^\.cpdit-probe-[0-9a-f]*\.json$' || fail "item_probe: no cached probe"
+run item_cached 0 $item --output "$work/item_probe"
+expect item_cached "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from the quick probe of an earlier run on the same hosts and rank layout, cached in $work/item_probe/.cpdit-probe-"
+OPENBLAS_NUM_THREADS=2 run item_threads 0 $item --output "$work/item_probe"
+expect item_threads "(predicted from a quick probe at job start"
+n=$(ls -a "$work/item_probe" | grep -c '^\.cpdit-probe-')
+[ "$n" -eq 2 ] || fail "item_probe: $n cached probes, want 2 (one per layout)"
 run batch_probe 0 "$work/m.yaml" --output "$work/batch_probe"
 expect batch_probe "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe at job start"
 index_why batch_probe "dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from a quick probe"
@@ -63,9 +76,19 @@ index_why batch_probe "dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted fro
 #    on this machine prefers data parallelism, which the entry says is 500x slower)
 "$MPI_RUN" -np 2 "$CPDIT" probe --quick --quiet --output "$work/topo.json" > /dev/null 2>&1 ||
     fail "probe exit $?"
-python_tuned() {
-    cat > "$work/tuned.json" <<'JSON'
-[{"model": "builtin:tiny", "width": 64, "height": 64, "ranks": 2,
+# the key of a step here (topology/tuned_key.h), as `cpdit plan` prints it:
+# "request: 64x64, 1 frame, 512 text tokens, CFG off, 2 ranks x 1 thread, cpu F32; ..."
+req=$("$CPDIT" plan --topology "$work/topo.json" --model builtin:tiny --width 64 --height 64 \
+    --steps 1 --ranks 2 2> /dev/null | sed -n 's/^request: //p')
+txt=$(echo "$req" | sed -n 's/.* \([0-9]*\) text tokens.*/\1/p')
+thr=$(echo "$req" | sed -n 's/.* ranks x \([0-9]*\) thread.*/\1/p')
+be=$(echo "$req" | sed -n 's/.* thread[s]*, \([^ ]*\) \([^;]*\);.*/\1/p')
+dt=$(echo "$req" | sed -n 's/.* thread[s]*, \([^ ]*\) \([^;]*\);.*/\2/p')
+[ -n "$txt" ] && [ -n "$thr" ] && [ -n "$be" ] && [ -n "$dt" ] || fail "plan's request line: '$req'"
+python_tuned() { # $1: the entry's text tokens
+    cat > "$work/tuned.json" <<JSON
+[{"model": "builtin:tiny", "width": 64, "height": 64, "frames": 1, "text_tokens": $1,
+  "cfg": 0, "ranks": 2, "backend": "$be", "dtype": "$dt", "threads_per_rank": $thr,
   "chosen": {"dp": 1, "ring": 1, "ulysses": 2, "variant": "ulysses"},
   "measured": [{"dp": 1, "ring": 1, "ulysses": 2, "variant": "ulysses", "step_s": 0.001},
                {"dp": 2, "ring": 1, "ulysses": 1, "variant": "local", "step_s": 0.5}]}]
@@ -74,7 +97,11 @@ JSON
     sed '$ d' "$work/topo.json" > "$work/topo_tuned.json" &&
         printf ',\n "tuned": %s\n}\n' "$(cat "$work/tuned.json")" >> "$work/topo_tuned.json"
 }
-python_tuned
+# an entry measured with other text tokens is not this run's: predicted, not reused
+python_tuned $((txt / 2))
+run batch_other 0 "$work/m.yaml" --output "$work/batch_other" --topology "$work/topo_tuned.json"
+expect batch_other "^grid: dp [0-9] ring [0-9] ulysses [0-9] [a-z+-]* (predicted from"
+python_tuned "$txt"
 run batch_tuned 0 "$work/m.yaml" --output "$work/batch_tuned" --topology "$work/topo_tuned.json"
 expect batch_tuned "^grid: dp 1 ring 1 ulysses 2 ulysses (measured by cpdit tune"
 index_why batch_tuned "dp 1 ring 1 ulysses 2 ulysses (measured by cpdit tune"

@@ -3,6 +3,8 @@
 # slurm-wlm and munge packages) for this one machine in a temporary folder (localhost,
 # proctrack/linuxproc, task/none, select/cons_tres, no accounting, unprivileged ports),
 # waits for the node to be idle, runs the cases and shuts everything down, also on failure.
+# task/affinity binds srun's tasks (case 6 checks it); the node claims 8 CPUs on a machine that
+# may have 2, so the cases keep to at most 2 CPUs in use at a time (the lowest ids).
 # Cases (built-in tiny model, small images):
 #  1. `cpdit submit` → the job COMPLETES with exactly the manifest's PNGs and index lines,
 #     each line recording the job id.
@@ -18,6 +20,12 @@
 #     flight (dp 2) finish after the signal, the launcher exits 3, the script requeues on it,
 #     and the set completes with no duplicates and no marker left.
 #  5. a bad manifest → refused by submit with FILE:LINE:COL (exit 2), nothing queued.
+#  6. `--cpus-per-task 2` (1 task): inside the job the rank's affinity has 2 CPUs and cpdit
+#     ran 2 BLAS threads (its placement line), srun got -c 2 (srun only: skipped without
+#     PMIx);
+#  7. `--array 3%1`: never more than one task running (squeue polled), all 3 complete;
+#  8. `--max-requeues 1`: the first USR1 requeues (restart 1), the second does not: the job
+#     ends FAILED with exit 3 and says why; the items left stay for a later run.
 # Exit 77 (skip) only when the Slurm or munge programs are missing or will not start here.
 : "${CPDIT:?CPDIT is set by make check}"
 for p in munged slurmctld slurmd sbatch squeue scontrol scancel srun; do
@@ -89,7 +97,7 @@ SlurmdPidFile=$work/slurmd.pid
 SlurmctldLogFile=$work/slurmctld.log
 SlurmdLogFile=$work/slurmd.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/builtin
@@ -363,6 +371,87 @@ grep -q '^cpdit: bad.yaml:3:[0-9]*: ' bad.err || { fail "bad manifest: no FILE:L
 [ "$(squeue -h | wc -l)" -eq "$before" ] || fail "bad manifest: something was queued"
 [ "$(scontrol show config | sed -n 's/^NEXT_JOB_ID *= *//p')" = "$last" ] || fail "bad manifest: a job id was used"
 echo "case 5: bad manifest refused: $(cat bad.err)"
+
+# ---------------------------------------------------------------- 6. --cpus-per-task 2
+if srun --mpi=list 2>&1 | grep -qw pmix; then
+    t1=$(date +%s)
+    sed 's/dir: small/dir: aff/' small.yaml > aff.yaml
+    j6=$("$CPDIT" submit aff.yaml --ntasks-per-node 1 --cpus-per-task 2 2> submit6.err)
+    if [ $? -ne 0 ] || [ -z "$j6" ]; then
+        fail "submit --cpus-per-task 2"; cat submit6.err
+    else
+        wait_job "$j6" 90
+        s=$(job_states "$j6")
+        [ "$s" = "COMPLETED " ] || { fail "job $j6: state '$s'"; cat aff/slurm-*.out; }
+        log="aff/slurm-$j6.out"
+        grep -q 'starts: srun --mpi=pmix --kill-on-bad-exit=1 -c 2 --cpu-bind=cores' "$log" ||
+            { fail "job $j6: srun without -c 2 --cpu-bind=cores"; grep starts "$log"; }
+        grep -Eq '^placement: rank 0 on [^:]*: CPUs [0-9,-]* \(2\), 2 threads$' "$log" ||
+            { fail "job $j6: the rank's affinity is not 2 CPUs with 2 threads"; grep placement "$log"; }
+        grep -q 'placement: warning' "$log" && fail "job $j6: $(grep 'placement: warning' "$log")"
+        echo "case 6: job $j6 $s: $(grep '^placement: rank 0' "$log") in $(( $(date +%s) - t1 )) s"
+    fi
+else
+    echo "case 6: srun has no PMIx here: the --cpus-per-task case is skipped"
+fi
+
+# ---------------------------------------------------------------- 7. --array 3%1
+t1=$(date +%s)
+sed 's/dir: array/dir: thr/' array.yaml > thr.yaml
+j7=$("$CPDIT" submit thr.yaml --array 3%1 2> submit7.err)
+if [ $? -ne 0 ] || [ -z "$j7" ]; then
+    fail "submit --array 3%1"; cat submit7.err
+else
+    most=0 i=0
+    while [ $i -lt 900 ]; do
+        r=$(squeue -h -j "$j7" -t RUNNING,COMPLETING 2>/dev/null | wc -l)
+        [ "$r" -gt "$most" ] && most=$r
+        s=$(job_states "$j7")
+        case "$s" in *PENDING*|*RUNNING*|*COMPLETING*|*CONFIGURING*) ;; *) break ;; esac
+        sleep 0.2; i=$((i + 1))
+    done
+    s=$(job_states "$j7")
+    [ "$s" = "COMPLETED COMPLETED COMPLETED " ] || { fail "array $j7: states '$s'"; cat thr/slurm-*.out; }
+    [ "$most" -le 1 ] || fail "array $j7 with %1: $most tasks ran at once"
+    grep -q '^#SBATCH --array=0-2%1$' thr/cpdit-job.sbatch || fail "no --array=0-2%1 in the script"
+    check_set thr 6
+    echo "case 7: array $j7 %1: at most $most task running at a time, $s in $(( $(date +%s) - t1 )) s"
+fi
+
+# ---------------------------------------------------------------- 8. --max-requeues 1
+t1=$(date +%s)
+sed 's/dir: long/dir: capped/' long.yaml > capped.yaml
+j8=$("$CPDIT" submit capped.yaml --ntasks-per-node 1 --max-requeues 1 2> submit8.err)
+if [ $? -ne 0 ] || [ -z "$j8" ]; then
+    fail "submit --max-requeues 1"; cat submit8.err
+else
+    wait_lines capped 1 90 || fail "job $j8: no image after 90 s"
+    scancel --signal=USR1 --batch "$j8" || fail "scancel --signal=USR1 --batch $j8"
+    i=0
+    until scontrol show job "$j8" | grep -q 'Restarts=1' || [ $i -gt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    scontrol show job "$j8" | grep -q 'Restarts=1' || fail "job $j8 did not requeue on the first USR1"
+    # the requeued run: wait until its step has started and written an image
+    before=$(lines capped)
+    i=0
+    until grep -q '(restart 1) starts' "capped/slurm-$j8.out" 2>/dev/null && [ "$(lines capped)" -gt "$before" ] ||
+        [ $i -gt 900 ]; do
+        release_requeued "$j8"; sleep 0.2; i=$((i + 1))
+    done
+    [ "$(job_states "$j8")" = "RUNNING " ] || fail "job $j8: not running after the requeue ($(job_states "$j8"))"
+    scancel --signal=USR1 --batch "$j8" || fail "second scancel --signal=USR1 --batch $j8"
+    wait_job "$j8" 90
+    s=$(job_states "$j8")
+    [ "$s" = "FAILED " ] || { fail "job $j8 past its requeue cap: '$s', want FAILED"; cat "capped/slurm-$j8.out"; }
+    scontrol show job "$j8" | grep -q 'ExitCode=3:0' || fail "job $j8: exit code is not 3"
+    scontrol show job "$j8" | grep -q 'Restarts=1' || fail "job $j8 requeued again"
+    grep -q 'not requeueing: restart 1 reached --max-requeues 1' "capped/slurm-$j8.out" ||
+        { fail "job $j8: no message about the cap"; tail -n 5 "capped/slurm-$j8.out"; }
+    left=$(( 12 - $(pngs capped) ))
+    "$CPDIT" status capped > status-capped.out 2>&1
+    rc=$?
+    [ $left -gt 0 ] && [ $rc -ne 3 ] && fail "cpdit status with $left items left: exit $rc, want 3"
+    echo "case 8: job $j8 requeued once, then stopped with $left items left: $s in $(( $(date +%s) - t1 )) s"
+fi
 
 echo "slurm.sh: all cases in $(( $(date +%s) - t0 )) s"
 [ $status -ne 0 ] && { echo "--- slurmctld.log"; tail -n 30 "$work/slurmctld.log"; }

@@ -1,7 +1,9 @@
 #!/bin/sh
 # submit_script.sh — `cpdit submit --dry-run` against golden files (tests/data/sbatch/*.sbatch)
 # for several resource combinations, with the varying paths and the version normalised; and a
-# bad manifest refused with FILE:LINE:COL (exit 2), nothing written. No Slurm needed.
+# bad manifest refused with FILE:LINE:COL (exit 2), nothing written; the admin options of
+# issue 27 (short options, srun -c, bindings, --exclusive, --array K%M, --max-requeues,
+# --setup) in the script, and --time not longer than the signal lead refused. No Slurm needed.
 # CPDIT_UPDATE_GOLDEN=1 rewrites the golden files instead of comparing (then review the diff).
 : "${CPDIT:?CPDIT is set by make check}"
 top_srcdir=${top_srcdir:-.}
@@ -49,6 +51,42 @@ case_ gpu-2x4 grid.yaml --nodes 2 --gpus-per-node 4 --time 02:00:00 --account pr
 case_ gpu-grid-override batch.yaml --nodes 2 --gpus-per-node 4 --dp 2 --ring 1 --ulysses 4 --output results/run1
 case_ array batch.yaml --array 4 --partition debug --time 1:00:00 --signal-lead 300
 case_ extra-options batch.yaml --topology topo.json -- --constraint=h100 --mail-type END --exclusive
+# issue 27: short options as sbatch's, srun -c / SRUN_CPUS_PER_TASK, --cpu-bind / --gpu-bind,
+# --exclusive, an array throttle, a requeue cap and setup lines before the launcher
+printf 'module load openmpi/4.1\nsource /opt/site/env.sh\n' > "$work/setup.sh"
+case_ admin-gpu batch.yaml -N 2 --gpus-per-node 4 -c 8 -t 1-00:00:00 -p gpu -A proj42 -q high \
+    --array 3%1 --exclusive --max-requeues 2 --setup setup.sh --gpu-bind closest
+case_ admin-cpu batch.yaml -N 1 --ntasks-per-node 4 -c 2 -t 45 --cpu-bind off
+script="$work/admin-gpu.sbatch"
+for want in '^#SBATCH --array=0-2%1$' '^#SBATCH --exclusive$' '^#SBATCH --cpus-per-task=8$' \
+    '^#SBATCH --time=1-00:00:00$' '^MAX_REQUEUES=2$' '^module load openmpi/4.1$' \
+    '^export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"$' \
+    'LAUNCH=(srun --mpi=pmix --kill-on-bad-exit=1 -c "$CPT" --cpu-bind=cores --gpu-bind=closest)' \
+    'BIND=(--bind-to core --map-by "slot:PE=$CPT")'; do
+    grep -q -- "$want" "$script" || fail "admin-gpu: no line '$want'"
+done
+# the setup lines come before the launcher starts
+s=$(grep -n '^module load' "$script" | cut -d: -f1); l=$(grep -n '^setsid ' "$script" | cut -d: -f1)
+[ -n "$s" ] && [ -n "$l" ] && [ "$s" -lt "$l" ] || fail "admin-gpu: setup line $s not before the launcher $l"
+grep '^    LAUNCH=(srun' "$work/admin-cpu.sbatch" | grep -q -- '--cpu-bind' &&
+    fail "admin-cpu: --cpu-bind off still passed"
+grep '^    LAUNCH=(srun' "$work/admin-cpu.sbatch" | grep -q -- '--gpu-bind' &&
+    fail "admin-cpu: --gpu-bind on a CPU job"
+# refused with exit 2: a signal lead not shorter than --time, an unreadable time, a throttle
+# without an array or of 0, a setup file that is a folder
+refuse() { # refuse WHAT PATTERN ARGS...
+    what=$1 pat=$2; shift 2
+    (cd "$work" && "$CPDIT" submit batch.yaml --dry-run "$@") > /dev/null 2> "$work/refuse.err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "$what: exit $rc, want 2"
+    grep -q -- "$pat" "$work/refuse.err" || { fail "$what: message"; cat "$work/refuse.err"; }
+}
+refuse "time under the lead" "not longer than the stop signal's lead of 120 s" --time 00:01:00
+refuse "time = lead" "not longer than the stop signal's lead of 300 s" --time 5 --signal-lead 300
+refuse "bad time" "not a Slurm time" --time 1:2:3:4
+refuse "throttle without array" "needs an array" --array 1%1
+refuse "throttle 0" "--array" --array 4%0
+refuse "setup folder" "not a readable regular file" --setup /tmp
 
 # parallel: auto takes the topology file from $CPDIT_TOPOLOGY at submit time as from --topology
 (cd "$work" && CPDIT_TOPOLOGY=envtopo.json "$CPDIT" submit batch.yaml --dry-run) > "$work/env.sbatch" 2>&1 ||

@@ -124,7 +124,7 @@ static void test_two_nodes(void)
     }
     CHECK(s.text_tokens == 512 && s.image_tokens == 16384 && s.heads == 24);
     CHECK(s.params > 1.15e10 && s.params < 1.25e10); /* FLUX.1: 11.9e9 */
-    cm_options o = {0, 28, 1};
+    cm_options o = {0, 28, 1, 1, 0};
     cm_prediction *p = NULL;
     int n = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK);
@@ -167,7 +167,7 @@ static void test_pcie(void)
         CHECK(0);
         return;
     }
-    cm_options o = {0, 28, 1};
+    cm_options o = {0, 28, 1, 1, 0};
     cm_prediction *p = NULL;
     int n = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK);
@@ -199,7 +199,7 @@ static void test_uneven_and_tuned(void)
         CHECK(0);
         return;
     }
-    cm_options o = {0, 4, 1};
+    cm_options o = {0, 4, 1, 1, 0};
     cm_prediction *p = NULL;
     int n = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK);
@@ -226,7 +226,8 @@ static void test_uneven_and_tuned(void)
     CHECK(cm_variant_parse("ring+fast", &ac, &err) == CPDIT_ERR_INPUT);
     /* the predicted winner must not be the one we record as measured best */
     const cm_prediction *last = &p[n - 1];
-    topo_tuned e = {(char *)"builtin:tiny", 512, 512, 4, {0}, NULL, 0};
+    topo_tuned e = {(char *)"builtin:tiny", 512, 512, 4, 1, 256, 0, 2, "cpu", "F32", 0,
+                    {0}, NULL, 0};
     topo_grid_time ms[2] = {{last->cfg.dp, last->cfg.ring, last->cfg.ulysses, "", 0.5},
                             {p[0].cfg.dp, p[0].cfg.ring, p[0].cfg.ulysses, "", 0.9}};
     snprintf(ms[0].variant, sizeof ms[0].variant, "%s", last->variant);
@@ -254,9 +255,24 @@ static void test_uneven_and_tuned(void)
     topo_file_free(&t2);
     CHECK(topo_file_load(&t2, tmp, &err) == CPDIT_OK);
     CHECK(t2.n_tuned == 1 && t2.fits[TOPO_SAME_NUMA].measured && t2.n_p2p == 8);
-    const topo_tuned *tu = topo_find_tuned(&t2, "builtin:tiny", 512, 512, 4);
+    topo_tuned_key key;
+    topo_tuned_key_of(&e, &key);
+    const topo_tuned *tu = topo_find_tuned(&t2, &key);
     CHECK(tu && tu->n_measured == 2 && tu->measured[0].step_s == 0.5);
-    CHECK(topo_find_tuned(&t2, "builtin:tiny", 512, 256, 4) == NULL);
+    CHECK(tu->text_tokens == 256 && tu->threads == 2 && strcmp(tu->backend, "cpu") == 0);
+    /* every field of the key counts: another height, token count, CFG, thread count or
+     * backend finds nothing */
+    topo_tuned_key k2 = key;
+    k2.height = 256;
+    CHECK(topo_find_tuned(&t2, &k2) == NULL);
+    k2 = key, k2.text_tokens = 32;
+    CHECK(topo_find_tuned(&t2, &k2) == NULL);
+    k2 = key, k2.cfg = 1;
+    CHECK(topo_find_tuned(&t2, &k2) == NULL);
+    k2 = key, k2.threads = 1;
+    CHECK(topo_find_tuned(&t2, &k2) == NULL);
+    k2 = key, k2.backend = "cpu-bf16";
+    CHECK(topo_find_tuned(&t2, &k2) == NULL);
     CHECK(cm_rank(&t2, &s, &o, tu, &p, &n, &err) == CPDIT_OK);
     CHECK(p[0].cfg.dp == ms[0].dp && p[0].cfg.ring == ms[0].ring &&
           p[0].cfg.ulysses == ms[0].ulysses && p[0].measured_s == 0.5);
@@ -280,7 +296,7 @@ static void test_model_shapes(void)
         return;
     }
     /* 512 text + 1024 image tokens, 6 heads of 16 */
-    cm_options o = {0, 4, 1};
+    cm_options o = {0, 4, 1, 1, 0};
     cm_prediction *p0 = NULL, *p1 = NULL;
     int n0 = 0, n1 = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p0, &n0, &err) == CPDIT_OK);

@@ -216,7 +216,7 @@ static void test_wan_grids(void)
     snprintf(s.key, sizeof s.key, "test:wan-1.3b");
     self_only = s;
     self_only.n_attn = 1; /* the same model without its cross-attention */
-    cm_options o = {8, 50, 1};
+    cm_options o = {8, 50, 1, 1, 0};
     cm_prediction *p = NULL, *q = NULL;
     int n = 0, nq = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK && n == 16);
@@ -279,7 +279,7 @@ static void test_grid_choice(void)
     cpdit_error err;
     cpdit_error_clear(&err);
     grid_choice_request rq = {fx("two_nodes_8gpu.json"), fx("wan21-1.3b-transformer"), 832,
-                              480, 0, 50, 1, 8, 81};
+                              480, 0, 50, 1, 8, 81, 0, NULL, 0, NULL};
     grid_choice gc;
     CHECK(grid_choice_auto(&rq, &gc, &err) == CPDIT_OK);
     CHECK(gc.planned && gc.dp * gc.ring * gc.ulysses == 8);
@@ -290,7 +290,7 @@ static void test_grid_choice(void)
     model_request r = request(832, 480, 81);
     CHECK(topo_file_load(&t, fx("two_nodes_8gpu.json"), &err) == CPDIT_OK);
     CHECK(model_plan_shape_load(&s, fx("wan21-1.3b-transformer"), &r, &err) == CPDIT_OK);
-    cm_options o = {8, 50, 1};
+    cm_options o = {8, 50, 1, 1, 0};
     cm_prediction *p = NULL;
     int n = 0;
     CHECK(cm_rank(&t, &s, &o, NULL, &p, &n, &err) == CPDIT_OK && n > 0);

@@ -446,6 +446,18 @@ cpdit_status cm_rank(const topology *t, const model_plan_shape *s, const cm_opti
     sort_opts = o;
     sort_measured = any_measured;
     qsort(p, (size_t)k, sizeof *p, cmp_pred);
+    /* tune's choice for this very job (same images) first: it already weighed the spread of
+     * the measurements and broke ties towards the simpler grid */
+    for (int i = 1; any_measured && tuned && tuned->images == o->images && i < k; i++) {
+        const topo_grid_time *g = &tuned->chosen;
+        if (p[i].measured_s > 0 && p[i].cfg.dp == g->dp && p[i].cfg.ring == g->ring &&
+            p[i].cfg.ulysses == g->ulysses && strcmp(p[i].variant, g->variant) == 0) {
+            const cm_prediction x = p[i];
+            memmove(p + 1, p, (size_t)i * sizeof *p);
+            p[0] = x;
+            break;
+        }
+    }
     *out = p;
     *n = k;
     return CPDIT_OK;
@@ -482,6 +494,15 @@ static const char *mib(double bytes, char *buf, size_t n)
     return buf;
 }
 
+double cm_cost_per_1000(const cm_prediction *p, const cm_options *o, const char **unit)
+{
+    const int ranks = p->cfg.dp * p->cfg.ring * p->cfg.ulysses;
+    const int per_rank = o->gpus ? 1 : o->threads > 0 ? o->threads : 1;
+    if (unit)
+        *unit = o->gpus ? "GPU-h" : "core-h";
+    return p->images_per_hour > 0 ? 1000.0 * ranks * per_rank / p->images_per_hour : 0;
+}
+
 void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
                     const model_plan_shape *s)
 {
@@ -500,25 +521,30 @@ void cm_print_table(FILE *f, const cm_prediction *p, int n, const cm_options *o,
                        "cross-attention, no communication)\n",
                     s->attn[i].count, s->attn[i].q_tokens, s->attn[i].kv_tokens);
     fprintf(f, "objective: %s%s (%d %s%s, %d steps each",
-            o->images == 1 ? "latency of one " : "time of the whole job",
+            o->images == 1 ? "latency of one " : "throughput: time of the whole job",
             o->images == 1 ? item : "", o->images, item, o->images == 1 ? "" : "s", o->steps);
     if (s->forwards_per_step > 1)
         fprintf(f, " of %d forwards; with an even dp, pairs of groups run them at once",
                 s->forwards_per_step);
     fprintf(f, ")\n");
-    fprintf(f, "%4s %4s %4s %4s %-24s %11s %9s %9s %8s %10s %11s %11s %s\n", "rank", "dp",
+    const char *unit = "core-h";
+    cm_cost_per_1000(n > 0 ? &p[0] : NULL, o, &unit);
+    char cost_head[24];
+    snprintf(cost_head, sizeof cost_head, "%s/1k", unit);
+    fprintf(f, "%4s %4s %4s %4s %-24s %11s %9s %9s %8s %10s %11s %10s %11s %s\n", "#", "dp",
             "ring", "uly", "variant", "s/step", "compute", "comm", "hidden", "mem/rank",
-            video ? "videos/h" : "images/h", "measured", "");
+            video ? "videos/h" : "images/h", cost_head, "measured", "");
     for (int i = 0; i < n; i++) {
         const cm_prediction *q = &p[i];
         char m[32], meas[32] = "-";
         if (q->measured_s > 0)
             snprintf(meas, sizeof meas, "%.4g", q->measured_s);
-        fprintf(f, "%4d %4d %4d %4d %-24s %11.4g %8.0f%% %8.0f%% %8.2g %10s %11.4g %11s %s\n",
+        fprintf(f, "%4d %4d %4d %4d %-24s %11.4g %8.0f%% %8.0f%% %8.2g %10s %11.4g %10.4g %11s "
+                   "%s\n",
                 i + 1, q->cfg.dp, q->cfg.ring, q->cfg.ulysses, q->variant, q->step_s,
                 100 * q->compute_s / q->step_s, 100 * q->comm_s / q->step_s, q->hidden_s,
-                mib(q->mem_total, m, sizeof m), q->images_per_hour, meas,
-                q->fits ? "" : "(does not fit in memory)");
+                mib(q->mem_total, m, sizeof m), q->images_per_hour,
+                cm_cost_per_1000(q, o, NULL), meas, q->fits ? "" : "(does not fit in memory)");
     }
     if (n > 0)
         fprintf(f, "chosen: dp %d ring %d ulysses %d %s\n", p[0].cfg.dp, p[0].cfg.ring,
@@ -548,10 +574,11 @@ void cm_print_json(FILE *f, const cm_prediction *p, int n, const cm_options *o,
     if (s->frames > 1) /* video: the family and frames; images keep the original keys */
         fprintf(f, "\"family\": \"%s\", \"frames\": %d, ", s->family, s->frames);
     fprintf(f, "\"txt_tokens\": %lld, \"img_tokens\": %lld, "
-               "\"ranks\": %d, \"steps\": %d, \"images\": %d,\n \"candidates\": [",
+               "\"ranks\": %d, \"steps\": %d, \"images\": %d, \"objective\": \"%s\","
+               "\n \"candidates\": [",
             s->text_tokens, s->image_tokens,
             n > 0 ? p[0].cfg.dp * p[0].cfg.ring * p[0].cfg.ulysses : o->ranks, o->steps,
-            o->images);
+            o->images, o->images == 1 ? "latency" : "throughput");
     for (int i = 0; i < n; i++) {
         const cm_prediction *q = &p[i];
         fprintf(f, "%s\n  {\"dp\": %d, \"ring\": %d, \"ulysses\": %d, \"variant\": \"%s\", "
@@ -561,6 +588,8 @@ void cm_print_json(FILE *f, const cm_prediction *p, int n, const cm_options *o,
                 i ? "," : "", q->cfg.dp, q->cfg.ring, q->cfg.ulysses, q->variant, q->step_s,
                 q->compute_s, q->comm_s, q->hidden_s, q->mem_total, q->fits ? "true" : "false",
                 q->images_per_hour, q->latency_s);
+        const double cost = cm_cost_per_1000(q, o, NULL);
+        fprintf(f, ", \"%s_per_1000\": %.6g", o->gpus ? "gpu_hours" : "core_hours", cost);
         if (q->measured_s > 0)
             fprintf(f, ", \"measured_s\": %.6g", q->measured_s);
         fputc('}', f);

@@ -74,7 +74,13 @@ typedef struct cm_options {
     int ranks;  /* N; 0 = the topology's ranks */
     int steps;  /* sampler steps per image (>= 1) */
     int images; /* images the job renders (>= 1): 1 = latency */
+    int threads; /* threads (cores) per rank, for core-hours; 0 = 1 */
+    int gpus;    /* 1: every rank drives a GPU (the cost is GPU-hours, not core-hours) */
 } cm_options;
+
+/* What 1000 images (or videos) cost on grid p's whole allocation: ranks x threads core-hours,
+ * or ranks GPU-hours with o->gpus; the unit's name ("core-h", "GPU-h") in *unit. */
+double cm_cost_per_1000(const cm_prediction *p, const cm_options *o, const char **unit);
 
 /* "local", "ulysses", "unified+anything", ... into buf (the spelling cm_variant_parse takes). */
 const char *cm_variant_name(const cm_config *c, char *buf, size_t n);

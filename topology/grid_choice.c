@@ -8,6 +8,8 @@
 #include "jobs/job_run.h"
 #include "topology/cost_model.h"
 #include "topology/probe.h"
+#include "topology/probe_cache.h"
+#include "topology/tuned_key.h"
 
 /* The model's plan shape for the request. */
 static cpdit_status grid_choice_shape(const grid_choice_request *rq, model_plan_shape *s,
@@ -20,6 +22,7 @@ static cpdit_status grid_choice_shape(const grid_choice_request *rq, model_plan_
     req.frames = rq->frames;
     req.text_tokens = rq->max_seq_len;
     req.steps = rq->steps;
+    req.cfg = rq->cfg;
     return model_plan_shape_load(s, rq->model, &req, err);
 }
 
@@ -43,11 +46,16 @@ static cpdit_status choose_from(const topology *t, const model_plan_shape *s,
 {
     const int N = rq->ranks > 0 ? rq->ranks : 1;
     cm_options o = {N, rq->steps > 0 ? rq->steps : 1,
-                    rq->images > (uint64_t)1 << 30 ? 1 << 30 : (int)(rq->images ? rq->images : 1)};
+                    rq->images > (uint64_t)1 << 30 ? 1 << 30 : (int)(rq->images ? rq->images : 1),
+                    rq->threads > 0 ? rq->threads : t->threads_per_rank, 0};
     cm_prediction *p = NULL;
     int n = 0;
-    cpdit_status st = cm_rank(t, s, &o, topo_find_tuned(t, s->key, rq->width, rq->height, N),
-                              &p, &n, err);
+    tuned_key_buf kb;
+    topo_tuned_key key;
+    cpdit_status st = tuned_key_make(s, N, rq->threads, rq->backend, &kb, &key, err);
+    if (st)
+        return st;
+    st = cm_rank(t, s, &o, topo_find_tuned(t, &key), &p, &n, err);
     if (!st && n > 0) {
         out->dp = p[0].cfg.dp, out->ring = p[0].cfg.ring, out->ulysses = p[0].cfg.ulysses;
         out->planned = 1;
@@ -96,22 +104,30 @@ void grid_choice_probe_options(cpdit_probe_options *o)
     o->log = NULL;
 }
 
-/* Rank 0 after a successful quick probe: plan on its document. */
-static cpdit_status plan_on_probe(json_t *doc, const model_plan_shape *s,
-                                  const grid_choice_request *rq, double seconds,
-                                  grid_choice *out, cpdit_error *err)
+/* Rank 0 after a successful quick probe (doc) or with its cached text: plan on it; a new
+ * probe is saved at cache (when not ""). */
+static cpdit_status plan_on_probe(json_t *doc, const char *cached, const char *cache,
+                                  const model_plan_shape *s, const grid_choice_request *rq,
+                                  double seconds, grid_choice *out, cpdit_error *err)
 {
-    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    char *text = cached ? strdup(cached) : doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     if (!text)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "probe", "out of memory");
     topology t;
-    cpdit_status st = topo_file_parse(&t, text, "quick probe", err);
+    cpdit_status st = topo_file_parse(&t, text, cached ? cache : "quick probe", err);
+    if (!st && !cached)
+        probe_cache_write(cache, text);
     free(text);
     if (st)
         return st;
-    char source[160];
-    snprintf(source, sizeof source, "a quick probe at job start (%.1f s; no --topology FILE "
-             "or $CPDIT_TOPOLOGY)", seconds);
+    char source[GRID_CHOICE_REASON_MAX];
+    if (cached)
+        snprintf(source, sizeof source, "the quick probe of an earlier run on the same hosts "
+                 "and rank layout, cached in %.200s (no --topology FILE or $CPDIT_TOPOLOGY)",
+                 cache);
+    else
+        snprintf(source, sizeof source, "a quick probe at job start (%.1f s; no --topology FILE "
+                 "or $CPDIT_TOPOLOGY)", seconds);
     st = choose_from(&t, s, rq, source, out, err);
     topo_file_free(&t);
     return st;
@@ -145,8 +161,28 @@ cpdit_status grid_choice_world(MPI_Comm comm, const grid_choice_request *rq, gri
         MPI_Bcast(out, (int)sizeof *out, MPI_BYTE, 0, comm);
         return st;
     }
-    /* no file: the probe's quick mode now, over every rank (a few seconds) */
+    /* no file: the probe kept by an earlier run on the same hosts and layout, else the
+     * probe's quick mode now, over every rank (a few seconds) */
     MPI_Bcast(&s, (int)sizeof s, MPI_BYTE, 0, comm);
+    char cache[4200];
+    probe_cache_path(comm, rq->probe_cache, rq->backend, cache, sizeof cache);
+    char *cached = rank == 0 ? probe_cache_read(cache) : NULL;
+    int hit = cached != NULL;
+    MPI_Bcast(&hit, 1, MPI_INT, 0, comm);
+    if (hit) {
+        cpdit_error cerr;
+        cpdit_error_clear(&cerr);
+        cpdit_status cst = CPDIT_OK;
+        if (rank == 0)
+            cst = plan_on_probe(NULL, cached, cache, &s, &q, 0, out, &cerr);
+        free(cached);
+        cst = job_bcast_status(comm, 0, cst, &cerr);
+        if (!cst) {
+            MPI_Bcast(out, (int)sizeof *out, MPI_BYTE, 0, comm);
+            return CPDIT_OK;
+        }
+        memset(out, 0, sizeof *out); /* an unreadable cache: probe again (and replace it) */
+    }
     cpdit_probe_options po;
     grid_choice_probe_options(&po);
     po.shape = &s; /* compute timed at this model's shapes */
@@ -157,7 +193,7 @@ cpdit_status grid_choice_world(MPI_Comm comm, const grid_choice_request *rq, gri
     cpdit_status pst = cpdit_probe_run(comm, &po, &doc, &perr); /* agreed on every rank */
     const double seconds = MPI_Wtime() - t0;
     if (!pst && rank == 0)
-        pst = plan_on_probe(doc, &s, &q, seconds, out, &perr);
+        pst = plan_on_probe(doc, NULL, cache, &s, &q, seconds, out, &perr);
     json_decref(doc);
     pst = job_bcast_status(comm, 0, pst, &perr);
     if (pst) {

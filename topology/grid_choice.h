@@ -2,9 +2,12 @@
  * `cpdit run --model ...` without --ring/--ulysses. The same choice as `cpdit plan`
  * (cost_model.h), with the order of sources of topology/COST-MODEL.md:
  *   1. the topology file: the path given (--topology), else $CPDIT_TOPOLOGY: measured winners
- *      of `cpdit tune` for this model, size and rank count, else the cost model's best;
+ *      of `cpdit tune` for this step's whole key (topology/tuned_key.h: model, size, frames,
+ *      text tokens, CFG, ranks, threads, backend, dtype), else the cost model's best;
  *   2. else (grid_choice_world only) the probe's quick mode run at job start over every rank
- *      (a few seconds), and the cost model on what it measured;
+ *      (a few seconds), and the cost model on what it measured; the probe is kept in the
+ *      output folder (topology/probe_cache.h) and reused, without probing, by the later runs
+ *      on the same hosts, hardware and rank layout (requeues);
  *   3. when that probe fails: every rank data-parallel, and the reason says why.
  * grid_choice_auto is step 1 on one rank (without a file: the documented default, all ranks
  * data-parallel or one Ulysses group for one image); grid_choice_world is the collective
@@ -42,6 +45,11 @@ typedef struct grid_choice_request {
     uint64_t images;      /* items the job renders (1 for a single image) */
     int ranks;            /* world size */
     int frames;           /* video frames (0/1: an image) */
+    int cfg;              /* 1: true CFG (two forwards per step) */
+    const char *backend;  /* --backend (NULL: the default) */
+    int threads;          /* threads per rank (0: this process's GEMM threads) */
+    const char *probe_cache; /* the folder of the job-start probe's cache (probe_cache.h: the
+                                output folder), NULL: only $CPDIT_PROBE_CACHE */
 } grid_choice_request;
 
 /* Errors: INPUT for a topology file that cannot be read or is of another format, a model

@@ -52,6 +52,13 @@ static int get_int(json_t *obj, const char *key, int def)
     return v && json_is_integer(v) ? (int)json_integer_value(v) : def;
 }
 
+/* Element i of an array of integers; -1 when absent. */
+static int get_int_at(json_t *arr, size_t i)
+{
+    json_t *v = json_is_array(arr) ? json_array_get(arr, i) : NULL;
+    return v && json_is_integer(v) ? (int)json_integer_value(v) : -1;
+}
+
 static void read_grid_time(json_t *o, topo_grid_time *g)
 {
     memset(g, 0, sizeof *g);
@@ -61,6 +68,19 @@ static void read_grid_time(json_t *o, topo_grid_time *g)
     json_t *v = json_object_get(o, "variant");
     snprintf(g->variant, sizeof g->variant, "%s", json_is_string(v) ? json_string_value(v) : "");
     get_num(o, "step_s", &g->step_s);
+}
+
+/* The key fields after (model, width, height, ranks); -1 / "" when absent (older files). */
+static void read_key_rest(json_t *e, topo_tuned *d)
+{
+    d->frames = get_int(e, "frames", -1);
+    d->text_tokens = get_int(e, "text_tokens", -1);
+    d->cfg = get_int(e, "cfg", -1);
+    d->threads = get_int(e, "threads_per_rank", -1);
+    d->images = get_int(e, "images", 0);
+    json_t *b = json_object_get(e, "backend"), *y = json_object_get(e, "dtype");
+    snprintf(d->backend, sizeof d->backend, "%s", json_is_string(b) ? json_string_value(b) : "");
+    snprintf(d->dtype, sizeof d->dtype, "%s", json_is_string(y) ? json_string_value(y) : "");
 }
 
 static void free_tuned(topology *t)
@@ -95,6 +115,7 @@ static cpdit_status read_tuned(topology *t, json_t *root, cpdit_error *err)
         d->width = get_int(e, "width", 0);
         d->height = get_int(e, "height", 0);
         d->ranks = get_int(e, "ranks", 0);
+        read_key_rest(e, d);
         read_grid_time(json_object_get(e, "chosen"), &d->chosen);
         json_t *ms = json_object_get(e, "measured");
         size_t k = json_is_array(ms) ? json_array_size(ms) : 0;
@@ -338,6 +359,9 @@ static cpdit_status read_links(topology *t, json_t *root, cpdit_error *err)
         get_num(e, "bytes", &d->bytes);
         get_num(e, "time_s_avg", &d->time_s_avg);
         get_num(e, "bw_Bps", &d->bw_Bps);
+        get_num(e, "time_s_min", &d->time_s_min);
+        json_t *pr = json_object_get(e, "ranks");
+        d->rank_a = get_int_at(pr, 0), d->rank_b = get_int_at(pr, 1);
         if (d->bw_Bps <= 0 && d->time_s_avg > 0)
             d->bw_Bps = d->bytes / d->time_s_avg;
         if (d->bytes > 0 && d->bw_Bps > 0)
@@ -377,6 +401,9 @@ static cpdit_status read_links(topology *t, json_t *root, cpdit_error *err)
             }
         get_num(e, "bytes", &d->bytes);
         get_num(e, "time_s_avg", &d->time_s_avg);
+        get_num(e, "time_s_min", &d->time_s_min);
+        get_num(e, "algbw_Bps", &d->algbw_Bps);
+        get_num(e, "busbw_Bps", &d->busbw_Bps);
         if (ok && d->bytes > 0 && d->time_s_avg > 0)
             t->n_coll++;
     }
@@ -572,14 +599,28 @@ topo_fit topo_fit_for(const topology *t, topo_class c, int *used)
     return f;
 }
 
-const topo_tuned *topo_find_tuned(const topology *t, const char *model, int width, int height,
-                                  int ranks)
+void topo_tuned_key_of(const topo_tuned *e, topo_tuned_key *k)
+{
+    *k = (topo_tuned_key){e->model,       e->width, e->height,  e->frames, e->text_tokens,
+                          e->cfg,         e->ranks, e->threads, e->backend, e->dtype};
+}
+
+static int same_key(const topo_tuned_key *a, const topo_tuned_key *b)
+{
+    return a->width == b->width && a->height == b->height && a->frames == b->frames &&
+           a->text_tokens == b->text_tokens && a->cfg == b->cfg && a->ranks == b->ranks &&
+           a->threads == b->threads && a->model && b->model && strcmp(a->model, b->model) == 0 &&
+           a->backend && b->backend && a->backend[0] && strcmp(a->backend, b->backend) == 0 &&
+           a->dtype && b->dtype && strcmp(a->dtype, b->dtype) == 0;
+}
+
+const topo_tuned *topo_find_tuned(const topology *t, const topo_tuned_key *k)
 {
     for (int i = 0; i < t->n_tuned; i++) {
-        const topo_tuned *e = &t->tuned[i];
-        if (e->width == width && e->height == height && e->ranks == ranks &&
-            strcmp(e->model, model) == 0)
-            return e;
+        topo_tuned_key ek;
+        topo_tuned_key_of(&t->tuned[i], &ek);
+        if (same_key(&ek, k))
+            return &t->tuned[i];
     }
     return NULL;
 }
@@ -602,8 +643,13 @@ cpdit_status topo_file_save_tuned(topology *t, const topo_tuned *e, cpdit_error 
         if (!arr || json_object_set_new(root, "tuned", arr))
             return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path, "out of memory");
     }
-    json_t *ent = json_pack("{s:s, s:i, s:i, s:i}", "model", e->model, "width", e->width,
-                            "height", e->height, "ranks", e->ranks);
+    json_t *ent = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:i}", "model",
+                            e->model, "width", e->width, "height", e->height, "frames", e->frames,
+                            "text_tokens", e->text_tokens, "cfg", e->cfg, "ranks", e->ranks,
+                            "backend", e->backend, "dtype", e->dtype, "threads_per_rank",
+                            e->threads);
+    if (ent && e->images > 0)
+        json_object_set_new(ent, "images", json_integer(e->images));
     json_t *ms = json_array();
     if (!ent || !ms)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, t->path, "out of memory");
@@ -612,11 +658,22 @@ cpdit_status topo_file_save_tuned(topology *t, const topo_tuned *e, cpdit_error 
         json_array_append_new(ms, grid_json(&e->measured[i], 1));
     json_object_set_new(ent, "measured", ms);
     size_t at = json_array_size(arr);
+    topo_tuned_key want;
+    topo_tuned_key_of(e, &want);
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *x = json_array_get(arr, i), *m = json_object_get(x, "model");
-        if (json_is_string(m) && strcmp(json_string_value(m), e->model) == 0 &&
-            get_int(x, "width", 0) == e->width && get_int(x, "height", 0) == e->height &&
-            get_int(x, "ranks", 0) == e->ranks)
+        if (!json_is_string(m))
+            continue;
+        topo_tuned have;
+        memset(&have, 0, sizeof have);
+        have.model = (char *)json_string_value(m);
+        have.width = get_int(x, "width", 0);
+        have.height = get_int(x, "height", 0);
+        have.ranks = get_int(x, "ranks", 0);
+        read_key_rest(x, &have);
+        topo_tuned_key hk;
+        topo_tuned_key_of(&have, &hk);
+        if (same_key(&hk, &want))
             at = i;
     }
     if (at < json_array_size(arr))

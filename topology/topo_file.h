@@ -73,6 +73,8 @@ typedef struct topo_host {
 typedef struct topo_p2p {
     topo_class cls;
     double bytes, time_s_avg, bw_Bps;
+    double time_s_min; /* the best trial (what the fit uses); 0 when the row has none */
+    int rank_a, rank_b; /* the pair ("ranks"); -1 when absent */
 } topo_p2p;
 
 /* One row of links.collectives. */
@@ -83,6 +85,8 @@ typedef struct topo_coll {
     topo_class cls;     /* widest pair class of the group */
     double bytes;       /* per-rank send size */
     double time_s_avg;
+    double time_s_min;  /* 0 when absent */
+    double algbw_Bps, busbw_Bps; /* as nccl-tests define them; 0 when absent */
 } topo_coll;
 
 typedef struct topo_grid_time {
@@ -91,9 +95,30 @@ typedef struct topo_grid_time {
     double step_s; /* measured seconds per transformer step; 0 for a "chosen" entry */
 } topo_grid_time;
 
+/* What changes a transformer step's time: the key of a tuned entry. A run reuses a measured
+ * winner only when every field is the same. */
+#define TOPO_KEY_NAME_MAX 24
+typedef struct topo_tuned_key {
+    const char *model;  /* "builtin:tiny" or an absolute folder path */
+    int width, height;  /* pixels */
+    int frames;         /* 1 for an image */
+    int text_tokens;    /* T5 / UMT5 tokens (max_sequence_length as resolved) */
+    int cfg;            /* 1: two forwards per step (true CFG / negative prompt) */
+    int ranks;
+    int threads;        /* BLAS / kernel threads per rank */
+    const char *backend; /* "cpu", "cpu-bf16", "cuda" */
+    const char *dtype;   /* activation dtype: "f32", "bf16" */
+} topo_tuned_key;
+
 typedef struct topo_tuned {
     char *model;        /* "builtin:tiny" or an absolute folder path */
     int width, height, ranks;
+    /* the rest of the key (topo_tuned_key); -1 / "" in an entry written before they were
+     * recorded: such an entry is read but never matches (its tokens and CFG are unknown) */
+    int frames, text_tokens, cfg, threads;
+    char backend[TOPO_KEY_NAME_MAX], dtype[TOPO_KEY_NAME_MAX];
+    int images;         /* the job the choice was made for (1: latency; 0: unknown); not part
+                           of the key: other jobs rank the measured times themselves */
     topo_grid_time chosen;
     topo_grid_time *measured;
     int n_measured;
@@ -163,9 +188,10 @@ topo_fit topo_fit_for(const topology *t, topo_class c, int *used);
 double topo_coll_time(const topology *t, topo_coll_op op, int group_size, topo_class cls,
                       double bytes);
 
-/* The tuned entry for (model, width, height, ranks), or NULL. */
-const topo_tuned *topo_find_tuned(const topology *t, const char *model, int width, int height,
-                                  int ranks);
+/* The tuned entry whose key is k (every field equal), or NULL. */
+const topo_tuned *topo_find_tuned(const topology *t, const topo_tuned_key *k);
+/* k as the entry's key (pointers into e). */
+void topo_tuned_key_of(const topo_tuned *e, topo_tuned_key *k);
 
 /* The compute.shapes entry measured for (model, width, height, text and image tokens), or
  * NULL. */
@@ -180,7 +206,7 @@ double topo_shapes_attn_s(const topo_shapes *e, int sq, int skv, int heads, int 
  * the shapes. The file is not written (topo_file_save_tuned writes the whole document). */
 cpdit_status topo_file_add_shapes(topology *t, void *entry, cpdit_error *err);
 
-/* Replace (or append) the tuned entry for e's (model, width, height, ranks) in the file's
+/* Replace (or append) the tuned entry with e's key (topo_tuned_key) in the file's
  * JSON and write the whole document back to t->path atomically (temporary file + rename),
  * keeping every other key. The in-memory t is updated too. */
 cpdit_status topo_file_save_tuned(topology *t, const topo_tuned *e, cpdit_error *err);

@@ -11,6 +11,7 @@
 #include "lib/io/atomic_file.h"
 #include "lib/pipeline/pipeline.h"
 #include "topology/tune_charts.h"
+#include "topology/tune_report_html.h"
 
 #define GB 1e9
 
@@ -97,21 +98,24 @@ static void write_table(FILE *f, const tune_candidate *c, int n, int chosen)
     fprintf(f, "## Candidates\n\nEach grid ran its rounds interleaved with the others; "
                "measured = median seconds per transformer step, every data-parallel group "
                "busy with its own image.\n\n");
-    fprintf(f, "| grid (dp x ring x ulysses) | variant | why tried | predicted s | measured s "
-               "| error | predicted rank | measured rank |\n"
-               "|---|---|---|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| grid (dp x ring x ulysses) | variant | why tried | predicted s | median s "
+               "| min s | max s | n | error | objective s (95 %%) | predicted rank | "
+               "measured rank |\n"
+               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < n; i++) {
         const cm_prediction *p = &c[i].pred;
         if (c[i].failed) {
-            fprintf(f, "| %d x %d x %d | %s | %s | %.4g | failed: %s | | | |\n", p->cfg.dp,
+            fprintf(f, "| %d x %d x %d | %s | %s | %.4g | failed: %s | | | | | | | |\n", p->cfg.dp,
                     p->cfg.ring, p->cfg.ulysses, p->variant, c[i].why, p->step_s, c[i].error);
             continue;
         }
-        fprintf(f, "| %d x %d x %d%s | %s | %s | %.4g | %.4g | %+.0f%% | %d | %d |\n", p->cfg.dp,
-                p->cfg.ring, p->cfg.ulysses, i == chosen ? " **chosen**" : "", p->variant,
-                c[i].why, p->step_s, c[i].measured_s,
-                100.0 * (p->step_s - c[i].measured_s) / c[i].measured_s,
-                rank_of(c, n, i, 0), rank_of(c, n, i, 1));
+        fprintf(f, "| %d x %d x %d%s%s | %s | %s | %.4g | %.4g | %.4g | %.4g | %d | %+.0f%% | "
+                   "%.4g (%.4g–%.4g) | %d | %d |\n",
+                p->cfg.dp, p->cfg.ring, p->cfg.ulysses, i == chosen ? " **chosen**" : "",
+                c[i].tied ? " (tied)" : "", p->variant, c[i].why, p->step_s, c[i].measured_s,
+                c[i].stats.min, c[i].stats.max, c[i].stats.n,
+                100.0 * (p->step_s - c[i].measured_s) / c[i].measured_s, c[i].objective_s,
+                c[i].objective_lo, c[i].objective_hi, rank_of(c, n, i, 0), rank_of(c, n, i, 1));
     }
     fprintf(f, "\nerror = (predicted − measured) / measured.\n\n");
 }
@@ -126,13 +130,34 @@ static void write_choice(FILE *f, const tune_report_info *in, const tune_candida
         return;
     }
     const cm_prediction *p = &c[chosen].pred;
-    fprintf(f, "**chosen: dp %d ring %d ulysses %d %s** — %.4g s per step measured.\n\n",
-            p->cfg.dp, p->cfg.ring, p->cfg.ulysses, p->variant, c[chosen].measured_s);
-    for (int i = 0; i < n; i++)
-        if (i != chosen && !c[i].failed && c[i].measured_s > 0)
-            fprintf(f, "- %.2fx faster than dp %d ring %d ulysses %d %s (%s)\n",
-                    c[i].measured_s / c[chosen].measured_s, c[i].pred.cfg.dp,
-                    c[i].pred.cfg.ring, c[i].pred.cfg.ulysses, c[i].pred.variant, c[i].why);
+    const tune_candidate *w = &c[chosen];
+    const char *kind = in->objective ? in->objective : "latency";
+    fprintf(f, "**chosen: dp %d ring %d ulysses %d %s** for %s (%d image%s of %d steps): "
+               "%.4g s for the job (95 %% interval %.4g–%.4g s), %.4g images/hour; one step "
+               "median %.4g s (min %.4g, max %.4g, n %d%s).\n\n",
+            p->cfg.dp, p->cfg.ring, p->cfg.ulysses, p->variant, kind, in->images,
+            in->images == 1 ? "" : "s", in->steps, w->objective_s, w->objective_lo,
+            w->objective_hi, w->objective_s > 0 ? 3600.0 * in->images / w->objective_s : 0,
+            w->measured_s, w->stats.min, w->stats.max, w->stats.n,
+            w->tight ? ", interval tight" : ", interval not tight when measuring stopped");
+    for (int i = 0; i < n; i++) {
+        if (i == chosen || c[i].failed || c[i].measured_s <= 0)
+            continue;
+        const tune_candidate *o = &c[i];
+        if (o->tied)
+            fprintf(f, "- **tied** with dp %d ring %d ulysses %d %s (%s): the 95 %% intervals "
+                       "overlap (%.4g–%.4g s against %.4g–%.4g s), so the simpler grid was "
+                       "taken\n",
+                    o->pred.cfg.dp, o->pred.cfg.ring, o->pred.cfg.ulysses, o->pred.variant,
+                    o->why, o->objective_lo, o->objective_hi, w->objective_lo, w->objective_hi);
+        else
+            fprintf(f, "- %.2fx better (%.2fx–%.2fx from the intervals) than dp %d ring %d "
+                       "ulysses %d %s (%s)\n",
+                    o->objective_s / w->objective_s,
+                    w->objective_hi > 0 ? o->objective_lo / w->objective_hi : 0,
+                    w->objective_lo > 0 ? o->objective_hi / w->objective_lo : 0, o->pred.cfg.dp,
+                    o->pred.cfg.ring, o->pred.cfg.ulysses, o->pred.variant, o->why);
+    }
     const topology *t = in->topo;
     fprintf(f, "\nWhat this means:\n\n");
     if (p->cfg.ulysses > 1)
@@ -140,11 +165,12 @@ static void write_choice(FILE *f, const tune_report_info *in, const tune_candida
                    "%s links.\n",
                 p->cfg.ulysses, topo_class_name((topo_class)p->ulysses_class));
     if (p->cfg.ring > 1)
-        fprintf(f, "- The ring passes K/V blocks between %d groups over %s links (%s), "
-                   "overlapped with the attention kernel.\n",
+        fprintf(f, "- The ring passes K/V blocks between %d groups over %s links (%s).\n",
                 p->cfg.ring, topo_class_name((topo_class)p->ring_class),
-                p->cfg.ring_mode == CP_RING_ALLGATHER ? "all-gathered once per call"
-                                                       : "one block in flight per step");
+                p->cfg.ring_mode == CP_RING_ALLGATHER
+                    ? "all-gathered once per call, before the kernel: not overlapped"
+                    : "one block in flight while the kernel works on the previous one: "
+                      "partly overlapped (topology/COST-MODEL.md)");
     if (p->cfg.dp > 1)
         fprintf(f, "- %d data-parallel groups render different images at once: a batch gets "
                    "%d images per step time; one image alone waits for a single group.\n",
@@ -162,10 +188,11 @@ static void write_choice(FILE *f, const tune_report_info *in, const tune_candida
     fprintf(f, "- The cost model %s.\n",
             pbest == chosen ? "predicted the same winner"
                             : "predicted another winner; the measurement decides");
-    fprintf(f, "\nRecorded in the topology file's \"tuned\" section for %s at %dx%d on %d ranks: "
+    fprintf(f, "\nRecorded in the topology file's \"tuned\" section for %s under the key %s: "
                "`parallel: auto` and `cpdit run` without grid flags use it from now on "
-               "(with `--topology FILE` or `CPDIT_TOPOLOGY=FILE`).\n\n",
-            in->shape->key, in->shape->width, in->shape->height, in->ranks);
+               "(with `--topology FILE` or `CPDIT_TOPOLOGY=FILE`) for runs with that same key "
+               "only (other tokens, CFG, threads or backend are planned anew).\n\n",
+            in->shape->key, in->key_text ? in->key_text : "?");
     (void)t;
 }
 
@@ -186,11 +213,13 @@ static cpdit_status write_md(const char *path, const tune_report_info *in,
     if (s->frames > 1)
         snprintf(frames, sizeof frames, ", %d frames", s->frames);
     fprintf(f, "# cpdit tune report\n\n%s. Model `%s` (%s blocks, %d heads x %d, %.3g "
-               "parameters) at %dx%d%s: %lld text + %lld %s tokens. %d ranks, %d timed rounds "
-               "after one warm-up round, %.1f s of measurements.\n\n",
+               "parameters) at %dx%d%s: %lld text + %lld %s tokens. %d ranks; after one warm-up "
+               "round at least %d timed rounds per grid, then more until the 95 %% interval "
+               "of each grid's median was within %.0f %% or the %.0f s budget ran out: %.1f s "
+               "of measurements.\n\n",
             date, s->key, s->blocks_text, s->heads, s->head_dim, s->params, s->width, s->height,
             frames, s->text_tokens, s->image_tokens, s->frames > 1 ? "video" : "image",
-            in->ranks, in->rounds, in->seconds);
+            in->ranks, in->rounds, 100 * TUNE_STATS_REL_HALF_WIDTH, in->budget_s, in->seconds);
     write_choice(f, in, c, n, chosen);
     write_table(f, c, n, chosen);
     write_machine(f, in);
@@ -213,9 +242,27 @@ static cpdit_status write_json(const char *path, const tune_report_info *in,
                               c[i].failed ? json_null() : json_real(c[i].measured_s), "why",
                               c[i].why, "predicted_compute_s", p->compute_s,
                               "predicted_comm_s", p->comm_s, "memory_bytes", p->mem_total,
-                              "samples_s", samples, "failed", c[i].failed);
+                              "samples", samples, "failed", c[i].failed);
         if (c[i].failed)
             json_object_set_new(o, "error", json_string(c[i].error));
+        else if (c[i].n_samples > 0) {
+            const tune_stats *st = &c[i].stats;
+            json_object_set_new(o, "stats", json_pack("{s:i, s:f, s:f, s:f, s:f, s:[f,f], s:b}",
+                                                      "n", st->n, "median_s", st->median,
+                                                      "min_s", st->min, "max_s", st->max,
+                                                      "mean_s", st->mean, "ci95_s", st->lo,
+                                                      st->hi, "tight", c[i].tight));
+            json_object_set_new(o, "objective",
+                                json_pack("{s:s, s:i, s:f, s:[f,f], s:f, s:b}", "kind",
+                                          in->objective ? in->objective : "latency", "images",
+                                          in->images, "seconds", c[i].objective_s, "ci95_s",
+                                          c[i].objective_lo, c[i].objective_hi,
+                                          "images_per_hour",
+                                          c[i].objective_s > 0
+                                              ? 3600.0 * in->images / c[i].objective_s
+                                              : 0.0,
+                                          "tied", c[i].tied));
+        }
         json_array_append_new(cands, o);
     }
     json_object_set_new(doc, "model", json_string(in->shape->key));
@@ -223,6 +270,15 @@ static cpdit_status write_json(const char *path, const tune_report_info *in,
     json_object_set_new(doc, "height", json_integer(in->shape->height));
     json_object_set_new(doc, "ranks", json_integer(in->ranks));
     json_object_set_new(doc, "rounds", json_integer(in->rounds));
+    json_object_set_new(doc, "objective", json_string(in->objective ? in->objective : "latency"));
+    json_object_set_new(doc, "images", json_integer(in->images));
+    json_object_set_new(doc, "steps", json_integer(in->steps));
+    json_object_set_new(doc, "threads_per_rank", json_integer(in->threads));
+    json_object_set_new(doc, "budget_s", json_real(in->budget_s));
+    if (in->key_text)
+        json_object_set_new(doc, "key", json_string(in->key_text));
+    if (in->command)
+        json_object_set_new(doc, "command", json_string(in->command));
     json_object_set_new(doc, "topology", json_string(in->topo_source));
     json_object_set_new(doc, "load_average_before", json_pack("[f,f,f]", in->load_before[0],
                                                               in->load_before[1], in->load_before[2]));
@@ -264,7 +320,13 @@ cpdit_status tune_report_write(const char *dir, const tune_report_info *in,
         else
             used += (size_t)snprintf(charts + used, sizeof charts - used,
                                      "No bandwidth chart: %s.\n\n", e.what);
-        if (tune_chart_predictions(c, n, dir, &e) == CPDIT_OK)
+        if (tune_chart_collectives(in->topo, dir, &e) == CPDIT_OK)
+            used += (size_t)snprintf(charts + used, sizeof charts - used,
+                                     "![collectives: time per call vs size](collectives.png)\n\n");
+        else
+            used += (size_t)snprintf(charts + used, sizeof charts - used,
+                                     "No collectives chart: %s.\n\n", e.what);
+        if (tune_chart_predictions(c, n, chosen, dir, &e) == CPDIT_OK)
             snprintf(charts + used, sizeof charts - used,
                      "![predicted vs measured step time per grid](predicted_vs_measured.png)\n");
         else
@@ -274,5 +336,8 @@ cpdit_status tune_report_write(const char *dir, const tune_report_info *in,
     if ((st = write_json(path, in, c, n, chosen, err)))
         return st;
     snprintf(path, sizeof path, "%s/report.md", dir);
-    return write_md(path, in, c, n, chosen, charts, err);
+    if ((st = write_md(path, in, c, n, chosen, charts, err)))
+        return st;
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    return tune_report_html(path, dir, in, c, n, chosen, err);
 }

@@ -75,20 +75,6 @@ static double now_s(void)
     return MPI_Wtime();
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-    double t[TUNE_MAX_ROUNDS];
-    memcpy(t, v, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* One timed forward of candidate i on every rank; the slowest rank's seconds. Collective. */
 static cpdit_status one_step(MPI_Comm world, cpdit_model *m, tune_slot *s, double *seconds,
                              cpdit_error *err)
@@ -104,13 +90,33 @@ static cpdit_status one_step(MPI_Comm world, cpdit_model *m, tune_slot *s, doubl
     return st;
 }
 
+/* After a counted round: which candidates still need samples (the same answer on every
+ * rank: the samples are the world's maxima; the budget is rank 0's clock). Returns how
+ * many still do. */
+static int still_open(MPI_Comm world, tune_candidate *c, int n, const tune_budget *b,
+                      int round, double t0)
+{
+    int over = now_s() - t0 >= b->budget_s || round >= TUNE_MAX_ROUNDS - 1;
+    MPI_Bcast(&over, 1, MPI_INT, 0, world);
+    int open = 0;
+    for (int i = 0; i < n; i++) {
+        if (c[i].failed || c[i].tight)
+            continue;
+        tune_stats_of(c[i].samples, c[i].n_samples, &c[i].stats);
+        if (round >= b->min_rounds && tune_stats_tight(&c[i].stats, b->rel))
+            c[i].tight = 1;
+        else if (round < b->min_rounds || !over)
+            open++;
+    }
+    return open;
+}
+
 cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_plan_shape *sh,
-                          tune_candidate *c, int n, int rounds, FILE *log, cpdit_error *err)
+                          tune_candidate *c, int n, const tune_budget *b, FILE *log,
+                          cpdit_error *err)
 {
     int rank;
     MPI_Comm_rank(world, &rank);
-    if (rounds > TUNE_MAX_ROUNDS - 1)
-        rounds = TUNE_MAX_ROUNDS - 1;
     cpdit_model *m = NULL;
     model_open_options mo;
     memset(&mo, 0, sizeof mo);
@@ -139,6 +145,7 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
         cpdit_error_clear(&e);
         const cm_config *g = &c[i].pred.cfg;
         c[i].failed = 0;
+        c[i].tight = 0;
         c[i].n_samples = 0;
         cpdit_status cs = cp_grid_create(world, g->dp, g->ring, g->ulysses, &slots[i].g, &e);
         cs = job_agree_status(world, cs, &e);
@@ -149,10 +156,11 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
             note_error(c[i].error, sizeof c[i].error, &e);
         }
     }
-    for (int round = 0; !st && round <= rounds; round++) {
+    const double t0 = now_s();
+    for (int round = 0, open = n; !st && open > 0; round++) {
         for (int k = 0; k < n; k++) {
             const int i = (k + round) % n;
-            if (c[i].failed)
+            if (c[i].failed || c[i].tight)
                 continue;
             cpdit_error e;
             cpdit_error_clear(&e);
@@ -165,15 +173,17 @@ cpdit_status tune_measure(MPI_Comm world, const char *model_dir, const model_pla
             if (round > 0)
                 c[i].samples[c[i].n_samples++] = dt;
             if (log && rank == 0)
-                fprintf(log, "[tune] round %d/%d  dp %d ring %d ulysses %d %-22s %.4f s%s\n",
-                        round, rounds, c[i].pred.cfg.dp, c[i].pred.cfg.ring,
-                        c[i].pred.cfg.ulysses, c[i].pred.variant, dt,
-                        round == 0 ? " (warm-up)" : "");
+                fprintf(log, "[tune] round %d  dp %d ring %d ulysses %d %-22s %.4f s%s\n",
+                        round, c[i].pred.cfg.dp, c[i].pred.cfg.ring, c[i].pred.cfg.ulysses,
+                        c[i].pred.variant, dt, round == 0 ? " (warm-up)" : "");
         }
+        if (round > 0)
+            open = still_open(world, c, n, b, round, t0);
     }
     for (int i = 0; i < n; i++) {
-        c[i].measured_s = !c[i].failed && c[i].n_samples > 0 ? median(c[i].samples, c[i].n_samples)
-                                                            : 0;
+        if (!c[i].failed && c[i].n_samples > 0)
+            tune_stats_of(c[i].samples, c[i].n_samples, &c[i].stats);
+        c[i].measured_s = !c[i].failed && c[i].n_samples > 0 ? c[i].stats.median : 0;
         if (slots) {
             cp_grid_destroy(slots[i].g);
             slot_free(m, &slots[i]);
