@@ -84,6 +84,24 @@ static int read_holder(const char *path, lock_holder *h)
     return 0;
 }
 
+/* Is pid gone: no such process, or a zombie (killed, not yet reaped: a run whose mpirun died
+ * leaves its ranks to an init that may never reap them; /proc/PID/stat's state Z or X)? */
+static int process_is_gone(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold spaces */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 static int holder_is_stale(const lock_holder *h, const job_slurm_info *s)
 {
     if (h->age_s > JOB_LOCK_STALE_S)
@@ -94,7 +112,7 @@ static int holder_is_stale(const lock_holder *h, const job_slurm_info *s)
         return 1; /* an earlier run of this job: Slurm requeued it */
     char host[HOST_MAX];
     my_host(host, sizeof host);
-    if (strcmp(host, h->host) == 0 && h->pid > 0 && kill((pid_t)h->pid, 0) != 0 && errno == ESRCH)
+    if (strcmp(host, h->host) == 0 && h->pid > 0 && process_is_gone(h->pid))
         return 1;
     return 0;
 }

@@ -5,12 +5,14 @@
  * dropped, and no rewrite when nothing changes. */
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "jobs/job_index.h"
+#include "jobs/job_slurm.h"
 #include "lib/io/png_writer.h"
 #include "yaml/manifest.h"
 #include "tests/test_util.h"
@@ -289,6 +291,51 @@ static void test_resume(void)
     free(dir);
 }
 
+/* A lock whose holder is a zombie (killed, its parent gone, init not reaping yet) is stale,
+ * as a live holder's is not: a killed run must not block the rerun. */
+static void test_lock_zombie_holder(const char *dir)
+{
+    char host[256], path[4096], line[512];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "unknown");
+    host[sizeof host - 1] = '\0';
+    snprintf(path, sizeof path, "%s/.cpdit-lock", dir);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0); /* a zombie until we reap it */
+    CHECK(child > 0);
+    if (child <= 0)
+        return;
+    for (int i = 0; i < 200; i++) { /* until the kernel shows it as a zombie */
+        char st[64], buf[256];
+        snprintf(st, sizeof st, "/proc/%ld/stat", (long)child);
+        FILE *f = fopen(st, "r");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')');
+        if (rp && rp[1] == ' ' && rp[2] == 'Z')
+            break;
+        usleep(10000);
+    }
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fprintf(f, "host=%s pid=%ld job=- restart=0\n", host, (long)child);
+        fclose(f);
+    }
+    CHECK_MSG(job_lock_is_live(path, line, sizeof line) == 0, "a zombie holder's lock is stale");
+    waitpid(child, NULL, 0);
+    f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "host=%s pid=%ld job=- restart=0\n", host, (long)getpid());
+        fclose(f);
+    }
+    CHECK_MSG(job_lock_is_live(path, line, sizeof line) == 1, "a live holder's lock is live");
+    unlink(path);
+}
+
 int main(void)
 {
     char *dir = tmpdir_make("index");
@@ -300,6 +347,7 @@ int main(void)
     test_reader(dir);
     test_png_and_temp_files(dir);
     test_resume();
+    test_lock_zombie_holder(dir);
     tmpdir_remove(dir);
     free(dir);
     TEST_MAIN_END();
