@@ -62,6 +62,16 @@ int cli_parse_int(const char *sub, const char *opt, const char *text, long lo, l
  * printing anything. */
 int cli_parse_size(const char *text, size_t *out);
 
+/* Most threads --threads accepts (kernels/cpu/thread_pool.h CPU_POOL_MAX_THREADS). */
+#define CLI_MAX_THREADS 256
+
+/* The global options, anywhere before "--", removed from argv (argc updated):
+ *   --threads N (or --threads=N)  exported as CPDIT_THREADS=N for the rank's thread pool (its
+ *                                 precedence: kernels/cpu/thread_pool.h);
+ *   --profile                     exported as CPDIT_PROFILE=1: the op-class table at exit.
+ * Returns CLI_EXIT_OK, or CLI_EXIT_USAGE after a message. */
+int cli_take_global_options(int *argc, char **argv);
+
 struct cpdit_backend;
 struct cpdit_attention_kernel;
 

@@ -169,3 +169,42 @@ int cli_resolve_model(const char **model, int quiet)
     *model = dir;
     return 0;
 }
+
+int cli_take_global_options(int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (strcmp(a, "--") == 0) { /* the rest is not ours */
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (strcmp(a, "--profile") == 0) {
+            setenv("CPDIT_PROFILE", "1", 1); /* the table at exit: kernels/cpu/profile_cpu.h */
+            continue;
+        }
+        if (strcmp(a, "--threads") == 0) {
+            val = i + 1 < *argc ? argv[++i] : "";
+        } else if (strncmp(a, "--threads=", 10) == 0) {
+            val = a + 10;
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        char *end = NULL;
+        errno = 0;
+        const long n = strtol(val, &end, 10);
+        if (!*val || *end != '\0' || errno == ERANGE || n < 1 || n > CLI_MAX_THREADS) {
+            fprintf(stderr, "cpdit: --threads: expected a thread count in [1, %d], got '%s'\n",
+                    CLI_MAX_THREADS, val);
+            return CLI_EXIT_USAGE;
+        }
+        char text[16];
+        snprintf(text, sizeof text, "%ld", n);
+        setenv("CPDIT_THREADS", text, 1); /* read when the thread pool is made */
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return CLI_EXIT_OK;
+}

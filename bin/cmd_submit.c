@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bin/cli.h"
+#include "kernels/backend.h"
 #include "jobs/job_index.h"
 #include "jobs/job_run.h"
 #include "jobs/job_sbatch.h"
@@ -150,6 +151,7 @@ int cmd_submit(int argc, char **argv)
         {"ring", required_argument, 0, 'R'},      {"ulysses", required_argument, 0, 'U'},
         {"anything", no_argument, 0, 'y'},
         {"signal-lead", required_argument, 0, 'L'},
+        {"weight-format", required_argument, 0, 'F'},
         {0, 0, 0, 0}};
     /* everything after "--" goes to sbatch */
     int n_own = argc;
@@ -187,6 +189,12 @@ int cmd_submit(int argc, char **argv)
         case 'q': so.qos = optarg; break;
         case 'o': output = optarg; break;
         case 'P': topology = optarg; break;
+        case 'F':
+            if (cpdit_weight_format_from_name(optarg) < 0)
+                return cli_usage_error(SUB, "--weight-format: unknown format '%s'; use native "
+                                            "or fp32", optarg);
+            so.weight_format = optarg;
+            break;
         default:
             return cli_usage_error(SUB, "unknown or incomplete option '%s'", argv[optind - 1]);
         }

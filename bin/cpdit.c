@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bin/build_info.h"
@@ -94,6 +95,7 @@ static const cli_command commands[] = {
      "                    [--gpus-per-node G] [--cpus-per-task C] [--time T] [--partition P]\n"
      "                    [--account A] [--qos Q] [--array K] [--output DIR] [--topology FILE]\n"
      "                    [--dp D] [--ring R] [--ulysses U] [--anything] [--signal-lead S]\n"
+     "                    [--weight-format native|fp32]\n"
      "                    [-- extra sbatch options]\n"
      "\n"
      "Checks the manifest as `cpdit run MANIFEST --check` does (a bad one is refused with\n"
@@ -110,7 +112,9 @@ static const cli_command commands[] = {
      "i mod K). Options after -- are added as #SBATCH lines. Watch with `cpdit status OUTPUT`.\n"
      "Grid: --dp/--ring/--ulysses, else the manifest's parallel:; for parallel: auto the\n"
      "script passes --topology FILE (or $CPDIT_TOPOLOGY as set when submitting) to the run;\n"
-     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n",
+     "without one, the run reads $CPDIT_TOPOLOGY at job start or runs a quick probe.\n"
+     "--weight-format is passed on to `cpdit run` (fp32: the exact path, e.g. to compare\n"
+     "a multi-node job's images with a 1-rank run's).\n",
      cmd_submit},
     {"status", "items done, failed and left in an output folder, per array task",
      "usage: cpdit status OUTPUT_DIR [--manifest M]\n"
@@ -289,7 +293,7 @@ const cli_command *cli_find_command(const char *name)
 static void print_main_help(FILE *out)
 {
     fprintf(out,
-            "usage: cpdit [--help | --version] <subcommand> [options]\n"
+            "usage: cpdit [--help | --version] <subcommand> [--threads N] [--profile] [options]\n"
             "\n"
             "cpdit runs FLUX-class diffusion transformers with context-parallel attention\n"
             "(Ring, Ulysses, Unified, and uneven 'anything' modes) across the ranks of an MPI\n"
@@ -300,6 +304,11 @@ static void print_main_help(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
                  "'cpdit help <subcommand>' or 'cpdit <subcommand> --help' shows its options.\n"
+                 "--profile (any subcommand): time, GFLOP/s, page faults per op class at exit.\n"
+                 "--threads N (any subcommand; or CPDIT_THREADS=N): threads of each rank; else\n"
+                 "SLURM_CPUS_PER_TASK, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, else the rank's CPU\n"
+                 "binding shared among the node's ranks. Give ranks their cores: mpirun\n"
+                 "--bind-to none or --map-by slot:PE=N, srun -c N.\n"
                  "Exit status: 0 success, 1 runtime failure, 2 bad input or usage.\n");
 }
 
@@ -328,6 +337,20 @@ static int cmd_help(int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* Whether this process is rank 0 of its job by the launcher's environment (or not launched by
+ * one). */
+static int is_first_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                        "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return atoi(v) == 0;
+    }
+    return 1;
+}
+
 static int wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -344,6 +367,8 @@ int main(int argc, char **argv)
     /* Before anything touches BLAS: make sure the fastest correct kernels for this CPU run
      * (may re-execute the program once with OPENBLAS_CORETYPE set; see blas_runtime.h). */
     cpdit_host_runtime_init(argc, argv);
+    if (cli_take_global_options(&argc, argv) != CLI_EXIT_OK) /* --threads N, --profile */
+        return CLI_EXIT_USAGE;
 
     if (argc < 2) {
         print_main_help(stderr);
@@ -369,5 +394,8 @@ int main(int argc, char **argv)
         fputs(c->help, stdout);
         return CLI_EXIT_OK;
     }
-    return c->fn(argc - 1, argv + 1);
+    const int rc = c->fn(argc - 1, argv + 1);
+    if (is_first_rank()) /* --profile: one table, from the first rank */
+        cpdit_host_profile_report(stderr);
+    return rc;
 }

@@ -776,6 +776,7 @@ cpdit_status job_run(const manifest *m, const job_runner_hooks *hooks, MPI_Comm 
     memcpy(node0, node, sizeof node0);
     MPI_Bcast(node0, (int)sizeof node0, MPI_CHAR, 0, world);
     add_node_parts(m, world, g, node, node0, index_name, pp);
+    job_placement_log(world, g, node, log);
     char *leader_index = index_path;
     if (strcmp(node, node0) != 0) {
         char part[64 + MPI_MAX_PROCESSOR_NAME + 16];

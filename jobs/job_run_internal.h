@@ -44,6 +44,9 @@ typedef struct job_progress {
 } job_progress;
 
 double job_now(void); /* monotonic seconds */
+/* Rank 0 logs each node's ranks and how many ulysses / ring / cp groups span nodes (one line,
+ * "[cpdit] placement: ..."; nothing for one rank). Collective over world (job_placement.c). */
+void job_placement_log(MPI_Comm world, const cp_grid *g, const char *node, FILE *log);
 /* Count index_path's lines from byte offset on. */
 void job_progress_init(job_progress *p, FILE *log, const char *index_path, off_t offset,
                        uint64_t todo, double interval);

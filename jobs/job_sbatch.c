@@ -60,7 +60,7 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
 {
     *out = NULL;
     const char *texts[] = {o->cpdit, o->manifest, o->output_dir, o->job_name, o->time,
-                           o->partition, o->account, o->qos, o->topology};
+                           o->partition, o->account, o->qos, o->topology, o->weight_format};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         if (has_newline(texts[i]))
             return cpdit_error_set(err, CPDIT_ERR_INPUT, "submit", "a value with a line break: "
@@ -202,14 +202,20 @@ cpdit_status job_sbatch_script(const job_sbatch_options *o, char **out, cpdit_er
         fprintf(f, " --ulysses %d", o->ulysses);
     if (o->anything)
         fprintf(f, " --anything");
+    if (o->weight_format) {
+        fprintf(f, " --weight-format ");
+        put_quoted(f, o->weight_format);
+    }
     if (o->topology && !o->dp && !o->ring && !o->ulysses && o->manifest_auto) {
         fprintf(f, " --topology ");
         put_quoted(f, o->topology);
     }
     fprintf(f, ")\n");
     if (o->cpus_per_task)
-        fprintf(f, "# BLAS threads per rank: the CPUs of its task.\n"
-                   "export OPENBLAS_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+        fprintf(f, "# Threads per rank: the CPUs of its task (srun hands -c on to the step only\n"
+                   "# through SRUN_CPUS_PER_TASK since Slurm 22.05).\n"
+                   "export CPDIT_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\" "
+                   "SRUN_CPUS_PER_TASK=\"${SLURM_CPUS_PER_TASK:-1}\" "
                    "OMP_NUM_THREADS=\"${SLURM_CPUS_PER_TASK:-1}\"\n");
     fprintf(f,
             "\n"

@@ -62,6 +62,7 @@ typedef struct job_sbatch_options {
     const char *topology;   /* --topology FILE, or NULL */
     int dp, ring, ulysses;  /* grid given to submit; 0: the manifest's */
     int anything;           /* --anything given to submit */
+    const char *weight_format; /* --weight-format passed on to `cpdit run`, or NULL */
     /* the manifest's parallel: settings, for the comment */
     int manifest_auto, manifest_dp, manifest_ring, manifest_ulysses, manifest_anything;
     int signal_lead_s;      /* <= 0: JOB_SBATCH_SIGNAL_LEAD_S */

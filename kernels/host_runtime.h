@@ -8,6 +8,7 @@
 #define CPDIT_KERNELS_HOST_RUNTIME_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +27,10 @@ void cpdit_host_set_gemm_threads(int n);
 
 /* Measured fp32 GEMM rate, GFLOP/s, of square n x n products (best of reps). */
 double cpdit_host_sgemm_gflops(int n, int reps);
+
+/* With `cpdit --profile` (CPDIT_PROFILE=1): the CPU kernels' time, GFLOP/s (and % of the run's
+ * bf16 linear rate), page faults and bytes read per op class, as a table on out; else nothing. */
+void cpdit_host_profile_report(FILE *out);
 
 #ifdef __cplusplus
 }

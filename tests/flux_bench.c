@@ -23,6 +23,8 @@
  *              among the ranks mapping them): the memory a rank really costs
  *   rd_MiB     linear weights read from the files during the timed reps (0 when they stay
  *              made in memory after the first step)
+ *   faults     minor page faults per timed forward (getrusage, the largest rank): 0 when
+ *              every workspace is reused (steady state)
  * Weights are made once before the first forward and kept (budget unlimited), as a sampler loop
  * would: in the stored dtype (--weight-format native, default) or fp32; in node-shared memory
  * unless --no-weight-sharing. With --weight-memory-mib M below the model's size they are
@@ -236,9 +238,14 @@ int main(int argc, char **argv)
     double best = 1e30, sum = 0;
     flux_weight_stats ws0;
     memset(&ws0, 0, sizeof ws0);
+    long flt0 = 0; /* minor page faults before the timed reps */
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
-        if (r == 0)
+        if (r == 0) {
             flux_transformer_weight_stats(m, &ws0);
+            struct rusage r0;
+            getrusage(RUSAGE_SELF, &r0);
+            flt0 = r0.ru_minflt;
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now_s();
         cpdit_status st = nb > 0 ? flux_transformer_forward(m, be, &cp, &in, out, &err)
@@ -259,6 +266,8 @@ int main(int argc, char **argv)
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    long flt = (ru.ru_minflt - flt0) / (reps > 0 ? reps : 1), max_flt = 0;
+    MPI_Reduce(&flt, &max_flt, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     long peak = ru.ru_maxrss, max_peak = 0;
     MPI_Reduce(&peak, &max_peak, 1, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
     long pss = (long)(weight_process_pss_bytes() >> 10), max_pss = 0;
@@ -277,15 +286,16 @@ int main(int argc, char **argv)
         snprintf(gd_text, sizeof gd_text, "%dx%dx%d%s", g->dp, g->ring, g->ulysses,
                  anything ? "+any" : "");
         if (header)
-            printf("%-14s %6s %6s %10s %9s %9s %8s %9s %9s %7s %8s %8s %8s %7s\n",
+            printf("%-14s %6s %6s %10s %9s %9s %8s %9s %9s %7s %8s %8s %8s %7s %7s\n",
                    "grid(dpxRxU)", "ranks", "wfmt", "tokens", "best_ms", "avg_ms", "GFLOP",
-                   "GFLOP/s", "sgemm", "%sgemm", "bf16mm", "rss_MiB", "pss_MiB", "rd_MiB");
+                   "GFLOP/s", "sgemm", "%sgemm", "bf16mm", "rss_MiB", "pss_MiB", "rd_MiB",
+                   "faults");
         const double rate = flops / best * 1e-9;
         printf("%-14s %6d %6s %4d+%-5d %9.1f %9.1f %8.2f %9.1f %9.1f %6.0f%% %8.1f %8.1f %8.1f "
-               "%7.1f\n",
+               "%7.1f %7ld\n",
                gd_text, size, wformat, T, I, best * 1e3, sum / reps * 1e3, flops * 1e-9, rate,
                sgemm, sgemm > 0 ? 100.0 * rate / sgemm : 0.0, bf16mm, (double)max_peak / 1024.0,
-               (double)max_pss / 1024.0, max_rd / 1048576.0);
+               (double)max_pss / 1024.0, max_rd / 1048576.0, max_flt);
         if (!ws1.resident)
             printf("# streamed per block (%s): making the weights %.3f s per forward, the "
                    "forward waited %.3f s of it (rank 0)\n",

@@ -78,6 +78,14 @@ grep -q 'bad.yaml:3:[0-9]*: ' "$work/bad.err" || { fail "bad manifest: no FILE:L
 [ -e "$work/badout" ] && fail "bad manifest: the output folder was created"
 [ -s "$work/bad.out" ] && fail "bad manifest: printed a job id"
 
+# --weight-format is passed on to the run; an unknown format is refused (exit 2)
+(cd "$work" && "$CPDIT" submit grid.yaml --dry-run --weight-format fp32) > "$work/wf.sbatch" 2>&1 ||
+    fail "--weight-format fp32: exit $?"
+grep -q "^RUN_ARGS=(--output \"\$OUTPUT\" --weight-format 'fp32')\$" "$work/wf.sbatch" ||
+    { fail "--weight-format fp32: not passed on"; grep RUN_ARGS "$work/wf.sbatch"; }
+(cd "$work" && "$CPDIT" submit grid.yaml --dry-run --weight-format fp13) >/dev/null 2>"$work/wf.err"
+[ $? -eq 2 ] && grep -q "weight-format" "$work/wf.err" || fail "--weight-format fp13: not refused with exit 2"
+
 # contradicting options and a missing sbatch are errors, not scripts
 (cd "$work" && "$CPDIT" submit batch.yaml --dry-run --gpus-per-node 4 --ntasks-per-node 2) >/dev/null 2>&1
 [ $? -eq 2 ] || fail "--ntasks-per-node other than --gpus-per-node: not refused with exit 2"

@@ -11,14 +11,14 @@
  *         l   = l * e^(m - m') + rowsum P;  m = m'
  *     out = O / l;  lse = m + log l
  * q, k, v rows of one (b, h) are H*D floats apart, which the sgemm calls take as leading
- * dimensions: nothing is copied. While the kernel runs, OpenBLAS is set to one thread (our
+ * dimensions: nothing is copied. Tasks run on the rank's pool (kernels/cpu/thread_pool.h),
+ * each worker's score block kept between calls (thread-local). While the kernel runs, OpenBLAS is set to one thread (our
  * workers are the parallelism) and restored afterwards; the setting is process-global, so no
  * other thread should call BLAS concurrently with this kernel.
  */
 #include "kernels/cpu/attention_cpu.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +26,7 @@
 
 #include "kernels/cpu/attention_softmax_cpu.h"
 #include "kernels/cpu/blas_runtime.h"
+#include "kernels/cpu/thread_pool.h"
 
 /* Query rows per task (at most): OpenBLAS re-packs the K/V block for every task, so the
  * more query rows share one packing the closer the block products run to the SGEMM rate
@@ -44,7 +45,7 @@
 #define ATTN_BLOCK_KV 256
 #endif
 /* Upper bound on worker threads (also bounded by the task count). */
-#define ATTN_MAX_THREADS 256
+#define ATTN_MAX_THREADS CPU_POOL_MAX_THREADS
 
 static int attn_threads_setting = 0; /* 0 = follow the BLAS thread count */
 
@@ -56,7 +57,7 @@ void attention_cpu_set_num_threads(int n)
 int attention_cpu_get_num_threads(void)
 {
     const int n = __atomic_load_n(&attn_threads_setting, __ATOMIC_RELAXED);
-    return n > 0 ? n : blas_runtime_get_num_threads();
+    return n > 0 ? n : cpu_pool_size();
 }
 
 typedef struct attn_job {
@@ -127,13 +128,26 @@ static void attn_task(const attn_job *j, int b, int h, int i0, int bq, float *s,
     }
 }
 
-static void *attn_worker(void *arg)
+/* Each pool thread's scratch (score block, m, l), grown as needed and kept for the next call:
+ * no allocation (and no page faults) in steady state. */
+static __thread float *attn_scratch;
+static __thread size_t attn_scratch_floats;
+
+static void attn_worker(void *arg, int worker, int workers)
 {
     attn_job *j = arg;
+    (void)worker;
+    (void)workers;
     const size_t s_floats = (size_t)j->block_q * (size_t)j->block_kv;
-    float *s = malloc(sizeof(float) * (s_floats + 2 * (size_t)j->block_q));
-    if (!s)
-        return NULL; /* the other workers take the tasks */
+    const size_t need = s_floats + 2 * (size_t)j->block_q;
+    if (attn_scratch_floats < need) {
+        free(attn_scratch);
+        attn_scratch = malloc(sizeof(float) * need);
+        attn_scratch_floats = attn_scratch ? need : 0;
+        if (!attn_scratch)
+            return; /* the other workers take the tasks */
+    }
+    float *s = attn_scratch;
     float *m = s + s_floats, *l = m + j->block_q;
     for (;;) {
         const long t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
@@ -147,8 +161,6 @@ static void *attn_worker(void *arg)
         const int bq = j->Sq - i0 < j->block_q ? j->Sq - i0 : j->block_q;
         attn_task(j, b, h, i0, bq, s, m, l);
     }
-    free(s);
-    return NULL;
 }
 
 /* q: (B, Sq, H, D); k, v: (B, Skv, H, D); out: (B, Sq, H, D); lse: (B, Sq, H) or NULL; fp32,
@@ -199,16 +211,7 @@ cpdit_status attention_cpu_flash(float *out, float *lse, const float *q, const f
     if (blas_threads != 1)
         blas_runtime_set_num_threads(1);
 
-    pthread_t tid[ATTN_MAX_THREADS];
-    long started = 0;
-    for (long t = 1; t < nthreads; t++) { /* the calling thread is worker 0 */
-        if (pthread_create(&tid[started], NULL, attn_worker, &job) != 0)
-            break; /* fewer threads is still correct */
-        started++;
-    }
-    attn_worker(&job);
-    for (long t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    cpu_pool_run((int)nthreads, attn_worker, &job);
 
     if (blas_threads != 1)
         blas_runtime_set_num_threads(blas_threads);

@@ -22,8 +22,9 @@
  * CPDIT_ERR_RUNTIME (allocation failure), err filled. out must not alias q, k or v.
  *
  * attention_cpu_forward runs on attention_cpu_get_num_threads() threads: the number given to
- * attention_cpu_set_num_threads(), or with 0 (the default) the BLAS's thread count
- * (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / cores). While it runs, OpenBLAS is switched to one
+ * attention_cpu_set_num_threads() (at most the pool's size), or with 0 (the default) the
+ * rank's pool size (kernels/cpu/thread_pool.h: --threads / CPDIT_THREADS, SLURM_CPUS_PER_TASK,
+ * OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, the affinity mask). While it runs, OpenBLAS is switched to one
  * thread per call and restored afterwards (a process-global setting): do not call BLAS from
  * another thread at the same time.
  */
@@ -62,7 +63,7 @@ cpdit_status attention_cpu_flash_or_dense(float *out, float *lse, const float *q
 /* The CPU table's attention kernels, NULL-terminated, default first. */
 extern const cpdit_attention_kernel *const attention_cpu_kernels[];
 
-/* Worker threads for attention_cpu_forward; n <= 0 means "follow the BLAS thread count". */
+/* Worker threads for attention_cpu_forward; n <= 0 means "the pool's size". */
 void attention_cpu_set_num_threads(int n);
 int attention_cpu_get_num_threads(void);
 

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include "kernels/cpu/attention_cpu.h"
+#include "kernels/cpu/profile_cpu.h"
 
 static cpdit_status cpu_flash_forward(cpdit_buf *out, float *lse, const cpdit_buf *q,
                                       const cpdit_buf *k, const cpdit_buf *v,
@@ -32,9 +33,11 @@ cpdit_status attention_cpu_flash_or_dense(float *out, float *lse, const float *q
                                           const float *k, const float *v,
                                           const cpdit_attention_args *a, cpdit_error *err)
 {
-    if (a->bias || a->causal)
-        return attention_cpu_dense(out, lse, q, k, v, a, err);
-    return attention_cpu_flash(out, lse, q, k, v, a, err);
+    CPU_PROF_BEGIN();
+    const cpdit_status st = a->bias || a->causal ? attention_cpu_dense(out, lse, q, k, v, a, err)
+                                                 : attention_cpu_flash(out, lse, q, k, v, a, err);
+    CPU_PROF_END(CPU_PROF_ATTENTION, 4.0 * a->B * a->H * (double)a->Sq * a->Skv * a->D, 0);
+    return st;
 }
 
 static const cpdit_attention_kernel cpu_flash = {

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/attention_softmax_cpu.h"
+#include "kernels/cpu/thread_pool.h"
 
 #define DENSE_WHERE "attention_cpu_dense"
 
@@ -33,7 +34,74 @@ static float softmax_row(float *row, int n, int S)
     return m + logf(sum);
 }
 
-/* Shapes and strides as cpdit_attention_args; scores: (Sq, Skv) per head, allocated here. */
+typedef struct dense_job {
+    float *out, *lse;
+    const float *q, *k, *v;
+    const cpdit_attention_args *a;
+    int ldq, ldkv, ldo;
+    long next; /* atomic (b, h) counter */
+} dense_job;
+
+/* One head: out_h (Sq, Dh) of batch b, head h. scores: (Sq, Skv). */
+static void dense_head(const dense_job *j, int b, int h, float *scores)
+{
+    const cpdit_attention_args *a = j->a;
+    const int Sq = a->Sq, Skv = a->Skv, H = a->H, Dh = a->D;
+    const float *qb = j->q + (size_t)b * Sq * j->ldq, *kb = j->k + (size_t)b * Skv * j->ldkv;
+    const float *vb = j->v + (size_t)b * Skv * j->ldkv;
+    float *ob = j->out + (size_t)b * Sq * j->ldo;
+    const size_t col = (size_t)h * (size_t)Dh;
+    if (Skv > 0) /* scores (Sq, Skv) = scale · q_h (Sq, Dh) · k_h^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Sq, Skv, Dh, a->scale, qb + col,
+                    j->ldq, kb + col, j->ldkv, 0.0f, scores, Skv);
+    for (int i = 0; i < Sq; i++) {
+        float *srow = scores + (size_t)i * (size_t)Skv;
+        const int n = a->causal ? i + 1 : Skv;
+        if (a->bias) {
+            const float *bi = a->bias + ((size_t)h * Sq + (size_t)i) * (size_t)Skv;
+            for (int c = 0; c < n; c++)
+                srow[c] += bi[c];
+        }
+        const float l = softmax_row(srow, n, Skv);
+        if (j->lse)
+            j->lse[((size_t)b * Sq + (size_t)i) * (size_t)H + (size_t)h] = l;
+    }
+    if (Skv > 0) /* out_h (Sq, Dh) = P (Sq, Skv) · v_h (Skv, Dh) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Sq, Dh, Skv, 1.0f, scores, Skv,
+                    vb + col, j->ldkv, 0.0f, ob + col, j->ldo);
+    else
+        for (int i = 0; i < Sq; i++)
+            memset(ob + (size_t)i * j->ldo + col, 0, (size_t)Dh * sizeof(float));
+}
+
+/* Each pool thread's score matrix, kept between calls. */
+static __thread float *dense_scores;
+static __thread size_t dense_scores_floats;
+
+static void dense_worker(void *arg, int worker, int workers)
+{
+    dense_job *j = arg;
+    (void)worker;
+    (void)workers;
+    const size_t need = (size_t)j->a->Sq * (size_t)j->a->Skv + 1;
+    if (dense_scores_floats < need) {
+        free(dense_scores);
+        dense_scores = malloc(need * sizeof(float));
+        dense_scores_floats = dense_scores ? need : 0;
+        if (!dense_scores)
+            return; /* the other workers take the heads */
+    }
+    const long heads = (long)j->a->B * j->a->H;
+    for (;;) {
+        const long t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (t >= heads)
+            break;
+        dense_head(j, (int)(t / j->a->H), (int)(t % j->a->H), dense_scores);
+    }
+}
+
+/* Shapes and strides as cpdit_attention_args; one head per pool task (each head computed by
+ * one thread, the same bits for any thread count). */
 cpdit_status attention_cpu_dense(float *out, float *lse, const float *q, const float *k,
                                  const float *v, const cpdit_attention_args *a, cpdit_error *err)
 {
@@ -47,41 +115,14 @@ cpdit_status attention_cpu_dense(float *out, float *lse, const float *q, const f
     if ((long)B * Sq * H == 0)
         return CPDIT_OK;
     const int row = H * Dh;
-    const int ldq = a->ld_q > 0 ? a->ld_q : row, ldkv = a->ld_kv > 0 ? a->ld_kv : row;
-    const int ldo = a->ld_out > 0 ? a->ld_out : row;
-    float *scores = malloc(((size_t)Sq * (size_t)Skv + 1) * sizeof(float));
-    if (!scores)
+    dense_job j = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .a = a,
+                   .ldq = a->ld_q > 0 ? a->ld_q : row, .ldkv = a->ld_kv > 0 ? a->ld_kv : row,
+                   .ldo = a->ld_out > 0 ? a->ld_out : row};
+    const long heads = (long)B * H;
+    const int n = attention_cpu_get_num_threads();
+    cpu_pool_run(heads < n ? (int)heads : n, dense_worker, &j);
+    if (j.next < heads)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, DENSE_WHERE,
                                "out of memory for a %d x %d score matrix", Sq, Skv);
-    for (int b = 0; b < B; b++) {
-        const float *qb = q + (size_t)b * Sq * ldq, *kb = k + (size_t)b * Skv * ldkv;
-        const float *vb = v + (size_t)b * Skv * ldkv;
-        float *ob = out + (size_t)b * Sq * ldo;
-        for (int h = 0; h < H; h++) {
-            const size_t col = (size_t)h * (size_t)Dh;
-            if (Skv > 0) /* scores (Sq, Skv) = scale · q_h (Sq, Dh) · k_h^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Sq, Skv, Dh, a->scale,
-                            qb + col, ldq, kb + col, ldkv, 0.0f, scores, Skv);
-            for (int i = 0; i < Sq; i++) {
-                float *srow = scores + (size_t)i * (size_t)Skv;
-                const int n = a->causal ? i + 1 : Skv;
-                if (a->bias) {
-                    const float *bi = a->bias + ((size_t)h * Sq + (size_t)i) * (size_t)Skv;
-                    for (int j = 0; j < n; j++)
-                        srow[j] += bi[j];
-                }
-                const float l = softmax_row(srow, n, Skv);
-                if (lse)
-                    lse[((size_t)b * Sq + (size_t)i) * (size_t)H + (size_t)h] = l;
-            }
-            if (Skv > 0) /* out_h (Sq, Dh) = P (Sq, Skv) · v_h (Skv, Dh) */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Sq, Dh, Skv, 1.0f,
-                            scores, Skv, vb + col, ldkv, 0.0f, ob + col, ldo);
-            else
-                for (int i = 0; i < Sq; i++)
-                    memset(ob + (size_t)i * ldo + col, 0, (size_t)Dh * sizeof(float));
-        }
-    }
-    free(scores);
     return CPDIT_OK;
 }

@@ -38,6 +38,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vae_ops_cpu.h"
 #include "lib/core/dtype.h"
 
@@ -673,5 +674,6 @@ static const cpdit_backend cpu_bf16_backend = {
 
 const cpdit_backend *cpdit_backend_cpu_bf16(void)
 {
+    (void)cpu_pool_size(); /* the rank's threads (kernels/cpu/thread_pool.h) */
     return &cpu_bf16_backend;
 }

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/blas_runtime.h"
+#include "kernels/cpu/thread_pool.h"
 #endif
 
 enum { ENGINE_AUTO, ENGINE_DNNL, ENGINE_BUILTIN };
@@ -252,7 +253,7 @@ cpdit_status cpu_conv2d_dnnl(float *y, const float *x, const void *packed, const
         return cpdit_error_set(err, CPDIT_ERR_INPUT, "kernels/cpu",
                                "conv2d (oneDNN): workspace of %zu bytes below one row", ws_bytes);
     const int band = (int)(fit - 2);
-    omp_set_num_threads(blas_runtime_get_num_threads());
+    omp_set_num_threads(cpu_pool_size());
     dnnl_stream_t s = NULL;
     pthread_mutex_lock(&cache.lock);
     dnnl_engine_t eng = get_engine();

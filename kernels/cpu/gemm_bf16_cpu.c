@@ -8,7 +8,6 @@
  */
 #include "config.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/blas_runtime.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
+#include "kernels/cpu/thread_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -36,7 +36,7 @@
 #define GEMM_KC 256
 /* most panels per task */
 #define GEMM_NC_PANELS 8
-#define GEMM_MAX_THREADS 256
+#define GEMM_MAX_THREADS CPU_POOL_MAX_THREADS
 /* x copies above this many bytes are freed after the call (else kept for the next one) */
 #define GEMM_XBUF_KEEP_BYTES ((size_t)256 << 20)
 
@@ -157,12 +157,12 @@ int cpu_gemm_bf16_set_kernel(const char *name)
  * pairs [kk0, kk1). x fp32 (row stride ldx, K valid columns). */
 CPU_KERNEL_CLONES
 static void ukr_generic(float *y, int ldy, const float *x, int ldx, int K, const uint16_t *panel,
-                        int kk0, int kk1, int rows, int ncols)
+                        int kk0, int kk1, int rows, int ncols, int load)
 {
     float acc[GEMM_MR_GENERIC][NR];
     for (int r = 0; r < GEMM_MR_GENERIC; r++)
         for (int c = 0; c < NR; c++)
-            acc[r][c] = (r < rows && c < ncols) ? y[(size_t)r * ldy + c] : 0.0f;
+            acc[r][c] = (load && r < rows && c < ncols) ? y[(size_t)r * ldy + c] : 0.0f;
     for (int kk = kk0; kk < kk1; kk++) {
         const uint16_t *w = panel + (size_t)kk * NR * 2;
         union {
@@ -190,11 +190,11 @@ static void ukr_generic(float *y, int ldy, const float *x, int ldx, int K, const
 /* ------------------------------------------------------------------ AVX512-BF16 micro-kernel */
 
 #if GEMM_HAVE_AVX512BF16
-/* y (mr x ncols of one panel) += xb (mr x 2 (kk1 - kk0) bf16, row stride ldxb elements,
- * already offset to pair kk0) . panel pairs [kk0, kk1). */
+/* y (mr x ncols of one panel) = (load ? y : 0) + xb (mr x 2 (kk1 - kk0) bf16, row stride
+ * ldxb elements, already offset to pair kk0) . panel pairs [kk0, kk1). */
 static inline __attribute__((always_inline)) BF16_TARGET void
 ukr_bf16(const int mr, float *y, int ldy, const uint16_t *xb, size_t ldxb, const uint16_t *w,
-         int npairs, int ncols)
+         int npairs, int ncols, int load)
 {
     const __mmask16 m0 = ncols >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ncols) - 1);
     const __mmask16 m1 = ncols >= 32   ? (__mmask16)0xffff
@@ -203,8 +203,8 @@ ukr_bf16(const int mr, float *y, int ldy, const uint16_t *xb, size_t ldxb, const
     __m512 acc[GEMM_MR][2];
 #pragma GCC unroll 12
     for (int i = 0; i < mr; i++) {
-        acc[i][0] = _mm512_maskz_loadu_ps(m0, y + (size_t)i * ldy);
-        acc[i][1] = _mm512_maskz_loadu_ps(m1, y + (size_t)i * ldy + 16);
+        acc[i][0] = _mm512_maskz_loadu_ps(load ? m0 : 0, y + (size_t)i * ldy);
+        acc[i][1] = _mm512_maskz_loadu_ps(load ? m1 : 0, y + (size_t)i * ldy + 16);
     }
     for (int kk = 0; kk < npairs; kk++) {
         const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(w + (size_t)kk * 64));
@@ -227,11 +227,11 @@ ukr_bf16(const int mr, float *y, int ldy, const uint16_t *xb, size_t ldxb, const
 
 #define UKR_CASE(n)                                                                       \
     case n:                                                                               \
-        ukr_bf16(n, y, ldy, xb, ldxb, w, npairs, ncols);                                  \
+        ukr_bf16(n, y, ldy, xb, ldxb, w, npairs, ncols, load);                            \
         break;
 
 BF16_TARGET static void ukr_bf16_any(int mr, float *y, int ldy, const uint16_t *xb, size_t ldxb,
-                                     const uint16_t *w, int npairs, int ncols)
+                                     const uint16_t *w, int npairs, int ncols, int load)
 {
     switch (mr) {
         UKR_CASE(1) UKR_CASE(2) UKR_CASE(3) UKR_CASE(4) UKR_CASE(5) UKR_CASE(6)
@@ -266,6 +266,7 @@ typedef struct gemm_job {
     uint16_t *xb; /* bf16 copy of x (AVX512-BF16 kernel), (M, 2 KP) */
     int ldy, ldx, M, K, N, KP;
     int kernel;
+    int overwrite; /* y = x W^T: the first k slice starts from zero instead of y */
     int panels, nc_panels; /* panels of W, panels per task */
     int m_tasks, n_tasks;
     long tasks;
@@ -286,6 +287,7 @@ static void run_task(const gemm_job *j, long t)
     const size_t panel_elems = (size_t)j->KP * NR * 2;
     for (int kk0 = 0; kk0 < j->KP; kk0 += GEMM_KC) {
         const int kk1 = kk0 + GEMM_KC < j->KP ? kk0 + GEMM_KC : j->KP;
+        const int load = kk0 > 0 || !j->overwrite;
         for (int p = p0; p < p1; p++) {
             const uint16_t *panel = j->wp + (size_t)p * panel_elems;
             const int c0 = p * NR;
@@ -297,7 +299,7 @@ static void run_task(const gemm_job *j, long t)
                     const int mr = r1 - r < GEMM_MR ? r1 - r : GEMM_MR;
                     ukr_bf16_any(mr, j->y + (size_t)r * j->ldy + c0, j->ldy,
                                  j->xb + (size_t)r * ldxb + 2 * (size_t)kk0, ldxb,
-                                 panel + (size_t)kk0 * NR * 2, kk1 - kk0, ncols);
+                                 panel + (size_t)kk0 * NR * 2, kk1 - kk0, ncols, load);
                 }
                 continue;
             }
@@ -305,15 +307,20 @@ static void run_task(const gemm_job *j, long t)
             for (int r = r0; r < r1; r += GEMM_MR_GENERIC) {
                 const int mr = r1 - r < GEMM_MR_GENERIC ? r1 - r : GEMM_MR_GENERIC;
                 ukr_generic(j->y + (size_t)r * j->ldy + c0, j->ldy, j->x + (size_t)r * j->ldx,
-                            j->ldx, j->K, panel, kk0, kk1, mr, ncols);
+                            j->ldx, j->K, panel, kk0, kk1, mr, ncols, load);
             }
         }
     }
 }
 
-static void *gemm_worker(void *arg)
+/* One pool worker's share: rows of the x conversion, then tiles, both from atomic counters
+ * (any worker count gives the same result: each tile is computed by one worker, in the same
+ * order). */
+static void gemm_worker(void *arg, int worker, int workers)
 {
     gemm_job *j = arg;
+    (void)worker;
+    (void)workers;
 #if GEMM_HAVE_AVX512BF16
     if (j->kernel == KERNEL_AVX512BF16) {
         const long chunks = (j->M + CONV_ROWS - 1) / CONV_ROWS;
@@ -335,20 +342,26 @@ static void *gemm_worker(void *arg)
             break;
         run_task(j, t);
     }
-    return NULL;
 }
 
 /* The bf16 copy of x: one buffer per calling thread, kept between calls up to a size. */
 static __thread uint16_t *xbuf;
 static __thread size_t xbuf_bytes;
 
-cpdit_status cpu_gemm_bf16(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
-                           int M, int K, int N, cpdit_error *err)
+static cpdit_status gemm_run(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
+                             int M, int K, int N, int overwrite, cpdit_error *err)
 {
-    if (M <= 0 || N <= 0 || K <= 0)
+    if (M <= 0 || N <= 0)
         return CPDIT_OK;
+    if (K <= 0) {
+        if (overwrite)
+            for (int r = 0; r < M; r++)
+                memset(y + (size_t)r * ldy, 0, (size_t)N * sizeof(float));
+        return CPDIT_OK;
+    }
     gemm_job j;
     memset(&j, 0, sizeof j);
+    j.overwrite = overwrite;
     j.y = y;
     j.x = x;
     j.wp = wp;
@@ -361,7 +374,7 @@ cpdit_status cpu_gemm_bf16(float *y, int ldy, const float *x, int ldx, const uin
     j.kernel = kernel_get();
     j.panels = (N + NR - 1) / NR;
     j.m_tasks = (M + GEMM_MC - 1) / GEMM_MC;
-    long nthreads = blas_runtime_get_num_threads();
+    long nthreads = cpu_pool_in_task() ? 1 : cpu_pool_size();
     if (nthreads < 1)
         nthreads = 1;
     if (nthreads > GEMM_MAX_THREADS)
@@ -391,22 +404,25 @@ cpdit_status cpu_gemm_bf16(float *y, int ldy, const float *x, int ldx, const uin
         }
         j.xb = xbuf;
     }
-    pthread_t tid[GEMM_MAX_THREADS];
-    long started = 0;
-    for (long t = 1; t < j.nthreads; t++) { /* the calling thread is worker 0 */
-        if (pthread_create(&tid[started], NULL, gemm_worker, &j) != 0)
-            break; /* fewer threads is still correct */
-        started++;
-    }
-    gemm_worker(&j);
-    for (long t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    cpu_pool_run(j.nthreads, gemm_worker, &j);
     if (xb_need > GEMM_XBUF_KEEP_BYTES) {
         free(xbuf);
         xbuf = NULL;
         xbuf_bytes = 0;
     }
     return CPDIT_OK;
+}
+
+cpdit_status cpu_gemm_bf16(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
+                           int M, int K, int N, cpdit_error *err)
+{
+    return gemm_run(y, ldy, x, ldx, wp, M, K, N, 0, err);
+}
+
+cpdit_status cpu_gemm_bf16_set(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
+                               int M, int K, int N, cpdit_error *err)
+{
+    return gemm_run(y, ldy, x, ldx, wp, M, K, N, 1, err);
 }
 
 /* ------------------------------------------------------------------ parallel packing */
@@ -419,36 +435,39 @@ typedef struct pack_job {
     long next;
 } pack_job;
 
-static void *pack_worker(void *arg)
+/* Zero the columns past N of the last panel (the rows before N are written by the packing). */
+static void pack_zero_tail(uint16_t *dst, int N, int K)
+{
+    const int tail = N % NR;
+    if (!tail)
+        return;
+    const int KP = pairs_of(K);
+    uint16_t *p = dst + (size_t)(N / NR) * KP * NR * 2;
+    for (int kk = 0; kk < KP; kk++)
+        memset(p + (size_t)kk * NR * 2 + (size_t)tail * 2, 0,
+               (size_t)(NR - tail) * 2 * sizeof(uint16_t));
+}
+
+/* Panels from an atomic counter: each panel is written (first touched) by the worker that
+ * packs it; every byte of a panel is written, so dst needs no clearing beforehand. */
+static void pack_worker(void *arg, int worker, int workers)
 {
     pack_job *j = arg;
+    (void)worker;
+    (void)workers;
     for (;;) {
         const long p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
         if (p * NR >= j->N)
             break;
         cpu_bf16_pack_rows(j->dst, j->src, j->dtype, j->N, j->K, (int)p * NR, (int)(p + 1) * NR);
+        if ((p + 1) * NR > j->N)
+            pack_zero_tail(j->dst, j->N, j->K);
     }
-    return NULL;
 }
 
 void cpu_bf16_pack(uint16_t *dst, const void *src, cpdit_dtype dtype, int N, int K)
 {
-    memset(dst, 0, cpu_bf16_packed_bytes(N, K));
     pack_job j = {dst, src, dtype, N, K, 0};
-    long nthreads = blas_runtime_get_num_threads();
     const long panels = (N + NR - 1) / NR;
-    if (nthreads > panels)
-        nthreads = panels;
-    if (nthreads > GEMM_MAX_THREADS)
-        nthreads = GEMM_MAX_THREADS;
-    pthread_t tid[GEMM_MAX_THREADS];
-    long started = 0;
-    for (long t = 1; t < nthreads; t++) {
-        if (pthread_create(&tid[started], NULL, pack_worker, &j) != 0)
-            break;
-        started++;
-    }
-    pack_worker(&j);
-    for (long t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    cpu_pool_run(panels < GEMM_MAX_THREADS ? (int)panels : GEMM_MAX_THREADS, pack_worker, &j);
 }

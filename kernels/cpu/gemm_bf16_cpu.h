@@ -13,8 +13,9 @@
  *                 element, ~1e-3 of |x||w| normalised on a dot product);
  *   "generic"     x stays fp32, W widened to fp32 in registers, fp32 FMA (target_clones for
  *                 AVX-512 / AVX2): the fp32 path's result up to summation order.
- * Threads: as many as the BLAS uses (blas_runtime_get_num_threads), tiles of rows x panels
- * handed out through an atomic counter.
+ * Threads: the rank's pool (kernels/cpu/thread_pool.h), tiles of rows x panels handed out
+ * through an atomic counter. Each output element is computed by one thread, its k slices in
+ * the same order whatever the tiling, so the result is bitwise the same for any thread count.
  */
 #ifndef CPDIT_GEMM_BF16_CPU_H
 #define CPDIT_GEMM_BF16_CPU_H
@@ -41,13 +42,17 @@ size_t cpu_bf16_packed_bytes(int N, int K);
 void cpu_bf16_pack_rows(uint16_t *dst, const void *src, cpdit_dtype dtype, int N, int K, int r0,
                         int r1);
 
-/* Whole weight, with the worker threads. */
+/* Whole weight, on the pool (each panel written by the thread that packs it; no clearing). */
 void cpu_bf16_pack(uint16_t *dst, const void *src, cpdit_dtype dtype, int N, int K);
 
 /* y (M, N; ldy) += x (M, K; ldx) W^T with W packed (N, K). Errors: out of memory for the bf16
  * copy of x (RUNTIME). */
 cpdit_status cpu_gemm_bf16(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
                            int M, int K, int N, cpdit_error *err);
+
+/* y (M, N; ldy) = x (M, K; ldx) W^T: y need not be initialised (no memset first). */
+cpdit_status cpu_gemm_bf16_set(float *y, int ldy, const float *x, int ldx, const uint16_t *wp,
+                               int M, int K, int N, cpdit_error *err);
 
 /* The kernel in use: "avx512bf16" or "generic". */
 const char *cpu_gemm_bf16_kernel(void);

@@ -10,7 +10,6 @@
  */
 #include "config.h"
 
-#include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,8 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
+#include "kernels/cpu/parallel_ops_cpu.h"
+#include "kernels/cpu/profile_cpu.h"
 
 #define LINEAR_WHERE "kernels/cpu"
 
@@ -102,8 +103,12 @@ cpdit_status cpu_weight_create(cpdit_weight **out, const cpdit_weight_desc *d, c
         }
     }
     if (w->kind == CPU_WEIGHT_BF16) {
-        if (fill)
+        if (fill) {
+            CPU_PROF_BEGIN();
             cpu_bf16_pack(mem, d->data, d->dtype, d->rows, d->cols);
+            CPU_PROF_END(CPU_PROF_PACK, 0,
+                         (double)d->rows * d->cols * cpdit_dtype_size(d->dtype));
+        }
         w->bf16 = mem;
     } else if (!bytes) {
         w->f32 = d->data;
@@ -129,8 +134,24 @@ void cpu_weight_free(cpdit_weight *w)
 
 /* ------------------------------------------------------------------ linear */
 
+static cpdit_status linear_run(float *y, int ldy, const float *x, int ldx,
+                               const cpdit_weight *w, const float *b, int M, int K, int N,
+                               int accumulate, cpdit_error *err);
+
 cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const cpdit_weight *w,
                         const float *b, int M, int K, int N, int accumulate, cpdit_error *err)
+{
+    CPU_PROF_BEGIN();
+    const cpdit_status st = linear_run(y, ldy, x, ldx, w, b, M, K, N, accumulate, err);
+    CPU_PROF_END(w && w->kind == CPU_WEIGHT_BF16 ? CPU_PROF_LINEAR_BF16 : CPU_PROF_LINEAR_F32,
+                 2.0 * M * N * K, 0);
+    return st;
+}
+
+/* cpu_linear's work (the profile hook around it). */
+static cpdit_status linear_run(float *y, int ldy, const float *x, int ldx,
+                               const cpdit_weight *w, const float *b, int M, int K, int N,
+                               int accumulate, cpdit_error *err)
 {
     if (M < 0 || K < 0 || N < 0 || ldx < K || ldy < N)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, LINEAR_WHERE,
@@ -155,12 +176,10 @@ cpdit_status cpu_linear(float *y, int ldy, const float *x, int ldx, const cpdit_
         beta = 1.0f;
     }
     if (w->kind == CPU_WEIGHT_BF16) {
-        if (beta == 0.0f)
-            for (int r = 0; r < M; r++)
-                memset(y + (size_t)r * ldy, 0, (size_t)N * sizeof(float));
+        if (beta == 0.0f) /* y is written, not read: no clearing first */
+            return cpu_gemm_bf16_set(y, ldy, x, ldx, w->bf16, M, K, N, err);
         return cpu_gemm_bf16(y, ldy, x, ldx, w->bf16, M, K, N, err);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, ldx, w->f32, K, beta,
-                y, ldy);
+    cpu_par_sgemm(1, M, N, K, 1.0f, x, ldx, w->f32, K, beta, y, ldy); /* rows on the pool */
     return CPDIT_OK;
 }

@@ -27,10 +27,14 @@
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/conv2d_dnnl_cpu.h"
 #include "kernels/cpu/gemm_bf16_cpu.h"
+#include "kernels/cpu/parallel_ops_cpu.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vae_ops_cpu.h"
 
 #define SOFTPLUS_THRESHOLD 20.0f /* torch's softplus: above it softplus(x) = x */
 #define TRANSPOSE_TILE 32
+/* Fewest output pixels per worker in a split im2col. */
+#define CONV_IM2COL_MIN_PIXELS 64
 
 /* ------------------------------------------------------------------ convolution */
 
@@ -199,6 +203,92 @@ static void im2col_nhwc(float *col, const float *x, int W, int Cin, int K, size_
     }
 }
 
+/* Blocks per pool thread from which a 3x3 convolution hands whole blocks to the workers. */
+#define CONV_BLOCKS_PER_THREAD 2
+
+typedef struct conv_job {
+    float *y;
+    const float *x, *wf, *b;
+    const uint16_t *wb;
+    int W, Cin, Cout, K, form;
+    size_t q0, P, depth, pb;
+    void *ws;
+    cpdit_error *err;
+    long next;        /* atomic block counter */
+    cpdit_status st;  /* the first failure */
+} conv_job;
+
+typedef struct im2col_job {
+    float *col;
+    const conv_job *j;
+    size_t q;
+} im2col_job;
+
+static void im2col_range(void *ctx, size_t i0, size_t i1)
+{
+    const im2col_job *c = ctx;
+    const conv_job *j = c->j;
+    im2col_nhwc(c->col + i0 * j->depth, j->x, j->W, j->Cin, j->K, c->q + i0, i1 - i0);
+    fill_bias(j->y + (c->q + i0) * j->Cout, j->b, i1 - i0, j->Cout);
+}
+
+/* Output pixels [q, q + n) through col (n, depth); pooled: split the im2col and GEMM over the
+ * pool (else this thread alone). Each pixel's sums run in the same order either way. */
+static cpdit_status conv_block(const conv_job *j, float *col, size_t q, size_t n, int pooled)
+{
+    im2col_job c = {col, j, q};
+    if (pooled)
+        cpu_pool_for(n, CONV_IM2COL_MIN_PIXELS, im2col_range, &c);
+    else
+        im2col_range(&c, 0, n);
+    float *yq = j->y + q * j->Cout;
+    if (j->form == CONV_FORM_BF16)
+        return cpu_gemm_bf16(yq, j->Cout, col, (int)j->depth, j->wb, (int)n, (int)j->depth,
+                             j->Cout, j->err);
+    if (pooled)
+        cpu_par_sgemm(0, (int)n, j->Cout, (int)j->depth, 1.0f, col, (int)j->depth, j->wf,
+                      j->Cout, 1.0f, yq, j->Cout);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, j->Cout, (int)j->depth,
+                    1.0f, col, (int)j->depth, j->wf, j->Cout, 1.0f, yq, j->Cout);
+    return CPDIT_OK;
+}
+
+/* Each pool thread's column block (worker 0 uses the caller's workspace), kept for the next
+ * convolution: no allocation in steady state. */
+static __thread float *conv_col;
+static __thread size_t conv_col_floats;
+
+static void conv_worker(void *arg, int worker, int workers)
+{
+    conv_job *j = arg;
+    (void)workers;
+    float *col = j->ws;
+    if (worker > 0) {
+        const size_t need = j->pb * j->depth;
+        if (conv_col_floats < need) {
+            free(conv_col);
+            conv_col = cpu_alloc(need * sizeof(float));
+            conv_col_floats = conv_col ? need : 0;
+        }
+        if (!conv_col)
+            return; /* the other workers take the blocks */
+        col = conv_col;
+    }
+    for (;;) {
+        const long t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        const size_t q = j->q0 + (size_t)t * j->pb;
+        if (q >= j->q0 + j->P)
+            break;
+        const size_t n = j->q0 + j->P - q < j->pb ? j->q0 + j->P - q : j->pb;
+        cpdit_status none = CPDIT_OK;
+        const cpdit_status st = conv_block(j, col, q, n, 0);
+        if (st)
+            __atomic_compare_exchange_n(&j->st, &none, st, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
+    }
+}
+
 cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const float *b, int W,
                         int Cin, int Cout, int K, int r0, int r1, void *ws, cpdit_error *err)
 {
@@ -216,12 +306,15 @@ cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const f
     const uint16_t *wb = conv_weights(w_packed);
     const size_t q0 = (size_t)r0 * W, P = (size_t)(r1 - r0) * W;
     if (K == 1) {
+        if (form == CONV_FORM_BF16 && !b) /* y written by the GEMM: no clearing */
+            return cpu_gemm_bf16_set(y + q0 * Cout, Cout, x + q0 * Cin, Cin, wb, (int)P, Cin,
+                                     Cout, err);
         fill_bias(y + q0 * Cout, b, P, Cout);
         if (form == CONV_FORM_BF16)
             return cpu_gemm_bf16(y + q0 * Cout, Cout, x + q0 * Cin, Cin, wb, (int)P, Cin, Cout,
                                  err);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, Cout, Cin, 1.0f,
-                    x + q0 * Cin, Cin, wf, Cout, 1.0f, y + q0 * Cout, Cout);
+        cpu_par_sgemm(0, (int)P, Cout, Cin, 1.0f, x + q0 * Cin, Cin, wf, Cout, 1.0f,
+                      y + q0 * Cout, Cout);
         return CPDIT_OK;
     }
     if (!ws)
@@ -231,21 +324,22 @@ cpdit_status cpu_conv2d(float *y, const float *x, const float *w_packed, const f
         return cpu_conv2d_dnnl(y, x, conv_weights(w_packed), b, W, Cin, Cout, r0, r1, ws,
                                cpu_conv2d_workspace_bytes(W, Cin, K), err);
 #endif
-    const size_t depth = (size_t)K * K * Cin, pb = block_pixels(Cin, K);
-    float *col = ws;
-    for (size_t q = q0; q < q0 + P; q += pb) {
-        const size_t n = q0 + P - q < pb ? q0 + P - q : pb;
-        im2col_nhwc(col, x, W, Cin, K, q, n);
-        fill_bias(y + q * Cout, b, n, Cout);
-        if (form == CONV_FORM_BF16) {
-            cpdit_status st = cpu_gemm_bf16(y + q * Cout, Cout, col, (int)depth, wb, (int)n,
-                                            (int)depth, Cout, err);
-            if (st)
-                return st;
-            continue;
-        }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, Cout, (int)depth, 1.0f,
-                    col, (int)depth, wf, Cout, 1.0f, y + q * Cout, Cout);
+    conv_job j = {.y = y, .x = x, .wf = wf, .wb = wb, .b = b, .W = W, .Cin = Cin, .Cout = Cout,
+                  .K = K, .form = form, .q0 = q0, .P = P, .depth = (size_t)K * K * Cin,
+                  .pb = block_pixels(Cin, K), .ws = ws, .err = err};
+    const size_t blocks = (P + j.pb - 1) / j.pb;
+    const int threads = cpu_pool_in_task() ? 1 : cpu_pool_size();
+    if (threads > 1 && blocks >= CONV_BLOCKS_PER_THREAD * (size_t)threads) {
+        /* whole blocks per worker: im2col, bias and the GEMM of a block on one thread */
+        cpu_pool_run(threads, conv_worker, &j);
+        return j.st;
+    }
+    /* few blocks: one at a time, the im2col and the GEMM split over the pool */
+    for (size_t q = q0; q < q0 + P; q += j.pb) {
+        const size_t n = q0 + P - q < j.pb ? q0 + P - q : j.pb;
+        cpdit_status st = conv_block(&j, ws, q, n, 1);
+        if (st)
+            return st;
     }
     return CPDIT_OK;
 }

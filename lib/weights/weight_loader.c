@@ -35,6 +35,17 @@ void weight_drop_pages(const void *p, size_t bytes)
         (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Ask the kernel to read [p, p + bytes) of a map ahead (asynchronously): the disk reads the
+ * next weights while the current ones are packed. */
+static void weight_read_ahead(const void *p, size_t bytes)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = (uintptr_t)p / page * page;
+    const uintptr_t hi = ((uintptr_t)p + bytes + page - 1) / page * page;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_WILLNEED);
+}
+
 size_t weight_budget_default(int ranks_not_sharing)
 {
     unsigned long long kb = 0;
@@ -571,6 +582,12 @@ static cpdit_status create_resident(weight_loader *wl, cpdit_error *err)
     }
     cpdit_status st = CPDIT_OK;
     const double t0 = now_seconds();
+    /* the weights fit: read them all ahead (the page cache keeps them for the next run; the
+     * packing below overlaps the reads) */
+    for (size_t i = 0; wl->set && fill && i < wl->n_params; i++)
+        if (wl->params[i]->kind == WEIGHT_MATRIX)
+            weight_read_ahead(param_data(wl->params[i]),
+                              wl->params[i]->nelem * cpdit_dtype_size(wl->params[i]->t->dtype));
     for (size_t i = 0; i < wl->n_params && !st; i++) {
         weight_param *p = wl->params[i];
         if (p->kind != WEIGHT_MATRIX)

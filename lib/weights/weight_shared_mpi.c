@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "lib/weights/weight_shared_mpi.h"
 
@@ -12,6 +13,10 @@
 #define SHARED_MAX_WINDOWS 8
 /* Packed weights are read with aligned vector loads. */
 #define SHARED_ALIGN 64
+
+/* A rank alone on its node keeps its arena in private memory on transparent huge pages (the
+ * shared window of /dev/shm has 4 KiB pages: ~270 k page faults per GiB written). */
+#define SHARED_HUGE_PAGE ((size_t)2 << 20)
 
 /* The tag of MPI_Comm_create_group for the streaming peers (disjoint groups may share it). */
 #define SHARED_STREAM_TAG 4816
@@ -30,6 +35,8 @@ struct weight_sharer {
     int *node_world;      /* [2 * size]: the world rank of each rank of the node; scratch */
     MPI_Win win[SHARED_MAX_WINDOWS];
     void *base[SHARED_MAX_WINDOWS];
+    void *priv_map[SHARED_MAX_WINDOWS]; /* a lone rank's private arena: the mmap, or NULL */
+    size_t priv_len[SHARED_MAX_WINDOWS];
     int n_win;
     shared_stream_win stream[SHARED_MAX_WINDOWS];
 };
@@ -67,7 +74,9 @@ void weight_sharer_destroy(weight_sharer *s)
     if (!s)
         return;
     for (int i = 0; i < s->n_win; i++)
-        if (s->base[i])
+        if (s->priv_map[i])
+            munmap(s->priv_map[i], s->priv_len[i]);
+        else if (s->base[i])
             MPI_Win_free(&s->win[i]);
     for (int i = 0; i < SHARED_MAX_WINDOWS; i++)
         if (s->stream[i].base) {
@@ -98,6 +107,28 @@ static void *arena_alloc(void *ctx, size_t bytes, int *fill, cpdit_error *err)
         return NULL;
     }
     const int i = s->n_win;
+    if (s->size == 1) { /* nobody to share with: private memory on huge pages */
+        const size_t len = bytes + SHARED_HUGE_PAGE;
+        void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map == MAP_FAILED) {
+            cpdit_error_set(err, CPDIT_ERR_RUNTIME, SHARED_WHERE,
+                            "out of memory for %zu MiB of weights", bytes >> 20);
+            return NULL;
+        }
+        char *base = (char *)(((uintptr_t)map + SHARED_HUGE_PAGE - 1) /
+                              SHARED_HUGE_PAGE * SHARED_HUGE_PAGE);
+#ifdef MADV_HUGEPAGE
+        const char *e = getenv("CPDIT_HUGEPAGES"); /* opt-in, as kernels/cpu's cpu_alloc */
+        if (e && e[0] == '1')
+            (void)madvise(base, bytes, MADV_HUGEPAGE); /* advice: ignored where THP is off */
+#endif
+        s->priv_map[i] = map;
+        s->priv_len[i] = len;
+        s->base[i] = base;
+        s->n_win++;
+        *fill = 1;
+        return base;
+    }
     void *mine = NULL;
     /* room to align: the segment starts a few bytes into a page, the same in every process */
     const MPI_Aint local = s->rank == 0 ? (MPI_Aint)(bytes + SHARED_ALIGN) : 0;
@@ -148,8 +179,12 @@ static void arena_release(void *ctx, void *mem, size_t bytes)
     weight_sharer *s = ctx;
     for (int i = 0; i < s->n_win; i++)
         if (s->base[i] == mem) {
-            MPI_Win_free(&s->win[i]);
+            if (s->priv_map[i])
+                munmap(s->priv_map[i], s->priv_len[i]);
+            else
+                MPI_Win_free(&s->win[i]);
             s->base[i] = NULL;
+            s->priv_map[i] = NULL;
         }
 }
 
