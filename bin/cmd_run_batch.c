@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -55,13 +56,15 @@ static void progress_tty(int step, int steps, double seconds, long long read_byt
         fputs("\r                                   \r", stderr);
 }
 
-static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
-                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
+/* An image (frames NULL: *rgb gets it on the leader) or a video item (frames: each decoded
+ * frame goes to frames->on_frame on CP rank 0, *rgb stays NULL). */
+static cpdit_status render(const job_item *it, const cp_grid *g, const job_frame_sink *frames,
+                           uint8_t **rgb, job_item_times *times, batch_ctx *c,
+                           cpdit_error *err)
 {
-    batch_ctx *c = ctx;
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length, 0, 0.0};
+                           it->max_sequence_length, it->frames, it->flow_shift};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);
@@ -73,13 +76,15 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     run.progress = progress_tty;
     run.should_stop = stop_poll;
     run.ctx = c;
+    if (frames) {
+        run.on_frame = frames->on_frame;
+        run.frame_ctx = frames->ctx;
+    }
     c->grid = g;
     if (c->dump) {
         snprintf(dump, sizeof dump, "%s/%05llu", c->dump, (unsigned long long)it->index);
         run.dump_dir = dump;
     }
-    *w = it->width;
-    *h = it->height;
     c->item = (unsigned long long)it->index;
     pipeline_timings tm;
     memset(&tm, 0, sizeof tm); /* pipeline_generate may stop before filling it */
@@ -94,6 +99,24 @@ static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **
     times->vae_s = tm.steps == prm.steps ? tm.vae_s : -1.0;
     times->read_step1_bytes = tm.read_step1_bytes;
     times->read_later_bytes = tm.steps > 1 ? tm.read_later_bytes : -1;
+    return st;
+}
+
+static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
+                                int *h, job_item_times *times, void *ctx, cpdit_error *err)
+{
+    *w = it->width;
+    *h = it->height;
+    return render(it, g, NULL, rgb, times, ctx, err);
+}
+
+static cpdit_status render_video(const job_item *it, const cp_grid *g,
+                                 const job_frame_sink *frames, job_item_times *times,
+                                 void *ctx, cpdit_error *err)
+{
+    uint8_t *rgb = NULL; /* stays NULL: the frames went to the sink */
+    cpdit_status st = render(it, g, frames, &rgb, times, ctx, err);
+    free(rgb);
     return st;
 }
 
@@ -160,7 +183,7 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return st;
     grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
                               m->base.max_sequence_length, m->base.steps, items, size,
-                              0 /* frames: images only so far */};
+                              m->is_video ? m->base.num_frames : 0};
     if (m->base.n_sizes > 0)
         rq.width = m->base.sizes[0].width, rq.height = m->base.sizes[0].height;
     if ((st = grid_choice_world(MPI_COMM_WORLD, &rq, gc, err)))
@@ -230,6 +253,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         job_runner_hooks hooks;
         memset(&hooks, 0, sizeof hooks);
         hooks.render_item = render_item;
+        hooks.render_video = render_video;
         hooks.ctx = &c;
         hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
         hooks.verbose = o->verbose;

@@ -17,8 +17,8 @@
  * READING tolerates what a SIGKILL can leave: trailing bytes without a final '\n' (a torn
  * line) are ignored, as is any complete line that is not a JSON object with a "file" string.
  *
- * RESUME (rank 0, before any group starts). An item is done iff its PNG exists and is
- * complete (PNG signature at the start, IEND chunk at the end). Then the index is rewritten
+ * RESUME (rank 0, before any group starts). An item is done iff its PNG (video file, frames
+ * folder) exists and is complete (job_output_is_complete). Then the index is rewritten
  * (atomically, only when it changes) to hold exactly: the last "ok" line of each file whose
  * PNG is complete, in their old order, followed by a new line for each done item that had
  * none (a PNG written just before a kill). "ok" lines whose PNG is gone or damaged (those
@@ -123,6 +123,11 @@ void job_index_contents_free(job_index_contents *c);
 
 /* 1 when path is a complete PNG file (signature + final IEND chunk), else 0. */
 int job_png_is_complete(const char *path);
+/* 1 when an item's output at path is complete (job_output_check.c): a PNG as above; an .mp4
+ * whose top-level boxes tile the file (ftyp first, moov and mdat present); a .webp whose RIFF
+ * size covers the file; a folder (png-frames) of nothing but complete frame_NNNNN.png, at
+ * least one. What resume, --check and `cpdit status` count as done. */
+int job_output_is_complete(const char *path);
 
 /* Remove the temporary files (atomic_file_is_temp_name) in dir; *removed = how many (may be
  * NULL). A missing folder is fine. */

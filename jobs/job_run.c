@@ -542,8 +542,11 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm
         int w = 0, h = 0;
         job_item_times tm;
         job_item_times_clear(&tm);
-        cpdit_status rs = hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
-        if (!rs && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
+        job_video vid; /* a video item: its writer (job_video.c) */
+        cpdit_status rs = x->frames > 0
+                              ? job_video_render(m, hooks, x, g, &gi, &vid, &tm, &ierr)
+                              : hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
+        if (!rs && x->frames == 0 && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
             rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
         /* agree: the lowest failing cp rank (as -rank under MAX), and a stop request */
         long long v[2] = {rs ? -(long long)g->cp_rank : -(long long)g->cp_size,
@@ -551,6 +554,8 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm
         if (g->cp_size > 1 &&
             cpdit_comm_allreduce(g->cp, v, 2, CPDIT_COMM_INT64, CPDIT_COMM_MAX, &gs->error)) {
             free(rgb);
+            if (x->frames > 0)
+                job_video_abort(&vid);
             gs->fatal = CPDIT_ERR_RUNTIME;
             if (lockstep) /* the next round's agreement ends the run for every group */
                 continue;
@@ -564,6 +569,8 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm
             free(rgb);
             rgb = NULL;
             if (v[1]) { /* interrupted by a stop: left for the next run */
+                if (x->frames > 0)
+                    job_video_abort(&vid);
                 gs->stopped = 1;
                 if (lockstep) /* the next round's agreement stops every group */
                     continue;
@@ -575,9 +582,11 @@ static void run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm
         if (g->cp_rank == 0) {
             if (first_fail >= g->cp_size)
                 job_test_hold("write", g->world_rank);
-            int r = leader_record(m, x, &gi, rgb, w, h,
-                                  first_fail < g->cp_size ? reason : NULL, t0, &tm,
-                                  index_path, &fatal, &gs->error);
+            const char *failure = first_fail < g->cp_size ? reason : NULL;
+            int r = x->frames > 0 ? job_video_record(m, x, &gi, &vid, failure, t0, &tm,
+                                                     index_path, &fatal, &gs->error)
+                                  : leader_record(m, x, &gi, rgb, w, h, failure, t0, &tm,
+                                                  index_path, &fatal, &gs->error);
             gs->failed += r == 1;
             gs->done += r == 0;
             gs->seconds += job_now() - t0;
