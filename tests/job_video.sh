@@ -4,6 +4,7 @@
 #   2. 1 rank: four MP4s; ffprobe reads each back (9 frames, its fps: 16, or 8 where the
 #      prompt says, 64x64); the index has one line per item with frames, fps, duration,
 #      format, codec and the file;
+#      the defaults' negative_prompt is in the clip's metadata and changes its frames;
 #   3. 2 ranks, 2 dp groups: the same four files, frames equal to 1 rank's (decoded RGB, byte
 #      for byte), the index the same items;
 #   4. SIGKILL of every rank while each group leader holds a clip half written (the test
@@ -92,6 +93,13 @@ done
 ffprobe -v error -show_entries format_tags=negative_prompt,flow_shift,frames -of csv=p=0 \
     one/00000-1-a-red-fox.mp4 | grep -q '^blurry, static,3,9$\|^9,3,blurry, static$\|blurry' ||
     fail "the clip's metadata"
+
+# the negative prompt reaches the pipeline: without it the same item's frames differ
+sed -e 's/  negative_prompt: "blurry, static"/  negative_prompt: ""/' -e 's/seeds: \[1, 2\]/seeds: [1]/' \
+    m.yaml > n.yaml
+"$CPDIT" run n.yaml --output neg > neg.log 2>&1 || { fail "negative_prompt run"; cat neg.log; }
+[ "$(rgb_sum neg/00000-1-a-red-fox.mp4)" != "$(rgb_sum one/00000-1-a-red-fox.mp4)" ] ||
+    fail "negative_prompt has no effect"
 
 # 3. two dp groups
 "$MPI_RUN" -np 2 "$CPDIT" run m.yaml --output two --dp 2 > two.log 2>&1 ||
