@@ -26,6 +26,7 @@ typedef struct batch_ctx {
     const cp_grid *grid; /* of the item being rendered, for the stop poll */
     int verbose;
     unsigned long long item; /* index of the item being rendered (--verbose step lines) */
+    int video;               /* the manifest's items are clips */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -152,9 +153,10 @@ static void print_decode_time(const batch_ctx *c, int rank)
     if (c->vae_world)
         snprintf(world, sizeof world, "split over all %d ranks of the job, one image after "
                  "the other", c->vae_world->cp_size);
+    const char *what = c->video ? "clip" : "image";
     if (rank == 0 && sum[1] > 0)
-        fprintf(stderr, "vae decode: %.0f images, %.3f s total, %.3f s per image (%s)\n",
-                sum[1], sum[0], sum[0] / sum[1],
+        fprintf(stderr, "vae decode: %.0f %ss, %.3f s total, %.3f s per %s (%s)\n", sum[1],
+                what, sum[0], sum[0] / sum[1], what,
                 c->vae_world ? world : c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
                                                           ? "CP rank 0 alone"
                                                           : "split over each CP group");
@@ -227,6 +229,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
+        c.video = m->is_video;
         c.vae_tiling = m->vae_tiling;
         c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
         /* every rank opens the model; a failure anywhere ends the job on all ranks */

@@ -5,7 +5,10 @@
  *   {"index":3,"prompt":"a red fox","seed":2,"width":208,"height":208,"steps":4,
  *    "guidance":3.5,"grid":{"dp":2,"ring":1,"ulysses":2},"seconds":1.25,"times":{...},
  *    "file":"00003-2-a-red-fox.png","status":"ok","error":null}
- * ("times": job_item_times below, on lines written by a run)
+ * ("times": job_item_times below, on lines written by a run). A video item's line also has
+ *   "frames":81,"fps":16.0,"duration":5.0625,"format":"mp4","codec":"h264"
+ * before "file" (format mp4 / webp / png-frames; codec h264 / webp-lossy / png), and its
+ * "guidance" is the true-CFG scale (Wan's guidance_scale).
  * status is "ok" or "failed" (then error is the reason and no PNG exists); seconds is the
  * leader's wall time for the item (render + PNG), null for a line re-made on resume (grid is
  * then null too). A line is appended with ONE write() on a descriptor opened with O_APPEND,

@@ -14,7 +14,8 @@
  *      broadcasts the "done" bits; done items are skipped.
  *   4. each group renders its items in index order: hooks->render_item on every rank of the
  *      group; the group leader (cp_rank 0) writes the PNG (temp file + rename, text chunks
- *      prompt/seed/steps/guidance/model...) and then appends the item's index line. A failing
+ *      prompt/seed/steps/guidance/model...) and then appends the item's index line. A video
+ *      item streams its frames into the leader's writer instead (VIDEOS below). A failing
  *      item (the hook fails on any rank of the group, or the PNG cannot be written) gets a
  *      "failed" index line with the reason and the group goes on. A failure to append to the
  *      index stops that group and fails the job (exit 1) at the end.
