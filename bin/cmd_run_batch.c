@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ typedef struct batch_ctx {
     unsigned long long item; /* index of the item being rendered (--verbose step lines) */
     pipeline_cache_config cache; /* the manifest's `cache:` (or --cache) */
     cpdit_comm *cfg_comm; /* CFG pair of the item being rendered (NULL: none) */
+    int video;               /* the manifest's items are clips */
 } batch_ctx;
 
 /* Polled between sampler steps on every rank of the group: a stop signal seen by any rank
@@ -62,14 +64,16 @@ static void progress_tty(int step, int steps, double seconds, long long read_byt
         fputs("\r                                   \r", stderr);
 }
 
-/* One item on this group; cfg_comm: its CFG pair (pipeline_run.cfg_comm), or NULL. */
+/* One item on this group: cfg_comm its CFG pair (pipeline_run.cfg_comm) or NULL; frames NULL
+ * for an image (*rgb gets it on the leader), else each decoded frame of the clip goes to
+ * frames->on_frame on CP rank 0 and *rgb stays NULL. */
 static cpdit_status render_on(const job_item *it, const cp_grid *g, cpdit_comm *cfg_comm,
-                              uint8_t **rgb, int *w, int *h, job_item_times *times,
-                              batch_ctx *c, cpdit_error *err)
+                              const job_frame_sink *frames, uint8_t **rgb,
+                              job_item_times *times, batch_ctx *c, cpdit_error *err)
 {
     pipeline_params prm = {it->prompt, it->negative_prompt, it->seed, it->width, it->height,
                            it->steps, (float)it->guidance, (float)it->true_cfg,
-                           it->max_sequence_length, 0, 0.0, c->cache};
+                           it->max_sequence_length, it->frames, it->flow_shift, c->cache};
     char dump[4096];
     pipeline_run run;
     memset(&run, 0, sizeof run);
@@ -82,14 +86,16 @@ static cpdit_status render_on(const job_item *it, const cp_grid *g, cpdit_comm *
     run.should_stop = stop_poll;
     run.ctx = c;
     run.cfg_comm = cfg_comm;
+    if (frames) {
+        run.on_frame = frames->on_frame;
+        run.frame_ctx = frames->ctx;
+    }
     c->grid = g;
     c->cfg_comm = cfg_comm;
     if (c->dump) {
         snprintf(dump, sizeof dump, "%s/%05llu", c->dump, (unsigned long long)it->index);
         run.dump_dir = dump;
     }
-    *w = it->width;
-    *h = it->height;
     c->item = (unsigned long long)it->index;
     pipeline_timings tm;
     memset(&tm, 0, sizeof tm); /* pipeline_generate may stop before filling it */
@@ -119,7 +125,9 @@ static cpdit_status render_on(const job_item *it, const cp_grid *g, cpdit_comm *
 static cpdit_status render_item(const job_item *it, const cp_grid *g, uint8_t **rgb, int *w,
                                 int *h, job_item_times *times, void *ctx, cpdit_error *err)
 {
-    return render_on(it, g, NULL, rgb, w, h, times, ctx, err);
+    *w = it->width;
+    *h = it->height;
+    return render_on(it, g, NULL, NULL, rgb, times, ctx, err);
 }
 
 /* CFG pairs (job_runner_hooks.render_pair): this group's branch, the velocities swapped with
@@ -129,7 +137,19 @@ static cpdit_status render_pair(const job_item *it, const cp_grid *g, cpdit_comm
                                 job_item_times *times, void *ctx, cpdit_error *err)
 {
     (void)cfg_rank; /* the pipeline reads it from cfg_comm */
-    return render_on(it, g, cfg_comm, rgb, w, h, times, ctx, err);
+    *w = it->width;
+    *h = it->height;
+    return render_on(it, g, cfg_comm, NULL, rgb, times, ctx, err);
+}
+
+static cpdit_status render_video(const job_item *it, const cp_grid *g,
+                                 const job_frame_sink *frames, job_item_times *times,
+                                 void *ctx, cpdit_error *err)
+{
+    uint8_t *rgb = NULL; /* stays NULL: the frames went to the sink */
+    cpdit_status st = render_on(it, g, NULL, frames, &rgb, times, ctx, err);
+    free(rgb);
+    return st;
 }
 
 /* Lockstep rounds (--vae-parallel world): a group without an item in this round joins the
@@ -164,9 +184,10 @@ static void print_decode_time(const batch_ctx *c, int rank)
     if (c->vae_world)
         snprintf(world, sizeof world, "split over all %d ranks of the job, one image after "
                  "the other", c->vae_world->cp_size);
+    const char *what = c->video ? "clip" : "image";
     if (rank == 0 && sum[1] > 0)
-        fprintf(stderr, "vae decode: %.0f images, %.3f s total, %.3f s per image (%s)\n",
-                sum[1], sum[0], sum[0] / sum[1],
+        fprintf(stderr, "vae decode: %.0f %ss, %.3f s total, %.3f s per %s (%s)\n", sum[1],
+                what, sum[0], sum[0] / sum[1], what,
                 c->vae_world ? world : c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
                                                           ? "CP rank 0 alone"
                                                           : "split over each CP group");
@@ -195,7 +216,7 @@ static cpdit_status choose_grid(manifest *m, const char *topo_path, const char *
         return st;
     grid_choice_request rq = {topo_path, m->model, m->base.width, m->base.height,
                               m->base.max_sequence_length, m->base.steps, items, size,
-                              0 /* frames: images only so far */,
+                              m->is_video ? m->base.num_frames : 0,
                               m->base.true_cfg > 1.0 && m->base.negative_prompt != NULL,
                               backend, 0 /* threads: this process's */,
                               m->output_dir /* the job-start probe kept there */};
@@ -242,6 +263,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         st = cm_variant_parse(variant, &c.attn, &err);
     if (!st) {
         c.attn.anything = m->parallel.anything;
+        c.video = m->is_video;
         c.vae_tiling = m->vae_tiling;
         c.cache = m->cache;
         c.vae_single_rank = m->vae_parallel == MANIFEST_VAE_OFF;
@@ -269,6 +291,7 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         job_runner_hooks hooks;
         memset(&hooks, 0, sizeof hooks);
         hooks.render_item = render_item;
+        hooks.render_video = render_video;
         hooks.ctx = &c;
         hooks.grid_reason = grid_choice_line(&gc, grid_line, sizeof grid_line);
         hooks.verbose = o->verbose;
@@ -276,8 +299,9 @@ int run_batch(const char *path, const manifest_overrides *ov, const run_item_opt
         hooks.vae = vae_word(&c);
         if (c.vae_world)
             hooks.idle_round = idle_round;
-        else if (m->base.true_cfg > 1.0 && m->base.negative_prompt)
-            hooks.render_pair = render_pair; /* CFG pairs on an even number of groups */
+        else if (m->base.true_cfg > 1.0 && m->base.negative_prompt && !m->is_video)
+            hooks.render_pair = render_pair; /* CFG pairs on an even number of groups (images:
+                                                a clip's frames stream from one group) */
         st = job_run(m, &hooks, MPI_COMM_WORLD, &sum, &err);
         print_decode_time(&c, rank);
     }

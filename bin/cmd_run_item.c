@@ -29,6 +29,7 @@
 #include "jobs/job_items.h"
 #include "jobs/job_placement.h"
 #include "lib/models/model.h"
+#include "lib/models/model_defaults.h"
 #include "lib/pipeline/pipeline.h"
 #include "lib/io/png_writer.h"
 #include "lib/io/regular_file.h"
@@ -71,35 +72,11 @@ void run_item_defaults(run_item_options *o)
     o->variant = NULL; /* auto */
 }
 
-/* WanPipeline.__call__'s defaults: 832 x 480, 81 frames, guidance_scale 5 (true CFG against
- * negative_prompt or ""). */
-#define WAN_DEFAULT_WIDTH 832
-#define WAN_DEFAULT_HEIGHT 480
-#define WAN_DEFAULT_FRAMES 81
-#define WAN_DEFAULT_GUIDANCE 5.0
-
-/* 1 when the model (a folder; builtin specs say so in their run defaults) makes videos. */
-static int model_is_video(const char *model)
-{
-    const model_family *f = NULL;
-    cpdit_error e;
-    cpdit_error_clear(&e);
-    return !builtin_model_is_spec(model) && model_family_find(model, &f, &e) == CPDIT_OK &&
-           f->output == MODEL_OUTPUT_VIDEO;
-}
-
 void run_item_model_defaults(run_item_options *o)
 {
-    builtin_run_defaults d = {1024, 1024, 0, 0, 1.0, NULL, 0}; /* a folder: FLUX.1's */
-    const int builtin = builtin_model_run_defaults(o->model, &d);
-    o->is_video = builtin ? d.frames > 0 : model_is_video(o->model);
-    if (o->is_video && !builtin) { /* a Wan folder: WanPipeline's */
-        d.width = WAN_DEFAULT_WIDTH;
-        d.height = WAN_DEFAULT_HEIGHT;
-        d.frames = WAN_DEFAULT_FRAMES;
-        d.true_cfg = WAN_DEFAULT_GUIDANCE;
-        d.negative_prompt = "";
-    }
+    builtin_run_defaults d; /* lib/models/model_defaults.h: shared with manifests */
+    const int builtin = builtin_model_is_spec(o->model);
+    o->is_video = model_run_defaults(o->model, 1, &d) == MODEL_KIND_VIDEO;
     if (o->is_video) {
         if (!o->frames)
             o->frames = d.frames;

@@ -54,7 +54,9 @@ int run_video_open(run_video *v, const run_item_options *o, const pipeline_param
                                     {"guidance", cfg_text},
                                     {"model", o->model},
                                     {"Software", "cpdit " PACKAGE_VERSION}};
+    cpdit_error *keep = v->err; /* where a frame's failure is told: the caller's */
     memset(v, 0, sizeof *v);
+    v->err = keep;
     return cpdit_video_writer_open(&v->w, path, prm->width, prm->height, &vo, tags,
                                    (int)(sizeof tags / sizeof tags[0]), err);
 }

@@ -314,7 +314,7 @@ int cmd_submit(int argc, char **argv)
     fclose(devnull);
     manifest *m = NULL;
     if (!st)
-        st = manifest_load(path, MANIFEST_CHECK_FILES, &m, &err);
+        st = manifest_load(path, MANIFEST_CHECK_FILES | MANIFEST_READ_MODEL, &m, &err);
     if (!st)
         st = manifest_apply_overrides(m, &ov, &err);
     if (st) {

@@ -54,9 +54,12 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
     if (rank == 0) {
         st = manifest_read_file(path, &bytes, &len, err);
         if (!st)
-            st = manifest_parse_bytes(path, bytes, len, MANIFEST_CHECK_FILES, &m, err);
+            st = manifest_parse_bytes(path, bytes, len,
+                                      MANIFEST_CHECK_FILES | MANIFEST_READ_MODEL, &m, err);
         if (!st) /* "builtin:huge" is refused here, at its line, not by the model loader */
             st = job_check_model_name(m, err);
+        if (!st) /* mp4 in a build without libavcodec: before the model loads */
+            st = job_check_output_format(m, err);
     }
     st = job_bcast_status(world, 0, st, err);
     if (st) {
@@ -82,7 +85,7 @@ cpdit_status manifest_load_world(const char *path, const manifest_overrides *ov,
     if (bcast_bytes(bytes, len, 0, world) != 0)
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, path, "MPI_Bcast of the manifest failed");
     if (!st && rank != 0)
-        st = manifest_parse_bytes(path, bytes, len, 0, &m, err);
+        st = manifest_parse_bytes(path, bytes, len, MANIFEST_READ_MODEL, &m, err);
     free(bytes);
     if (!st)
         st = manifest_apply_overrides(m, ov, err);

@@ -11,6 +11,7 @@
 #define CHECK_SHOW_ITEMS 8     /* items listed under "first items" */
 #define CHECK_PROMPT_CHARS 48  /* prompt text shown per item, bytes (cut at a UTF-8 start) */
 #define CHECK_SIZES_SHOWN 6
+#define NUM_SHIFT 32
 #define PLURAL(n) ((n) == 1 ? "" : "s")
 
 /* The first bytes of s, at most max, not cutting a UTF-8 character; "..." when cut. */
@@ -46,12 +47,14 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
                                     cpdit_error *err)
 {
     manifest *m = NULL;
-    cpdit_status st = manifest_load(path, MANIFEST_CHECK_FILES, &m, err);
+    cpdit_status st = manifest_load(path, MANIFEST_CHECK_FILES | MANIFEST_READ_MODEL, &m, err);
     if (!st)
         st = manifest_apply_overrides(m, ov, err);
     int out_exists = 0;
     if (!st)
         st = job_check_model_name(m, err);
+    if (!st)
+        st = job_check_output_format(m, err);
     if (!st)
         st = job_check_output_dir(m, &out_exists, err);
     job_items *it = NULL;
@@ -73,7 +76,7 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
             break;
         if (out_exists) {
             char *p = job_path_join(m->output_dir, x->file);
-            done += p && job_png_is_complete(p);
+            done += p && job_output_is_complete(p);
             free(p);
         }
         n++;
@@ -102,16 +105,29 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         for (size_t i = 0; i < b->n_sizes && i < CHECK_SIZES_SHOWN; i++)
             fprintf(out, " %dx%d", b->sizes[i].width, b->sizes[i].height);
         fprintf(out, "%s\n", b->n_sizes > CHECK_SIZES_SHOWN ? " ..." : "");
-        fprintf(out, "defaults:  steps %d, guidance %g, true_cfg %g, max_sequence_length %d%s\n",
-                b->steps, b->guidance, b->true_cfg, b->max_sequence_length,
-                b->negative_prompt ? ", with a negative prompt" : "");
+        if (m->is_video) /* Wan's guidance_scale is the true-CFG scale */
+            fprintf(out, "defaults:  steps %d, guidance (true CFG) %g, max_sequence_length %d%s\n",
+                    b->steps, b->true_cfg, b->max_sequence_length,
+                    b->negative_prompt ? ", with a negative prompt" : "");
+        else
+            fprintf(out, "defaults:  steps %d, guidance %g, true_cfg %g, max_sequence_length "
+                    "%d%s\n", b->steps, b->guidance, b->true_cfg, b->max_sequence_length,
+                    b->negative_prompt ? ", with a negative prompt" : "");
+        if (m->is_video) {
+            char shift[NUM_SHIFT] = "the scheduler's";
+            if (b->flow_shift > 0)
+                snprintf(shift, sizeof shift, "%g", b->flow_shift);
+            fprintf(out, "video:     %d frames at %g fps (%.2f s), %s, flow_shift %s\n",
+                    b->num_frames, b->fps, b->num_frames / b->fps,
+                    manifest_format_name(m->format), shift);
+        }
         print_grid(out, &m->parallel);
         fprintf(out, "output:    %s/%s (index %s/%s)\n", m->output_dir, m->name_template,
                 m->output_dir, JOB_INDEX_FILE_NAME);
         if (out_exists)
-            fprintf(out, "resume:    %llu of %llu items already done (complete PNGs); %llu to "
+            fprintf(out, "resume:    %llu of %llu items already done (complete %s); %llu to "
                     "do\n", (unsigned long long)done, (unsigned long long)n,
-                    (unsigned long long)(n - done));
+                    m->is_video ? "videos" : "PNGs", (unsigned long long)(n - done));
         else
             fprintf(out, "resume:    the output folder does not exist yet; %llu to do\n",
                     (unsigned long long)n);
@@ -119,8 +135,9 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
         for (size_t i = 0; i < n_first; i++)
             if ((int)strlen(first[i].file) > fw)
                 fw = (int)strlen(first[i].file);
-        fprintf(out, "first items:\n  %7s %s%10s %9s %5s  %-*s  %s\n", "index",
-                dp ? "group " : "", "seed", "size", "steps", fw, "file", "prompt");
+        fprintf(out, "first items:\n  %7s %s%10s %9s %5s%s  %-*s  %s\n", "index",
+                dp ? "group " : "", "seed", "size", "steps",
+                m->is_video ? " frames    fps     format" : "", fw, "file", "prompt");
         for (size_t i = 0; i < n_first; i++) {
             const job_item *y = &first[i];
             char size[32], group[16] = "", text[CHECK_PROMPT_CHARS + 4];
@@ -128,8 +145,13 @@ cpdit_status manifest_check_command(const char *path, const manifest_overrides *
             if (dp)
                 snprintf(group, sizeof group, "%5d ", job_assign_group(y->index, dp));
             short_text(y->prompt, text, CHECK_PROMPT_CHARS);
-            fprintf(out, "  %7llu %s%10llu %9s %5d  %-*s  %s\n", (unsigned long long)y->index,
-                    group, (unsigned long long)y->seed, size, y->steps, fw, y->file, text);
+            char video[64] = "";
+            if (m->is_video)
+                snprintf(video, sizeof video, " %6d %6g %10s", y->frames, y->fps,
+                         manifest_format_name(y->format));
+            fprintf(out, "  %7llu %s%10llu %9s %5d%s  %-*s  %s\n", (unsigned long long)y->index,
+                    group, (unsigned long long)y->seed, size, y->steps, video, fw, y->file,
+                    text);
         }
         if (n > n_first)
             fprintf(out, "  ... %llu more\n", (unsigned long long)(n - n_first));

@@ -98,7 +98,9 @@ char *job_index_line_timed(const job_item *item, const job_grid_info *grid, doub
     bad |= json_object_set_new(o, "width", json_integer(item->width));
     bad |= json_object_set_new(o, "height", json_integer(item->height));
     bad |= json_object_set_new(o, "steps", json_integer(item->steps));
-    bad |= json_object_set_new(o, "guidance", json_real(item->guidance));
+    /* a video's guidance is Wan's guidance_scale: the true-CFG scale */
+    bad |= json_object_set_new(o, "guidance",
+                               json_real(item->frames > 0 ? item->true_cfg : item->guidance));
     bad |= json_object_set_new(o, "grid", g);
     const job_slurm_info *sl = grid ? grid->slurm : NULL;
     if (sl && sl->job_id[0]) {
@@ -135,6 +137,14 @@ char *job_index_line_timed(const job_item *item, const job_grid_info *grid, doub
                               (json_int_t)times->cache_state_bytes, "steps",
                               times->cache_steps);
         bad |= !c || json_object_set_new(o, "cache", c);
+    }
+    if (item->frames > 0) { /* a video: what the file holds (job_run.h VIDEOS) */
+        static const char *const codec[] = {"png", "h264", "webp-lossy", "png"};
+        bad |= json_object_set_new(o, "frames", json_integer(item->frames));
+        bad |= json_object_set_new(o, "fps", json_real(item->fps));
+        bad |= json_object_set_new(o, "duration", json_real(item->frames / item->fps));
+        bad |= json_object_set_new(o, "format", json_string(manifest_format_name(item->format)));
+        bad |= json_object_set_new(o, "codec", json_string(codec[item->format]));
     }
     bad |= json_object_set_new(o, "file", json_string(item->file));
     bad |= json_object_set_new(o, "status", json_string(error ? "failed" : "ok"));

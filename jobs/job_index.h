@@ -5,7 +5,10 @@
  *   {"index":3,"prompt":"a red fox","seed":2,"width":208,"height":208,"steps":4,
  *    "guidance":3.5,"grid":{"dp":2,"ring":1,"ulysses":2},"seconds":1.25,"times":{...},
  *    "file":"00003-2-a-red-fox.png","status":"ok","error":null}
- * ("times": job_item_times below, on lines written by a run)
+ * ("times": job_item_times below, on lines written by a run). A video item's line also has
+ *   "frames":81,"fps":16.0,"duration":5.0625,"format":"mp4","codec":"h264"
+ * before "file" (format mp4 / webp / png-frames; codec h264 / webp-lossy / png), and its
+ * "guidance" is the true-CFG scale (Wan's guidance_scale).
  * status is "ok" or "failed" (then error is the reason and no PNG exists); seconds is the
  * leader's wall time for the item (render + PNG), null for a line re-made on resume (grid is
  * then null too). A line is appended with ONE write() on a descriptor opened with O_APPEND,
@@ -17,8 +20,8 @@
  * READING tolerates what a SIGKILL can leave: trailing bytes without a final '\n' (a torn
  * line) are ignored, as is any complete line that is not a JSON object with a "file" string.
  *
- * RESUME (rank 0, before any group starts). An item is done iff its PNG exists and is
- * complete (PNG signature at the start, IEND chunk at the end). Then the index is rewritten
+ * RESUME (rank 0, before any group starts). An item is done iff its PNG (video file, frames
+ * folder) exists and is complete (job_output_is_complete). Then the index is rewritten
  * (atomically, only when it changes) to hold exactly: the last "ok" line of each file whose
  * PNG is complete, in their old order, followed by a new line for each done item that had
  * none (a PNG written just before a kill). "ok" lines whose PNG is gone or damaged (those
@@ -130,6 +133,11 @@ void job_index_contents_free(job_index_contents *c);
 
 /* 1 when path is a complete PNG file (signature + final IEND chunk), else 0. */
 int job_png_is_complete(const char *path);
+/* 1 when an item's output at path is complete (job_output_check.c): a PNG as above; an .mp4
+ * whose top-level boxes tile the file (ftyp first, moov and mdat present); a .webp whose RIFF
+ * size covers the file; a folder (png-frames) of nothing but complete frame_NNNNN.png, at
+ * least one. What resume, --check and `cpdit status` count as done. */
+int job_output_is_complete(const char *path);
 
 /* Remove the temporary files (atomic_file_is_temp_name) in dir; *removed = how many (may be
  * NULL). A missing folder is fine. */

@@ -77,7 +77,9 @@ cpdit_status job_items_open(const manifest *m, const job_byte_source *src, unsig
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->path, "out of memory");
     it->m = m;
     it->flags = flags;
-    cpdit_status st = name_template_parse(m->name_template, &it->tmpl, err);
+    cpdit_status st = name_template_parse_as(m->name_template,
+                                             manifest_format_extension(m->format), &it->tmpl,
+                                             err);
     if (st) {
         cpdit_error_prefix_where(err, m->path);
         free(it);
@@ -344,6 +346,16 @@ cpdit_status job_items_next(job_items *it, const job_item **item, cpdit_error *e
                                                               : b->max_sequence_length;
     x->guidance = (o->set & MANIFEST_SET_GUIDANCE) ? o->guidance : b->guidance;
     x->true_cfg = (o->set & MANIFEST_SET_TRUE_CFG) ? o->true_cfg : b->true_cfg;
+    x->frames = 0, x->fps = 0.0, x->flow_shift = 0.0;
+    x->format = it->m->format;
+    if (it->m->is_video) {
+        /* Wan's guidance_scale is true CFG: a prompt's guidance: without true_cfg: says it */
+        if ((o->set & MANIFEST_SET_GUIDANCE) && !(o->set & MANIFEST_SET_TRUE_CFG))
+            x->true_cfg = o->guidance;
+        x->frames = (o->set & MANIFEST_SET_FRAMES) ? o->num_frames : b->num_frames;
+        x->fps = (o->set & MANIFEST_SET_FPS) ? o->fps : b->fps;
+        x->flow_shift = (o->set & MANIFEST_SET_FLOW_SHIFT) ? o->flow_shift : b->flow_shift;
+    }
     x->repeat = it->repeat_i;
     x->mark = it->cur->mark;
     x->from_prompts_file = it->cur == &it->file_prompt;

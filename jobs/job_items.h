@@ -10,6 +10,8 @@
  * steps/guidance/true_cfg/max_sequence_length/negative_prompt directly; `seed: S` or
  * `seeds:` replace the seed list; `width:`/`height:` replace the size list by one size (a
  * missing side comes from defaults) and `sizes:` by its list; `repeats:` the repeat count.
+ * A video manifest's `num_frames:`, `fps:` and `flow_shift:` likewise; there `guidance:`
+ * without `true_cfg:` is the true-CFG scale (Wan's guidance_scale).
  *
  * FILE NAMES: the output.name template (parsed by yaml/name_template.h). Text is copied; `{{` and `}}` are literal braces;
  * `{NAME}` or `{NAME:SPEC}` is replaced by the item's value:
@@ -23,7 +25,7 @@
  * least N digits, N in 1..20): {index:05d} → 00042, 123456 stays 123456 (Python's format
  * spec, without the space-padded forms). Unknown names, any other SPEC, a SPEC on {slug},
  * an unclosed '{', a lone '}', a '/' (a name, not a path), a leading '.', a name not ending
- * in ".png", or names that could exceed JOB_FILE_NAME_MAX bytes are errors. Two items that
+ * in the format's extension (".png"; videos ".mp4", ".webp", none for png-frames), or names that could exceed JOB_FILE_NAME_MAX bytes are errors. Two items that
  * get the same file name are an error found during expansion (JOB_ITEMS_CHECK_UNIQUE).
  *
  * MEMORY. Inline prompts are in the manifest; a prompts file is read through a byte source
@@ -61,6 +63,11 @@ typedef struct job_item {
     int max_sequence_length;
     double guidance, true_cfg;
     int repeat;         /* 0-based */
+    /* a video manifest (manifest.is_video): frames 4k + 1, fps of the file, flow_shift (0 =
+     * the folder's scheduler's); frames 0 = an image */
+    int frames;
+    double fps, flow_shift;
+    manifest_format format; /* the manifest's output.format */
     manifest_mark mark; /* where the prompt is written */
     int from_prompts_file; /* 1: mark.line is a line of the prompts file */
     char file[JOB_FILE_NAME_MAX + 1]; /* output file name, no folder */

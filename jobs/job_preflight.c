@@ -13,6 +13,7 @@
 #include "jobs/job_index.h" /* job_path_join */
 #include "lib/builtin/builtin_model.h"
 #include "lib/io/regular_file.h"
+#include "lib/io/video_writer.h" /* cpdit_video_format_available */
 
 /* The probe's name matches lib/io/atomic_file.h's temporary files, so a leftover (a kill
  * between create and unlink) is removed by the next run like any stale temporary file. */
@@ -38,6 +39,21 @@ static cpdit_status output_error(const manifest *m, cpdit_status code, cpdit_err
     char what[CPDIT_ERROR_WHAT_MAX];
     snprintf(what, sizeof what, fmt, a, b);
     return cpdit_error_set(err, code, where, "%s%s%s", key, key[0] ? ": " : "", what);
+}
+
+cpdit_status job_check_output_format(const manifest *m, cpdit_error *err)
+{
+    static const cpdit_video_format to_video[] = {CPDIT_VIDEO_MP4, CPDIT_VIDEO_MP4,
+                                                  CPDIT_VIDEO_WEBP, CPDIT_VIDEO_PNG_FRAMES};
+    if (m->format == MANIFEST_FORMAT_PNG)
+        return CPDIT_OK;
+    char why[512], where[CPDIT_ERROR_WHERE_MAX];
+    if (cpdit_video_format_available(to_video[m->format], why, sizeof why))
+        return CPDIT_OK;
+    const manifest_mark at = m->format_mark.line ? m->format_mark : m->model_mark;
+    snprintf(where, sizeof where, "%s:%d:%d", m->path, at.line, at.col);
+    return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "output.format%s: %s",
+                           m->format_mark.line ? "" : " (the video default mp4)", why);
 }
 
 cpdit_status job_check_model_name(const manifest *m, cpdit_error *err)

@@ -235,7 +235,7 @@ cpdit_status job_resume_item(job_resume *r, const job_item *item, int *done, cpd
     char *path = job_path_join(r->dir, item->file);
     if (!path)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, r->dir, "out of memory");
-    *done = job_png_is_complete(path);
+    *done = job_output_is_complete(path);
     free(path);
     r->stats.items++;
     size_t j = find_slot(r, item->file);
@@ -269,7 +269,7 @@ cpdit_status job_resume_finish(job_resume *r, job_resume_stats *stats, cpdit_err
         if (e->ok && r->slots[find_slot(r, e->file)] == i + 1) {
             if (r->state[i] == FILE_UNKNOWN) { /* a file this manifest does not make */
                 char *p = job_path_join(r->dir, e->file);
-                r->state[i] = p && job_png_is_complete(p) ? FILE_COMPLETE : FILE_MISSING;
+                r->state[i] = p && job_output_is_complete(p) ? FILE_COMPLETE : FILE_MISSING;
                 free(p);
             }
             keep = r->state[i] == FILE_COMPLETE;

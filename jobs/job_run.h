@@ -14,7 +14,8 @@
  *      broadcasts the "done" bits; done items are skipped.
  *   4. each group renders its items in index order: hooks->render_item on every rank of the
  *      group; the group leader (cp_rank 0) writes the PNG (temp file + rename, text chunks
- *      prompt/seed/steps/guidance/model...) and then appends the item's index line. A failing
+ *      prompt/seed/steps/guidance/model...) and then appends the item's index line. A video
+ *      item streams its frames into the leader's writer instead (VIDEOS below). A failing
  *      item (the hook fails on any rank of the group, or the PNG cannot be written) gets a
  *      "failed" index line with the reason and the group goes on. A failure to append to the
  *      index stops that group and fails the job (exit 1) at the end.
@@ -87,6 +88,22 @@ typedef cpdit_status (*job_render_pair_fn)(const job_item *item, const cp_grid *
                                            struct cpdit_comm *cfg_comm, int cfg_rank,
                                            uint8_t **rgb, int *w, int *h, job_item_times *times,
                                            void *ctx, cpdit_error *err);
+/* VIDEOS (a manifest whose model makes videos: items with frames > 0). The group leader
+ * opens the clip's writer before the render; render_video runs on every rank of the group and
+ * passes frames->on_frame (and frames->ctx) to the pipeline (pipeline_run.on_frame), which
+ * calls it on CP rank 0 with each frame as it is decoded, so no rank holds the whole clip.
+ * The leader then moves the file into place (temporary name + rename: an interrupted item
+ * leaves no file under its name) and appends the index line with "frames", "fps",
+ * "duration", "format" and "codec". Resume counts a video done when its file is complete
+ * (job_output_is_complete). */
+typedef struct job_frame_sink {
+    int (*on_frame)(void *ctx, int f, int n_frames, const uint8_t *rgb, int height, int width);
+    void *ctx;
+} job_frame_sink;
+typedef cpdit_status (*job_render_video_fn)(const job_item *item, const cp_grid *g,
+                                            const job_frame_sink *frames,
+                                            job_item_times *times, void *ctx,
+                                            cpdit_error *err);
 
 /* Pick degrees for `parallel: auto` (called on rank 0 only; the answer is broadcast). */
 typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, int *dp,
@@ -95,6 +112,7 @@ typedef cpdit_status (*job_choose_grid_fn)(const manifest *m, int world_size, in
 
 typedef struct job_runner_hooks {
     job_render_fn render_item;      /* required */
+    job_render_video_fn render_video; /* required for a video manifest (VIDEOS above) */
     job_choose_grid_fn choose_grid; /* NULL: `auto` means dp = all ranks, ring = ulysses = 1 */
     void *ctx;                      /* passed to both */
     FILE *log;                      /* rank 0's progress and summary; NULL = stderr */
@@ -186,6 +204,9 @@ int job_status_exit_code(const uint64_t totals[4]);
 /* A "builtin:NAME" model must name a known built-in model. Error: INPUT at "FILE:LINE:COL"
  * of model:. */
 cpdit_status job_check_model_name(const manifest *m, cpdit_error *err);
+/* A video manifest's output.format must be one this build can write (mp4 needs libavcodec
+ * with libx264). Error: INPUT at output.format (or model: for the default mp4), with why. */
+cpdit_status job_check_output_format(const manifest *m, cpdit_error *err);
 /* The output folder: *exists = 1 when it is there. Errors at "FILE:LINE:COL" of output.dir
  * (or "--output"): a file or anything else that is not a folder, a part of the path that is
  * a file, a link loop (INPUT); an existing folder this process may not write into

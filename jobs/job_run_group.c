@@ -204,18 +204,26 @@ void job_run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm wo
         job_item_times tm;
         job_item_times_clear(&tm);
         cpdit_status rs = CPDIT_OK;
-        const int together = pair->on && item_has_cfg(x);
+        const int video = x->frames > 0; /* a clip: its writer (job_video.c) */
+        job_video vid;
+        memset(&vid, 0, sizeof vid);
+        /* CFG pairs render images only: a clip is rendered by its writer group alone */
+        const int together = pair->on && item_has_cfg(x) && !video;
         if (together)
             rs = hooks->render_pair(x, g, pair->cfg, pair->role, &rgb, &w, &h, &tm, hooks->ctx,
                                     &ierr);
+        else if (writer && video)
+            rs = job_video_render(m, hooks, x, g, &gi, &vid, &tm, &ierr);
         else if (writer) /* a partner waits out an item without true CFG */
             rs = hooks->render_item(x, g, &rgb, &w, &h, &tm, hooks->ctx, &ierr);
-        if (!rs && writer && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
+        if (!rs && writer && !video && g->cp_rank == 0 && (!rgb || w <= 0 || h <= 0))
             rs = cpdit_error_set(&ierr, CPDIT_ERR_RUNTIME, "render", "no image came back");
         int stop = 0;
         const int failed = agree_item(g, pair, rs, &ierr, &stop, gs);
         if (failed < 0) {
             free(rgb);
+            if (writer && video)
+                job_video_abort(&vid);
             gs->fatal = CPDIT_ERR_RUNTIME;
             if (lockstep) /* the next round's agreement ends the run for every group */
                 continue;
@@ -226,6 +234,8 @@ void job_run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm wo
             free(rgb);
             rgb = NULL;
             if (stop) { /* interrupted by a stop: left for the next run */
+                if (writer && video)
+                    job_video_abort(&vid);
                 gs->stopped = 1;
                 if (lockstep) /* the next round's agreement stops every group */
                     continue;
@@ -239,8 +249,10 @@ void job_run_group(const manifest *m, const job_runner_hooks *hooks, MPI_Comm wo
             if (writer) {
                 if (!failed)
                     job_test_hold("write", g->world_rank);
-                r = leader_record(m, x, &gi, rgb, w, h, failed ? reason : NULL, t0, &tm,
-                                  index_path, &fatal, &gs->error);
+                r = video ? job_video_record(m, x, &gi, &vid, failed ? reason : NULL, t0, &tm,
+                                             index_path, &fatal, &gs->error)
+                          : leader_record(m, x, &gi, rgb, w, h, failed ? reason : NULL, t0,
+                                          &tm, index_path, &fatal, &gs->error);
             }
             gs->failed += r == 1;
             gs->done += r == 0;

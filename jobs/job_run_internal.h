@@ -104,4 +104,27 @@ void job_print_summary(FILE *log, const manifest *m, const job_group_stats *grou
                        int cp_size, const job_summary *s, const char *index_path,
                        const char *grid_reason);
 
+/* A video item on its group (job_video.c). The leader's writer, open from before the render
+ * until the record step. */
+struct cpdit_video_writer;
+typedef struct job_video {
+    struct cpdit_video_writer *w; /* the leader, while the clip is being written */
+    int failed;                   /* a frame could not be written: error says why */
+    cpdit_error error;
+} job_video;
+/* On every rank of the group: the leader opens the writer of x's file (the group agrees that
+ * it did), then hooks->render_video runs with a sink that feeds the leader's writer. On a
+ * failure the writer stays for job_video_record / job_video_abort to drop. */
+cpdit_status job_video_render(const manifest *m, const job_runner_hooks *hooks,
+                              const job_item *x, const cp_grid *g, const job_grid_info *gi,
+                              job_video *v, job_item_times *times, cpdit_error *err);
+/* Drop the clip (its temporary file or folder); fine when none is open. */
+void job_video_abort(job_video *v);
+/* The leader, as leader_record for a PNG: finish the clip (rename into place) unless failure,
+ * then append the index line ("failed" with the reason when either failed). Returns 0 done,
+ * 1 failed, -1 when the index line could not be appended (*fatal set). */
+int job_video_record(const manifest *m, const job_item *x, const job_grid_info *gi,
+                     job_video *v, const char *failure, double t0, job_item_times *times,
+                     const char *index_path, cpdit_status *fatal, cpdit_error *fatal_err);
+
 #endif

@@ -204,7 +204,7 @@ cpdit_status job_status_totals(const char *output_dir, const char *manifest_path
         line_count *lc = map_find(&map, x->file);
         int has = lc && lc->file;
         c[0]++;
-        if (p && job_png_is_complete(p))
+        if (p && job_output_is_complete(p))
             c[1]++;
         else if (has && lc->failed)
             c[2]++;

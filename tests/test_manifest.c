@@ -311,6 +311,79 @@ static void test_examples(void)
         CHECK(m->parallel.ulysses == 4 && m->parallel.dp == 0 && !m->parallel.is_auto);
         manifest_free(m);
     }
+    /* batch-wan: the folder is a placeholder, its mp4 says video */
+    snprintf(path, sizeof path, "%s/jobs/examples/batch-wan.yaml", top ? top : ".");
+    CHECK_MSG(manifest_load(path, 0, &m, &err) == CPDIT_OK, "%s: %s", err.where, err.what);
+    if (m) {
+        CHECK(job_items_count(m, NULL, &n, &np, &err) == CPDIT_OK && np == 4 && n == 7);
+        CHECK(m->is_video && m->base.num_frames == 81 && m->base.flow_shift == 3.0 &&
+              m->base.width == 832 && m->base.height == 480 && m->base.true_cfg == 5.0 &&
+              m->base.negative_prompt && strlen(m->base.negative_prompt) > 200);
+        manifest_free(m);
+    }
+}
+
+/* Video manifests: the model's defaults (builtin:wan-tiny's, model_defaults.h), the video
+ * keys per prompt and in defaults, guidance as the true-CFG scale, the format's extension in
+ * the default name, and a folder model's kind with and without MANIFEST_READ_MODEL. */
+static void test_video(void)
+{
+    cpdit_error err;
+    manifest *m = parse("v.yaml",
+                        "model: builtin:wan-tiny\n"
+                        "defaults: {num_frames: 9, flow_shift: 3.0, guidance: 6}\n"
+                        "prompts:\n"
+                        "  - a fox\n"
+                        "  - {prompt: a boat, fps: 8, num_frames: 5, true_cfg: 2}\n"
+                        "  - {prompt: a kite, guidance: 4}\n",
+                        0, &err);
+    CHECK_MSG(m != NULL, "%s: %s", err.where, err.what);
+    if (!m)
+        return;
+    CHECK(m->is_video && m->format == MANIFEST_FORMAT_MP4);
+    CHECK(strcmp(m->name_template, "{index:05d}-{seed}-{slug}.mp4") == 0);
+    CHECK(m->base.width == 64 && m->base.height == 64 && m->base.steps == 8); /* wan-tiny's */
+    CHECK(m->base.negative_prompt && m->base.negative_prompt[0] == '\0');
+    job_items *it = NULL;
+    CHECK(job_items_open(m, NULL, JOB_ITEMS_CHECK_UNIQUE, &it, &err) == CPDIT_OK);
+    const job_item *x;
+    /* frames, fps, flow_shift, true_cfg per item */
+    const int frames[3] = {9, 5, 9};
+    const double fps[3] = {16, 8, 16}, cfg[3] = {6, 2, 4};
+    for (int k = 0; it && k < 3; k++) {
+        CHECK(job_items_next(it, &x, &err) == CPDIT_OK && x);
+        if (!x)
+            break;
+        CHECK_MSG(x->frames == frames[k] && x->fps == fps[k] && x->flow_shift == 3.0 &&
+                      x->true_cfg == cfg[k] && x->format == MANIFEST_FORMAT_MP4,
+                  "item %d: %d frames, %g fps, shift %g, cfg %g", k, x->frames, x->fps,
+                  x->flow_shift, x->true_cfg);
+        CHECK(strlen(x->file) > 4 && strcmp(x->file + strlen(x->file) - 4, ".mp4") == 0);
+    }
+    job_items_close(it);
+    manifest_free(m);
+    /* png-frames: names without an extension; an image model's items have no frames */
+    m = parse("f.yaml", "model: builtin:wan-tiny\noutput: {format: png-frames}\nprompts: [a]\n",
+              0, &err);
+    CHECK(m && m->format == MANIFEST_FORMAT_PNG_FRAMES && m->base.num_frames == 17 &&
+          strcmp(m->name_template, "{index:05d}-{seed}-{slug}") == 0);
+    manifest_free(m);
+    m = parse("i.yaml", "model: builtin:tiny\nprompts: [a]\n", 0, &err);
+    CHECK(m && !m->is_video && m->format == MANIFEST_FORMAT_PNG && m->base.num_frames == 0);
+    manifest_free(m);
+    /* a folder not read: image unless a video key says otherwise; with a video key, Wan's */
+    m = parse("d.yaml", "model: /nonexistent/wan\ndefaults: {fps: 24}\nprompts: [a]\n", 0,
+              &err);
+    CHECK(m && m->is_video && m->base.num_frames == 81 && m->base.width == 832 &&
+          m->base.fps == 24 && m->base.true_cfg == 5.0);
+    manifest_free(m);
+    m = parse("d.yaml", "model: /nonexistent/flux\nprompts: [a]\n", MANIFEST_READ_MODEL, &err);
+    CHECK(m && !m->is_video && m->base.width == 1024); /* unreadable: FLUX.1's */
+    manifest_free(m);
+    /* an image model refuses video keys at their position */
+    m = parse("b.yaml", "model: builtin:tiny\nprompts: [{prompt: a, fps: 8}]\n", 0, &err);
+    CHECK(!m && err.status == CPDIT_ERR_INPUT && strcmp(err.where, "b.yaml:2:11") == 0 &&
+          strstr(err.what, "fps: builtin:tiny makes images"));
 }
 
 int main(void)
@@ -321,5 +394,6 @@ int main(void)
     test_prompt_lines();
     test_check_command();
     test_examples();
+    test_video();
     TEST_MAIN_END();
 }

@@ -36,9 +36,12 @@ static cpdit_status error_of(const char *name, char *msg, size_t size)
     manifest *m = NULL;
     cpdit_error err;
     cpdit_error_clear(&err);
-    cpdit_status st = manifest_load(name, MANIFEST_CHECK_FILES, &m, &err);
+    cpdit_status st =
+        manifest_load(name, MANIFEST_CHECK_FILES | MANIFEST_READ_MODEL, &m, &err);
     if (!st)
         st = job_check_model_name(m, &err); /* as --check and the run's rank 0 */
+    if (!st)
+        st = job_check_output_format(m, &err);
     if (!st)
         st = job_items_count(m, NULL, NULL, NULL, &err);
     manifest_free(m);

@@ -197,6 +197,26 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
     return CPDIT_OK;
 }
 
+const char *manifest_format_name(manifest_format f)
+{
+    switch (f) {
+    case MANIFEST_FORMAT_MP4: return "mp4";
+    case MANIFEST_FORMAT_WEBP: return "webp";
+    case MANIFEST_FORMAT_PNG_FRAMES: return "png-frames";
+    default: return "png";
+    }
+}
+
+const char *manifest_format_extension(manifest_format f)
+{
+    switch (f) {
+    case MANIFEST_FORMAT_MP4: return ".mp4";
+    case MANIFEST_FORMAT_WEBP: return ".webp";
+    case MANIFEST_FORMAT_PNG_FRAMES: return ""; /* a folder */
+    default: return ".png";
+    }
+}
+
 int manifest_vae_parallel_from_name(const char *name)
 {
     if (!name)

@@ -40,6 +40,15 @@ extern "C" {
 #define MANIFEST_SEED_MAX INT64_MAX /* seeds are 0 .. 2^63-1 (JSON-safe integers) */
 #define MANIFEST_DEGREE_MAX 65536  /* dp, ring, ulysses */
 #define MANIFEST_GUIDANCE_MAX 100.0 /* guidance and true_cfg: 0 .. 100 */
+/* Videos (a video model such as Wan 2.1): num_frames is 4k + 1 (the VAE's temporal factor 4:
+ * 1 + 4(T-1) frames from T latent frames); fps and flow_shift as the video writer and the
+ * UniPC scheduler accept them. */
+#define MANIFEST_FRAMES_STEP 4
+#define MANIFEST_FRAMES_MAX 1001  /* 251 latent frames */
+#define MANIFEST_FPS_MIN 0.01     /* frames per second: CPDIT_VIDEO_MIN_FPS */
+#define MANIFEST_FPS_MAX 240.0    /* CPDIT_VIDEO_MAX_FPS */
+#define MANIFEST_DEFAULT_FPS 16.0 /* Wan 2.1's export rate */
+#define MANIFEST_FLOW_SHIFT_MAX 100.0 /* > 0; Wan uses 3 (480p) and 5 (720p) */
 #define MANIFEST_MAX_BYTES (64u << 20) /* a manifest file larger than this is refused */
 /* `cache:` / --cache (lib/pipeline/pipeline_cache.h): fbcache threshold in (0, 10] (default
  * 0.05), taylorseer ORDER 1..4 (default 1) and INTERVAL 1..100 (default 5) */
@@ -61,6 +70,9 @@ extern "C" {
 #define MANIFEST_DEFAULT_SEQ_LEN 512
 #define MANIFEST_DEFAULT_OUTPUT_DIR "out"
 #define MANIFEST_DEFAULT_NAME "{index:05d}-{seed}-{slug}.png"
+/* A video manifest's default name: this stem + the format's extension (.mp4, .webp, none for
+ * a folder of PNG frames). */
+#define MANIFEST_DEFAULT_NAME_STEM "{index:05d}-{seed}-{slug}"
 
 /* A position in the manifest (or a prompts file): 1-based line and column; col 0 = unknown
  * (JSONL prompts files report lines only). */
@@ -93,7 +105,10 @@ enum {
     MANIFEST_SET_WIDTH = 1u << 7,
     MANIFEST_SET_HEIGHT = 1u << 8,
     MANIFEST_SET_SIZES = 1u << 9,
-    MANIFEST_SET_REPEATS = 1u << 10
+    MANIFEST_SET_REPEATS = 1u << 10,
+    MANIFEST_SET_FRAMES = 1u << 11, /* num_frames */
+    MANIFEST_SET_FPS = 1u << 12,
+    MANIFEST_SET_FLOW_SHIFT = 1u << 13
 };
 
 /* Generation settings. In manifest.base every scalar field holds its value (given or
@@ -112,6 +127,9 @@ typedef struct manifest_settings {
     manifest_size *sizes;
     size_t n_sizes;
     int repeats;
+    int num_frames;    /* video: 4k + 1; 0 in an image manifest */
+    double fps;        /* video: frames per second of the file */
+    double flow_shift; /* video: > 0 overrides the scheduler's; 0 = the folder's */
 } manifest_settings;
 
 /* One prompt of the inline `prompts:` list (a prompts file yields the same, one at a time). */
@@ -134,6 +152,15 @@ typedef struct manifest_parallel {
     int anything;     /* 0/1: allow uneven sequence and head splits */
 } manifest_parallel;
 
+/* output.format: what an item becomes. png for image models (the only one); mp4 (the
+ * default), webp or png-frames for video models. */
+typedef enum manifest_format {
+    MANIFEST_FORMAT_PNG = 0,
+    MANIFEST_FORMAT_MP4,
+    MANIFEST_FORMAT_WEBP,
+    MANIFEST_FORMAT_PNG_FRAMES
+} manifest_format;
+
 typedef struct manifest {
     char *path;     /* the manifest's path as given (for messages) */
     char *base_dir; /* its folder ("" when the path has none): relative inputs resolve here */
@@ -149,6 +176,9 @@ typedef struct manifest {
     manifest_mark name_mark;
 
     manifest_settings base;
+    int is_video;           /* 1: the model makes videos (items have frames, fps, ...) */
+    manifest_format format; /* output.format, or the model's default */
+    manifest_mark format_mark; /* of output.format; line 0 = the default */
 
     manifest_prompt *prompts; /* inline prompts, in order */
     size_t n_prompts;
@@ -191,8 +221,13 @@ typedef struct manifest_overrides {
 
 /* Flags of manifest_parse_bytes / manifest_load. */
 enum {
-    MANIFEST_CHECK_FILES = 1u << 0 /* prompts_file must exist and be readable; a model path
-                                    * must be a folder (rank 0 only) */
+    MANIFEST_CHECK_FILES = 1u << 0, /* prompts_file must exist and be readable; a model path
+                                     * must be a folder (rank 0 only) */
+    MANIFEST_READ_MODEL = 1u << 1   /* a model folder's configs say whether it makes videos
+                                     * (every rank of a run: the item names depend on it).
+                                     * Without it a folder makes videos only when the manifest
+                                     * gives a video key (num_frames, fps, flow_shift, a video
+                                     * output.format). builtin: models are known either way. */
 };
 
 /* Parse and validate a manifest from bytes (any bytes: the parser is fuzzed). path names it
@@ -216,6 +251,11 @@ cpdit_status manifest_apply_overrides(manifest *m, const manifest_overrides *ov,
                                       cpdit_error *err);
 
 void manifest_free(manifest *m);
+
+/* "png", "mp4", "webp", "png-frames". */
+const char *manifest_format_name(manifest_format f);
+/* The file name extension items of format f end in: ".png", ".mp4", ".webp", "" (a folder). */
+const char *manifest_format_extension(manifest_format f);
 
 /* One line of a prompts file (without its line break) into *out.
  *   TEXT:  leading/trailing spaces (and a trailing \r) are dropped; an empty line or one

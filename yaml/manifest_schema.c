@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/builtin/builtin_model.h" /* builtin_model_run_defaults */
+#include "lib/models/model_defaults.h" /* model_run_defaults */
 #include "lib/io/regular_file.h" /* cpdit_file_kind */
 #include "yaml/name_template.h"   /* output.name */
 
@@ -31,7 +31,7 @@ static const char *const TOP_KEYS[] = {"model",   "output",  "defaults",     "se
                                        "vae_tiling", "vae_parallel", "cache"};
 enum { K_MODEL, K_OUTPUT, K_DEFAULTS, K_SEEDS, K_SIZES, K_REPEATS, K_PROMPTS, K_PROMPTS_FILE,
        K_PARALLEL, K_VAE_TILING, K_VAE_PARALLEL, K_CACHE };
-static const char *const OUTPUT_KEYS[] = {"dir", "name"};
+static const char *const OUTPUT_KEYS[] = {"dir", "name", "format"};
 
 /* `cache: fbcache[:THRESHOLD] | taylorseer[:ORDER,INTERVAL] | none` (limits: manifest.h). */
 static cpdit_status parse_cache(mf_ctx *c, const mf_node *v, manifest *m)
@@ -66,11 +66,14 @@ static cpdit_status parse_vae_parallel(mf_ctx *c, const mf_node *v, manifest *m)
 }
 static const char *const DEFAULT_KEYS[] = {"steps",           "guidance", "width",
                                            "height",          "seed",     "negative_prompt",
-                                           "true_cfg",        "max_sequence_length"};
+                                           "true_cfg",        "max_sequence_length",
+                                           "num_frames",      "fps",      "flow_shift"};
 static const char *const PROMPT_KEYS[] = {"prompt",   "steps",    "guidance", "width",
                                           "height",   "seed",     "seeds",    "sizes",
                                           "negative_prompt", "true_cfg", "max_sequence_length",
-                                          "repeats"};
+                                          "repeats", "num_frames", "fps", "flow_shift"};
+/* output.format values; an image model takes png only (manifest_format order) */
+static const char *const FORMAT_NAMES[] = {"png", "mp4", "webp", "png-frames"};
 static const char *const SEED_RANGE_KEYS[] = {"count", "start"};
 static const char *const PARALLEL_KEYS[] = {"dp", "ring", "ulysses", "anything"};
 
@@ -283,6 +286,29 @@ static cpdit_status settings_field(mf_ctx *c, const char *name, const mf_node *v
         if ((st = mf_get_int(c, v, w, 1, MANIFEST_REPEATS_MAX, &iv)))
             return st;
         s->repeats = (int)iv, s->set |= MANIFEST_SET_REPEATS;
+    } else if (!strcmp(name, "num_frames")) {
+        if ((st = mf_get_int(c, v, w, 1, MANIFEST_FRAMES_MAX, &iv)))
+            return st;
+        if (iv % MANIFEST_FRAMES_STEP != 1) {
+            int64_t lo = iv / MANIFEST_FRAMES_STEP * MANIFEST_FRAMES_STEP + 1;
+            if (lo > iv)
+                lo -= MANIFEST_FRAMES_STEP;
+            return mf_error(c, v->mark, "%s: %lld is not 4k + 1 (the VAE makes 1 + 4(T-1) "
+                            "frames from T latent frames; try %lld or %lld)", w, (long long)iv,
+                            (long long)lo, (long long)(lo + MANIFEST_FRAMES_STEP));
+        }
+        s->num_frames = (int)iv, s->set |= MANIFEST_SET_FRAMES;
+    } else if (!strcmp(name, "fps")) {
+        if ((st = mf_get_number(c, v, w, MANIFEST_FPS_MIN, MANIFEST_FPS_MAX, &s->fps)))
+            return st;
+        s->set |= MANIFEST_SET_FPS;
+    } else if (!strcmp(name, "flow_shift")) {
+        if ((st = mf_get_number(c, v, w, 0, MANIFEST_FLOW_SHIFT_MAX, &s->flow_shift)))
+            return st;
+        if (!(s->flow_shift > 0))
+            return mf_error(c, v->mark, "%s: must be greater than 0 (Wan uses 3.0 at 480p, "
+                            "5.0 at 720p)", w);
+        s->set |= MANIFEST_SET_FLOW_SHIFT;
     }
     return CPDIT_OK;
 }
@@ -364,17 +390,30 @@ static cpdit_status parse_output(mf_ctx *c, const mf_node *n, manifest *m)
             m->output_dir_mark = v->mark;
             if (!st && !m->output_dir[0])
                 st = mf_error(c, v->mark, "output.dir: empty folder name");
-        } else {
+        } else if (order[i] == 1) {
             free(m->name_template);
             m->name_template = NULL;
             st = mf_get_string(c, v, "output.name", &m->name_template);
             m->name_mark = v->mark;
             name_template t;
             cpdit_error terr;
-            if (!st && name_template_parse(m->name_template, &t, &terr))
+            /* the syntax now; the extension once the format is known (check_name) */
+            if (!st && name_template_parse_as(m->name_template, "", &t, &terr))
                 st = mf_error(c, v->mark, "output.name: %s", terr.what);
             else if (!st)
                 name_template_free(&t);
+        } else {
+            char *f = NULL;
+            st = mf_get_string(c, v, "output.format", &f);
+            size_t k = 0;
+            while (!st && k < N_OF(FORMAT_NAMES) && strcmp(f, FORMAT_NAMES[k]) != 0)
+                k++;
+            if (!st && k == N_OF(FORMAT_NAMES))
+                st = mf_error(c, v->mark, "output.format: \"%s\"; use mp4, webp or png-frames "
+                              "(a video model) or png (an image model)", v->text);
+            free(f);
+            m->format = (manifest_format)k;
+            m->format_mark = v->mark;
         }
     }
     return st;
@@ -536,22 +575,84 @@ static cpdit_status parse_defaults(mf_ctx *c, const mf_node *n, manifest *m,
     return st;
 }
 
-/* A built-in model's run defaults (lib/builtin/builtin_model.h) for the settings the manifest
- * leaves out: builtin:shapes runs as trained (128 x 128, 32 T5 tokens, 20 steps, true CFG
- * against the empty prompt); a folder keeps FLUX.1's (MANIFEST_DEFAULT_*). */
-static cpdit_status builtin_defaults(mf_ctx *c, manifest *m)
+#define VIDEO_BITS (MANIFEST_SET_FRAMES | MANIFEST_SET_FPS | MANIFEST_SET_FLOW_SHIFT)
+enum { D_NUM_FRAMES = 8, D_FPS = 9, D_FLOW_SHIFT = 10 }; /* in DEFAULT_KEYS */
+
+/* The first video key of the manifest (defaults, then inline prompts), or NULL; *mark where. */
+static const char *first_video_key(const manifest *m, const mf_node *const *dseen,
+                                   manifest_mark *mark)
+{
+    for (int k = D_NUM_FRAMES; k <= D_FLOW_SHIFT; k++)
+        if (dseen[k]) {
+            *mark = dseen[k]->mark;
+            return DEFAULT_KEYS[k];
+        }
+    for (size_t i = 0; i < m->n_prompts; i++) {
+        unsigned set = m->prompts[i].over.set;
+        if (set & VIDEO_BITS) {
+            *mark = m->prompts[i].mark;
+            return set & MANIFEST_SET_FRAMES ? "num_frames"
+                   : set & MANIFEST_SET_FPS  ? "fps"
+                                             : "flow_shift";
+        }
+    }
+    return NULL;
+}
+
+/* The model's run defaults (lib/models/model_defaults.h, shared with `cpdit run --model`) for
+ * the settings the manifest leaves out: builtin:shapes runs as trained (128 x 128, 32 T5
+ * tokens, 20 steps, true CFG against the empty prompt), a Wan model as WanPipeline (81 frames,
+ * CFG 5 against "", mp4 at 16 fps); a FLUX folder keeps FLUX.1's (MANIFEST_DEFAULT_*). Video
+ * keys and formats are refused for an image model. */
+static cpdit_status model_defaults(mf_ctx *c, manifest *m, unsigned flags,
+                                   const mf_node *const *dseen)
 {
     builtin_run_defaults d;
     manifest_settings *b = &m->base;
-    if (!m->model_is_builtin || !builtin_model_run_defaults(m->model, &d))
-        return CPDIT_OK;
+    model_kind kind = model_run_defaults(m->model, (flags & MANIFEST_READ_MODEL) != 0, &d);
+    manifest_mark vmark = {0, 0};
+    const char *vkey = first_video_key(m, dseen, &vmark);
+    const int video_format = m->format_mark.line > 0 && m->format != MANIFEST_FORMAT_PNG;
+    if (kind == MODEL_KIND_UNKNOWN) { /* a folder not read: the manifest's keys say */
+        kind = vkey || video_format ? MODEL_KIND_VIDEO : MODEL_KIND_IMAGE;
+        if (kind == MODEL_KIND_VIDEO) {
+            d.width = MODEL_WAN_DEFAULT_WIDTH, d.height = MODEL_WAN_DEFAULT_HEIGHT;
+            d.frames = MODEL_WAN_DEFAULT_FRAMES, d.true_cfg = MODEL_WAN_DEFAULT_GUIDANCE;
+            d.negative_prompt = "";
+        }
+    }
+    const int builtin = m->model_is_builtin;
+    if (kind == MODEL_KIND_IMAGE) {
+        if (vkey)
+            return mf_error(c, vmark, "%s: %s makes images, not videos (num_frames, fps and "
+                            "flow_shift are for video models such as Wan 2.1)", vkey, m->model);
+        if (video_format)
+            return mf_error(c, m->format_mark, "output.format: %s is for video models; %s "
+                            "makes images (png)", manifest_format_name(m->format), m->model);
+        if (!builtin)
+            return CPDIT_OK; /* FLUX.1's: MANIFEST_DEFAULT_* */
+    } else {
+        m->is_video = 1;
+        if (m->format_mark.line == 0)
+            m->format = MANIFEST_FORMAT_MP4;
+        else if (m->format == MANIFEST_FORMAT_PNG)
+            return mf_error(c, m->format_mark, "output.format: png is for image models; %s "
+                            "makes videos: use mp4, webp or png-frames", m->model);
+        if (!(b->set & MANIFEST_SET_FRAMES))
+            b->num_frames = d.frames;
+        if (!(b->set & MANIFEST_SET_FPS))
+            b->fps = MANIFEST_DEFAULT_FPS;
+        /* Wan's guidance_scale is true CFG: guidance: says it too, as --guidance does */
+        if ((b->set & MANIFEST_SET_GUIDANCE) && !(b->set & MANIFEST_SET_TRUE_CFG))
+            b->true_cfg = b->guidance, b->set |= MANIFEST_SET_TRUE_CFG;
+    }
     if (!(b->set & (MANIFEST_SET_WIDTH | MANIFEST_SET_SIZES)))
         b->width = d.width;
     if (!(b->set & (MANIFEST_SET_HEIGHT | MANIFEST_SET_SIZES)))
         b->height = d.height;
-    if (!(b->set & MANIFEST_SET_STEPS))
+    if (!(b->set & MANIFEST_SET_STEPS) && d.steps > 0)
         b->steps = d.steps;
-    if (!(b->set & MANIFEST_SET_SEQ_LEN))
+    if (!(b->set & MANIFEST_SET_SEQ_LEN) && d.max_sequence_length > 0)
         b->max_sequence_length = d.max_sequence_length;
     if (!(b->set & MANIFEST_SET_TRUE_CFG))
         b->true_cfg = d.true_cfg;
@@ -560,6 +661,30 @@ static cpdit_status builtin_defaults(mf_ctx *c, manifest *m)
         if (!(b->negative_prompt = strdup(d.negative_prompt)))
             return oom(c);
     }
+    return CPDIT_OK;
+}
+
+/* output.name against the format's extension (the default name takes it). */
+static cpdit_status check_name(mf_ctx *c, manifest *m)
+{
+    const char *ext = manifest_format_extension(m->format);
+    if (m->name_mark.line == 0 && m->format != MANIFEST_FORMAT_PNG) {
+        free(m->name_template);
+        size_t n = strlen(MANIFEST_DEFAULT_NAME_STEM) + strlen(ext) + 1;
+        if (!(m->name_template = malloc(n)))
+            return oom(c);
+        snprintf(m->name_template, n, "%s%s", MANIFEST_DEFAULT_NAME_STEM, ext);
+    }
+    name_template t;
+    cpdit_error terr;
+    if (name_template_parse_as(m->name_template, ext, &t, &terr)) {
+        if (!m->is_video)
+            return mf_error(c, m->name_mark, "output.name: %s", terr.what);
+        return mf_error(c, m->name_mark, "output.name: %s (output.format %s%s)", terr.what,
+                        manifest_format_name(m->format),
+                        m->format_mark.line ? "" : ": the default for a video model");
+    }
+    name_template_free(&t);
     return CPDIT_OK;
 }
 
@@ -619,7 +744,7 @@ cpdit_status mf_schema_manifest(const mf_node *root, manifest *m, unsigned flags
     if (!vals[K_PROMPTS] && !vals[K_PROMPTS_FILE])
         return mf_error(c, root->mark, "no prompts: give prompts: (a list) or prompts_file: "
                         "(a text or JSONL file)");
-    if ((st = builtin_defaults(c, m)))
+    if ((st = model_defaults(c, m, flags, dseen)) || (st = check_name(c, m)))
         return st;
     if (seen[K_SEEDS] && dseen[4])
         return not_both(c, seen[K_SEEDS], "seeds", dseen[4], "defaults.seed");

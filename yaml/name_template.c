@@ -131,8 +131,14 @@ static cpdit_status add_placeholder(name_template *t, const char *text, size_t l
 
 cpdit_status name_template_parse(const char *text, name_template *out, cpdit_error *err)
 {
+    return name_template_parse_as(text, PNG_SUFFIX, out, err);
+}
+
+cpdit_status name_template_parse_as(const char *text, const char *ext, name_template *out,
+                                    cpdit_error *err)
+{
     memset(out, 0, sizeof *out);
-    size_t n = strlen(text), suffix = strlen(PNG_SUFFIX);
+    size_t n = strlen(text), suffix = strlen(ext);
     if (n == 0)
         return fail(out, err, "empty file name template");
     if (strchr(text, '/'))
@@ -140,8 +146,8 @@ cpdit_status name_template_parse(const char *text, name_template *out, cpdit_err
     if (text[0] == '.')
         return fail(out, err, "the name must not start with '.' (hidden and temporary files "
                     "start with '.')");
-    if (n < suffix || strcmp(text + n - suffix, PNG_SUFFIX) != 0)
-        return fail(out, err, "the name must end in \".png\"");
+    if (n < suffix || strcmp(text + n - suffix, ext) != 0)
+        return fail(out, err, "the name must end in \"%s\"", ext);
     char *lit = malloc(n + 1);
     if (!lit)
         return out_of_memory(out, err);

@@ -45,6 +45,10 @@ typedef struct name_template {
 /* Parse text. Errors: CPDIT_ERR_INPUT, err->where = "", err->what = the problem (the
  * manifest parser adds "FILE:LINE:COL: output.name: "). */
 cpdit_status name_template_parse(const char *text, name_template *out, cpdit_error *err);
+/* As name_template_parse, for names that must end in ext (".png", ".mp4", ".webp"; "" = any
+ * ending: a folder of PNG frames). name_template_parse is name_template_parse_as(".png"). */
+cpdit_status name_template_parse_as(const char *text, const char *ext, name_template *out,
+                                    cpdit_error *err);
 void name_template_free(name_template *t);
 
 #ifdef __cplusplus
