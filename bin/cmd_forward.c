@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
+#include "bin/forward_ranks.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/models/model.h"
@@ -31,13 +32,6 @@
 /* Weak: resolved when the VAE module is linked in, NULL otherwise. */
 extern cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err)
     __attribute__((weak));
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------ options */
 
@@ -210,7 +204,7 @@ static void report_transformer(const forward_options *o, const model_forward_res
 /* The transformer of the model's family (lib/models/model.h) on the inputs file. */
 static cpdit_status run_transformer(const forward_options *o, cpdit_error *err)
 {
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     model_forward_file a;
     memset(&a, 0, sizeof a);
     a.model = o->model;
@@ -243,7 +237,7 @@ static cpdit_status run_transformer(const forward_options *o, cpdit_error *err)
     model_forward_result r;
     st = f->forward_file(&a, &r, err);
     if (!st && o->verbose)
-        report_transformer(o, &r, &a.attn, now_s() - t0);
+        report_transformer(o, &r, &a.attn, forward_now_s() - t0);
     cpdit_comm_destroy(a.world);
     return st;
 }

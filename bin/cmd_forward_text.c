@@ -22,6 +22,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
+#include "bin/forward_ranks.h"
 #include "lib/io/safetensors.h"
 #include "lib/io/tensor_finite.h"
 #include "lib/text/t5_encoder.h"
@@ -31,15 +32,7 @@
 #define TEXT_IDS_NAME "input_ids"
 #define TEXT_MASK_NAME "attention_mask"
 #define TEXT_OUTPUT_NAME "last_hidden_state"
-#define TEXT_WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 #define TEXT_MAX_ID 16777216.0f   /* 2^24: integers up to here are exact in float */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* DIR/text_encoder when it holds a config.json, else DIR itself; *out malloc'd. */
 static cpdit_status component_dir(const char *model, char **out, cpdit_error *err)
@@ -143,7 +136,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     int32_t *ids = NULL, *mask = NULL;
     float *out = NULL;
     int B = 0, S = 0;
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     cpdit_status st = cli_backend_resolve(opt->backend, opt->attention_backend, &o.backend,
                                           &kernel, err);
     if (!st) {
@@ -162,10 +155,10 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     const size_t D = m ? (size_t)t5_encoder_get_config(m)->d_model : 0;
     if (!st && !(out = malloc((size_t)B * S * D * sizeof *out)))
         st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, TEXT_WHERE, "out of memory for the output");
-    const double t1 = now_s();
+    const double t1 = forward_now_s();
     if (!st)
         st = t5_encoder_forward_masked(m, ids, mask, B, S, out, err);
-    const double t2 = now_s();
+    const double t2 = forward_now_s();
     if (!st) {
         const int64_t shape[3] = {B, S, (int64_t)D};
         safetensors_write_tensor wt = {TEXT_OUTPUT_NAME, CPDIT_DTYPE_F32, 3, shape, out,
@@ -198,24 +191,6 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
 
 cpdit_status text_encoder_forward_command(const forward_options *opt, cpdit_error *err)
 {
-    int status = CPDIT_OK;
-    MPI_Request req;
-    if (opt->world_rank == 0) {
-        status = (int)forward_rank0(opt, err);
-        MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-        return (cpdit_status)status;
-    }
-    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    for (int done = 0;;) {
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            break;
-        const struct timespec pause = {0, TEXT_WAIT_POLL_NS};
-        nanosleep(&pause, NULL);
-    }
-    if (status != CPDIT_OK)
-        return cpdit_error_set(err, (cpdit_status)status, "forward",
-                               "the text encoder failed on rank 0");
-    return CPDIT_OK;
+    const cpdit_status st = opt->world_rank == 0 ? forward_rank0(opt, err) : CPDIT_OK;
+    return forward_wait_rank0(opt->world_rank, st, "the text encoder failed on rank 0", err);
 }

@@ -16,6 +16,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
+#include "bin/forward_ranks.h"
 #include "lib/cp/comm_mpi.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
@@ -25,18 +26,10 @@
 /* A Wan folder (vae/ is AutoencoderKLWan): bin/cmd_forward_wan_vae.c. */
 cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *err);
 
-#define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 #define VAE_INPUT_NAME "latent_sample"
 #define VAE_OUTPUT_NAME "sample"
 /* Largest latent side accepted: keeps h·f and every product in range. */
 #define VAE_MAX_LATENT_SIDE 16384
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* --weight-format of the options (native when not given). */
 static cpdit_weight_format forward_format(const forward_options *opt)
@@ -133,13 +126,13 @@ static cpdit_status forward_parallel(const forward_options *opt, cpdit_error *er
             st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, grid_be, &g, err);
         st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, st, err);
     }
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     if (st == CPDIT_OK)
         st = cpdit_comm_agree_mpi(MPI_COMM_WORLD, vae_decode_group(d, g, z, B, h, w, img, err),
                                   err);
     if (st == CPDIT_OK && opt->verbose && rank == 0)
         fprintf(stderr, "cpdit: forward: vae decode over %d ranks: %.3f s\n", size,
-                now_s() - t0);
+                forward_now_s() - t0);
     if (st == CPDIT_OK)
         st = cpdit_comm_agree_mpi(MPI_COMM_WORLD,
                                   rank == 0 ? write_output(opt, d, img, B, h, w, err)
@@ -157,7 +150,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     vae_decoder *d = NULL;
     float *z = NULL, *img = NULL;
     int B = 0, h = 0, w = 0;
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     cpdit_status st = load_inputs(opt->model, opt->inputs, opt->backend, forward_format(opt), &d,
                                   &z, &B, &h, &w, err);
     if (st == CPDIT_OK && !(img = alloc_image(d, B, h, w)))
@@ -167,7 +160,7 @@ static cpdit_status forward_rank0(const forward_options *opt, cpdit_error *err)
     if (st == CPDIT_OK)
         st = write_output(opt, d, img, B, h, w, err);
     if (opt->verbose && st == CPDIT_OK)
-        fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", now_s() - t0);
+        fprintf(stderr, "cpdit: forward: vae decode on rank 0: %.3f s\n", forward_now_s() - t0);
     free(z);
     free(img);
     vae_decoder_free(d);
@@ -180,24 +173,6 @@ cpdit_status vae_forward_command(const forward_options *opt, cpdit_error *err)
         return wan_vae_forward_command(opt, err);
     if (opt->world_size > 1 && opt->vae_parallel)
         return forward_parallel(opt, err);
-    int status = CPDIT_OK;
-    MPI_Request req;
-    if (opt->world_rank == 0) {
-        status = (int)forward_rank0(opt, err);
-        MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
-        return (cpdit_status)status;
-    }
-    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    for (int done = 0;;) {
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (done)
-            break;
-        const struct timespec pause = {0, WAIT_POLL_NS};
-        nanosleep(&pause, NULL);
-    }
-    if (status != CPDIT_OK)
-        return cpdit_error_set(err, (cpdit_status)status, "forward",
-                               "the VAE decode failed on rank 0");
-    return CPDIT_OK;
+    const cpdit_status st = opt->world_rank == 0 ? forward_rank0(opt, err) : CPDIT_OK;
+    return forward_wait_rank0(opt->world_rank, st, "the VAE decode failed on rank 0", err);
 }

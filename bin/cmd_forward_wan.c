@@ -20,6 +20,7 @@
 
 #include "bin/cli.h"
 #include "bin/cmd_forward.h"
+#include "bin/forward_ranks.h"
 #include "lib/cp/cp_attention.h"
 #include "lib/cp/cp_shard.h"
 #include "lib/cp/grid_mpi.h"
@@ -35,13 +36,6 @@
 static const char *const WAN_INPUT_NAMES[] = {"hidden_states", "timestep",
                                               "encoder_hidden_states"};
 enum { IN_HIDDEN = 0, IN_TIMESTEP, IN_TEXT, IN_COUNT };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int wan_forward_is_wan(const char *model)
 {
@@ -65,12 +59,7 @@ int wan_forward_is_wan(const char *model)
  * lands in err on every rank. */
 static cpdit_status agree(cpdit_status st, cpdit_error *err, const forward_options *o)
 {
-    int mine[2] = {st ? o->world_rank : o->world_size, (int)st}, first = 0, worst = 0;
-    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first < o->world_size)
-        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
-    return (cpdit_status)worst;
+    return forward_agree_world(st, err, o->world_rank, o->world_size);
 }
 
 /* ------------------------------------------------------------------ inputs */
@@ -401,11 +390,11 @@ cpdit_status wan_transformer_forward_command(const forward_options *o, cpdit_err
 {
     wan_run r;
     memset(&r, 0, sizeof r);
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     cpdit_status st = open_model(&r, o, err);
     if (!st)
         st = shard(&r, o, err);
-    const double t_load = now_s() - t0;
+    const double t_load = forward_now_s() - t0;
     double t_fwd = 0;
     if (!st) {
         wan_inputs li = {.batch = r.nb,
@@ -418,10 +407,10 @@ cpdit_status wan_transformer_forward_command(const forward_options *o, cpdit_err
                              r.in.ehs + (size_t)r.b0 * r.in.L *
                                             wan_transformer_config_of(r.model)->text_dim};
         wan_cp cp = {r.grid, r.attn, &r.layout, &r.attn_ws};
-        const double t1 = now_s();
+        const double t1 = forward_now_s();
         if (r.nb > 0) /* dp groups past the batch have nothing to run */
             st = wan_transformer_forward(r.model, r.attn.backend, &cp, &li, r.out_local, err);
-        t_fwd = now_s() - t1;
+        t_fwd = forward_now_s() - t1;
         st = agree(st, err, o);
     }
     if (!st)

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "bin/cmd_forward.h"
+#include "bin/forward_ranks.h"
 #include "lib/cp/grid_mpi.h"
 #include "lib/io/safetensors.h"
 #include "lib/models/wan/wan_vae.h"
@@ -24,46 +25,8 @@
 #define OUTPUT_NAME "sample"
 #define MAX_SIDE 16384
 #define MAX_FRAMES 100000
-#define WAIT_POLL_NS 2000000L /* 2 ms between status polls on the waiting ranks */
 
 cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *err);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Collective: the worst status; the first failing rank's message into err on every rank. */
-static cpdit_status agree(cpdit_status st, cpdit_error *err, int rank, int size)
-{
-    int mine[2] = {st ? rank : size, (int)st}, first = 0, worst = 0;
-    MPI_Allreduce(&mine[0], &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&mine[1], &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (first < size)
-        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, first, MPI_COMM_WORLD);
-    return (cpdit_status)worst;
-}
-
-/* --vae-parallel off: rank 0's status to every rank; the others wait without spinning on a
- * core (rank 0 decodes with every thread of the node). */
-static cpdit_status wait_rank0(cpdit_status st, cpdit_error *err)
-{
-    int status = (int)st;
-    MPI_Request req;
-    MPI_Ibcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    for (int done = 0; !done;) {
-        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (!done) {
-            const struct timespec pause = {0, WAIT_POLL_NS};
-            nanosleep(&pause, NULL);
-        }
-    }
-    if (status) /* rank 0's message everywhere */
-        MPI_Bcast(err, (int)sizeof *err, MPI_BYTE, 0, MPI_COMM_WORLD);
-    return (cpdit_status)status;
-}
 
 /* The decoder and the latent: *z (B, C, T, h, w) malloc'd, dims[5]. */
 static cpdit_status load_inputs(const forward_options *opt, wan_vae **d, float **z,
@@ -122,11 +85,11 @@ static cpdit_status decode_write(const forward_options *opt, wan_vae *d, const c
     if (rank == 0 && !(out = malloc((size_t)B * c->out_channels * F * h * f * w * f *
                                     sizeof *out)))
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "wan vae", "out of memory for the video");
-    const double t0 = now_s();
+    const double t0 = forward_now_s();
     cpdit_status st = wan_vae_decode_group(d, g, z, B, T, h, w, out, err);
     if (!st && opt->verbose && rank == 0)
         fprintf(stderr, "cpdit: forward: wan vae decode (%d -> %d frames) over %d rank(s): "
-                        "%.3f s\n", T, F, g ? g->cp_size : 1, now_s() - t0);
+                        "%.3f s\n", T, F, g ? g->cp_size : 1, forward_now_s() - t0);
     if (!st && rank == 0) {
         safetensors_write_tensor wt = {OUTPUT_NAME, CPDIT_DTYPE_F32, 5, shape, out,
                                        CPDIT_DTYPE_F32};
@@ -148,21 +111,22 @@ cpdit_status wan_vae_forward_command(const forward_options *opt, cpdit_error *er
     if (parallel || rank == 0)
         st = load_inputs(opt, &d, &z, dims, err);
     if (parallel) {
-        st = agree(st, err, rank, size);
+        st = forward_agree_world(st, err, rank, size);
         if (!st) {
             const cpdit_backend *be = NULL;
             st = cpdit_backend_resolve(opt->backend, &be, err);
             if (!st)
                 st = cp_grid_create_for(MPI_COMM_WORLD, 1, size, 1, be, &g, err);
-            st = agree(st, err, rank, size);
+            st = forward_agree_world(st, err, rank, size);
         }
         if (!st)
-            st = agree(decode_write(opt, d, g, z, dims, rank, err), err, rank, size);
+            st = forward_agree_world(decode_write(opt, d, g, z, dims, rank, err), err, rank,
+                                     size);
     } else {
         if (!st && rank == 0)
             st = decode_write(opt, d, NULL, z, dims, rank, err);
         if (size > 1)
-            st = wait_rank0(st, err);
+            st = forward_wait_rank0(rank, st, NULL, err);
     }
     cp_grid_destroy(g);
     free(z);

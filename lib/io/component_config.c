@@ -23,23 +23,6 @@ static const int VAE_DEFAULT_BLOCK_OUT_CHANNELS[] = {64};
 /* Activations diffusers' get_activation() knows. */
 static const char *const VAE_ACT_FNS[] = {"silu", "swish", "gelu", "relu", "mish"};
 
-static cpdit_status key_error(const char *where, const char *key, cpdit_error *err,
-                              const char *what, int value)
-{
-    return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "key \"%s\": %s (got %d)", key, what,
-                           value);
-}
-
-static cpdit_status check_class(const model_config *cfg, const char *expected, cpdit_error *err)
-{
-    const char *cls = model_config_class_name(cfg);
-    if (cls && strcmp(cls, expected) != 0)
-        return model_config_key_error(cfg, "_class_name", err,
-                                      "is \"%s\", expected \"%s\" (wrong component folder?)",
-                                      cls, expected);
-    return CPDIT_OK;
-}
-
 /* --------------------------------------------------------------------- AutoencoderKL */
 
 void autoencoder_kl_config_defaults(autoencoder_kl_config *c)
@@ -67,24 +50,24 @@ void autoencoder_kl_config_defaults(autoencoder_kl_config *c)
 cpdit_status autoencoder_kl_config_validate(const autoencoder_kl_config *c, const char *where,
                                             cpdit_error *err)
 {
-    if (c->in_channels <= 0)
-        return key_error(where, "in_channels", err, "must be positive", c->in_channels);
-    if (c->out_channels <= 0)
-        return key_error(where, "out_channels", err, "must be positive", c->out_channels);
-    if (c->latent_channels <= 0)
-        return key_error(where, "latent_channels", err, "must be positive", c->latent_channels);
-    if (c->layers_per_block <= 0)
-        return key_error(where, "layers_per_block", err, "must be positive", c->layers_per_block);
-    if (c->norm_num_groups <= 0)
-        return key_error(where, "norm_num_groups", err, "must be positive", c->norm_num_groups);
-    if (c->sample_size <= 0)
-        return key_error(where, "sample_size", err, "must be positive", c->sample_size);
+    const struct {
+        const char *key;
+        int value;
+    } positive[] = {
+        {"in_channels", c->in_channels},         {"out_channels", c->out_channels},
+        {"latent_channels", c->latent_channels}, {"layers_per_block", c->layers_per_block},
+        {"norm_num_groups", c->norm_num_groups}, {"sample_size", c->sample_size},
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return model_config_int_error(where, positive[i].key, err, "must be positive",
+                                          positive[i].value);
     if (c->n_blocks <= 0)
         return cpdit_error_set(err, CPDIT_ERR_INPUT, where,
                                "key \"block_out_channels\": must not be empty");
     if (c->n_blocks > VAE_MAX_BLOCKS)
-        return key_error(where, "block_out_channels", err, "has too many entries",
-                         c->n_blocks);
+        return model_config_int_error(where, "block_out_channels", err, "has too many entries",
+                                      c->n_blocks);
     for (int i = 0; i < c->n_blocks; i++) {
         int ch = c->block_out_channels[i];
         if (ch <= 0 || ch % c->norm_num_groups != 0)
@@ -139,7 +122,7 @@ cpdit_status autoencoder_kl_config_from(const model_config *cfg, autoencoder_kl_
 {
     autoencoder_kl_config_defaults(c);
     const char *act = NULL;
-    cpdit_status rc = check_class(cfg, AUTOENCODER_KL_CLASS, err);
+    cpdit_status rc = model_config_check_class(cfg, AUTOENCODER_KL_CLASS, err);
     if (!rc)
         rc = model_config_get_int_default(cfg, "in_channels", VAE_DEFAULT_IN_CHANNELS,
                                           &c->in_channels, err);

@@ -131,6 +131,24 @@ cpdit_status model_config_key_error(const model_config *cfg, const char *key, cp
                            "key \"%s\": %s", key, msg);
 }
 
+cpdit_status model_config_int_error(const char *where, const char *key, cpdit_error *err,
+                                    const char *what, int value)
+{
+    return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "key \"%s\": %s (got %d)", key, what,
+                           value);
+}
+
+cpdit_status model_config_check_class(const model_config *cfg, const char *expected,
+                                      cpdit_error *err)
+{
+    const char *cls = model_config_class_name(cfg);
+    if (cls && strcmp(cls, expected) != 0)
+        return model_config_key_error(cfg, "_class_name", err,
+                                      "is \"%s\", expected \"%s\" (wrong component folder?)",
+                                      cls, expected);
+    return CPDIT_OK;
+}
+
 /* A short description of a JSON value for "got ..." messages. */
 static void describe(const json_t *v, char *buf, size_t size)
 {

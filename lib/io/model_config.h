@@ -83,6 +83,16 @@ cpdit_status model_config_get_string_array(const model_config *cfg, const char *
 cpdit_status model_config_key_error(const model_config *cfg, const char *key, cpdit_error *err,
                                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* Report a bad integer value of key in a config validated away from its file:
+ * where = the config's path, what = "key \"KEY\": WHAT (got VALUE)". Returns CPDIT_ERR_INPUT. */
+cpdit_status model_config_int_error(const char *where, const char *key, cpdit_error *err,
+                                    const char *what, int value);
+
+/* CPDIT_OK when cfg's class name (model_config_class_name) is absent or equals expected;
+ * else CPDIT_ERR_INPUT naming "_class_name", what it is and what was expected. */
+cpdit_status model_config_check_class(const model_config *cfg, const char *expected,
+                                      cpdit_error *err);
+
 #ifdef __cplusplus
 }
 #endif

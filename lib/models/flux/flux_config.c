@@ -19,23 +19,6 @@ static const int FLUX_DEFAULT_AXES_DIMS_ROPE[] = {16, 56, 56};
 /* Sanity bound on num_attention_heads x attention_head_dim (FLUX.1 uses 3072). */
 #define FLUX_MAX_INNER_DIM (1 << 20)
 
-static cpdit_status key_error(const char *where, const char *key, cpdit_error *err,
-                              const char *what, int value)
-{
-    return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "key \"%s\": %s (got %d)", key, what,
-                           value);
-}
-
-static cpdit_status check_class(const model_config *cfg, const char *expected, cpdit_error *err)
-{
-    const char *cls = model_config_class_name(cfg);
-    if (cls && strcmp(cls, expected) != 0)
-        return model_config_key_error(cfg, "_class_name", err,
-                                      "is \"%s\", expected \"%s\" (wrong component folder?)",
-                                      cls, expected);
-    return CPDIT_OK;
-}
-
 /* --------------------------------------------------------------- FluxTransformer2DModel */
 
 void flux_transformer_config_defaults(flux_transformer_config *c)
@@ -83,9 +66,10 @@ cpdit_status flux_transformer_config_validate(flux_transformer_config *c, const 
         int allow_zero = !strcmp(sizes[i].key, "num_layers") ||
                          !strcmp(sizes[i].key, "num_single_layers");
         if (sizes[i].value < (allow_zero ? 0 : 1))
-            return key_error(where, sizes[i].key, err,
-                             allow_zero ? "must not be negative" : "must be positive",
-                             sizes[i].value);
+            return model_config_int_error(where, sizes[i].key, err,
+                                          allow_zero ? "must not be negative"
+                                                     : "must be positive",
+                                          sizes[i].value);
         if (sizes[i].value > sizes[i].max)
             return cpdit_error_set(err, CPDIT_ERR_INPUT, where, "key \"%s\": %d is implausible "
                                    "(at most %d); the config is probably corrupt",
@@ -96,7 +80,8 @@ cpdit_status flux_transformer_config_validate(flux_transformer_config *c, const 
                                "keys \"num_layers\" and \"num_single_layers\" are both 0: the "
                                "model has no transformer blocks");
     if (c->n_axes < 1 || c->n_axes > FLUX_MAX_ROPE_AXES)
-        return key_error(where, "axes_dims_rope", err, "number of entries out of range", c->n_axes);
+        return model_config_int_error(where, "axes_dims_rope", err,
+                                      "number of entries out of range", c->n_axes);
     long sum = 0;
     for (int i = 0; i < c->n_axes; i++) {
         int d = c->axes_dims_rope[i];
@@ -126,7 +111,7 @@ cpdit_status flux_transformer_config_from(const model_config *cfg, flux_transfor
                                           cpdit_error *err)
 {
     flux_transformer_config_defaults(c);
-    cpdit_status rc = check_class(cfg, FLUX_TRANSFORMER_CLASS, err);
+    cpdit_status rc = model_config_check_class(cfg, FLUX_TRANSFORMER_CLASS, err);
     if (!rc)
         rc = model_config_get_int_default(cfg, "patch_size", FLUX_DEFAULT_PATCH_SIZE,
                                           &c->patch_size, err);

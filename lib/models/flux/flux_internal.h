@@ -13,7 +13,7 @@
 
 #include "lib/models/flux/flux_transformer.h"
 #include "lib/io/safetensors.h"
-#include "lib/weights/weight_loader.h"
+#include "lib/weights/weight_holder.h"
 
 /* A linear layer: w a backend weight (out, in), b (out) fp32 or NULL; w valid while its group
  * is acquired, b always. */
@@ -64,10 +64,7 @@ struct flux_transformer {
     flux_global_weights global;
     flux_double_weights *dbl;  /* [num_layers] */
     flux_single_weights *sgl;  /* [num_single_layers] */
-    weight_loader wl;       /* groups: globals, doubles, singles (flux_group_*) */
-    int wl_open;
-    size_t weight_budget;   /* bytes of resident weights (SIZE_MAX: all) */
-    cpdit_weight_format weight_format;
+    weight_holder w; /* loader, budget, format; groups: globals, doubles, singles (flux_group_*) */
     size_t n_params;
     /* activation workspace (backend memory: activations of acts_be's act_dtype and the fp32
      * RoPE table), kept between forward calls (freed by close) */
@@ -84,7 +81,7 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err);
 void flux_weights_free(flux_transformer *m);
 
 /* Make group g's weights usable: on first use the loader prepares (all weights created once
- * when they fit m->weight_budget, else streamed block by block). One group at a time. */
+ * when they fit m->w.budget, else streamed block by block). One group at a time. */
 cpdit_status flux_weights_acquire(flux_transformer *m, int g, cpdit_error *err);
 
 /* Infer a config from tensor shapes (single-file checkpoints without config.json). */

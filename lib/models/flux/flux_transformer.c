@@ -74,8 +74,7 @@ static cpdit_status find_weights(const char *dir, char **out, cpdit_error *err)
 
 static cpdit_status finish_open(flux_transformer *m, const char *weights, cpdit_error *err)
 {
-    m->weight_budget = SIZE_MAX;
-    m->weight_format = CPDIT_WEIGHT_NATIVE;
+    weight_holder_init(&m->w);
     m->where = strdup(weights);
     if (!m->where)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, weights, "out of memory");
@@ -206,50 +205,49 @@ flux_weight_layout flux_transformer_layout(const flux_transformer *m)
 
 void flux_transformer_set_weight_prefetch(flux_transformer *m, int on)
 {
-    if (m->wl_open)
-        weight_loader_set_prefetch(&m->wl, on);
+    weight_holder_set_prefetch(&m->w, on);
 }
 
 void flux_transformer_set_weight_cache(flux_transformer *m, size_t bytes)
 {
-    m->weight_budget = bytes;
+    weight_holder_set_cache(&m->w, bytes);
 }
 
 void flux_transformer_set_weight_format(flux_transformer *m, cpdit_weight_format format)
 {
-    m->weight_format = format;
+    weight_holder_set_format(&m->w, format);
 }
 
 void flux_transformer_set_weight_arena(flux_transformer *m, const weight_arena_ops *ops)
 {
-    weight_loader_set_arena(&m->wl, ops);
+    weight_holder_set_arena(&m->w, ops);
 }
 
 size_t flux_transformer_weight_bytes(const flux_transformer *m)
 {
-    return m->wl_open ? weight_loader_bytes(&m->wl) : 0;
+    return weight_holder_bytes(&m->w);
 }
 
 cpdit_status flux_transformer_load_weights(flux_transformer *m, cpdit_error *err)
 {
-    return weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
+    return weight_holder_load(&m->w, err);
 }
 
 void flux_transformer_weight_stats(const flux_transformer *m, flux_weight_stats *s)
 {
     memset(s, 0, sizeof *s);
-    if (!m->wl_open)
+    if (!m->w.open)
         return;
-    s->resident = m->wl.resident;
-    s->shared = m->wl.arena_shared;
-    s->matrix_bytes = m->wl.matrix_bytes;
-    s->largest_group_bytes = m->wl.largest_group_bytes;
-    s->create_seconds = m->wl.create_seconds;
-    s->stall_seconds = m->wl.stall_seconds;
-    s->prefetched_groups = m->wl.prefetched_groups;
-    s->bytes_read = m->wl.bytes_read;
-    s->stream_sharers = m->wl.stream_sharers;
-    s->peer_groups = m->wl.peer_groups;
+    s->resident = m->w.wl.resident;
+    s->shared = m->w.wl.arena_shared;
+    s->matrix_bytes = m->w.wl.matrix_bytes;
+    s->largest_group_bytes = m->w.wl.largest_group_bytes;
+    s->create_seconds = m->w.wl.create_seconds;
+    s->stall_seconds = m->w.wl.stall_seconds;
+    s->prefetched_groups = m->w.wl.prefetched_groups;
+    s->bytes_read = m->w.wl.bytes_read;
+    s->stream_sharers = m->w.wl.stream_sharers;
+    s->peer_groups = m->w.wl.peer_groups;
 }
 
 size_t flux_transformer_workspace_bytes(const flux_transformer *m)
@@ -477,7 +475,7 @@ static cpdit_status group_agree(const flux_cp *cp, cpdit_status st, cpdit_error 
 cpdit_status flux_transformer_set_backend(flux_transformer *m, const cpdit_backend *be,
                                           cpdit_error *err)
 {
-    return weight_loader_set_backend(&m->wl, be ? be : cpdit_backend_default(), err);
+    return weight_holder_set_backend(&m->w, be, err);
 }
 
 /* Block k of the double blocks followed by the single blocks (after its weights). */
@@ -540,16 +538,12 @@ cpdit_status flux_transformer_forward_hooked(flux_transformer *m, const cpdit_ba
                              in->batch);
     fwd_bufs f;
     if (!st) /* the weights belong to be (made on the first acquire) */
-        st = weight_loader_set_backend(&m->wl, be, err);
+        st = weight_loader_set_backend(&m->w.wl, be, err);
     if (!st)
         st = alloc_bufs(&f, m, be, in, err);
     /* the CP group's ranks acquire the blocks in lockstep: those on one node share the
      * streaming slots (the first streamed block is collective over them: after an agree) */
-    if (cp && cp->grid)
-        weight_loader_set_lockstep(&m->wl, cp->grid->world_rank - cp->grid->cp_rank,
-                                   cp->grid->cp_size, cp->grid->world_rank);
-    else
-        weight_loader_set_lockstep(&m->wl, 0, 1, 0);
+    weight_holder_set_lockstep(&m->w, cp ? cp->grid : NULL);
     st = group_agree(cp, st, err);
     if (!st)
         st = flux_weights_acquire(m, flux_group_global(), err);
@@ -572,6 +566,6 @@ cpdit_status flux_transformer_forward_hooked(flux_transformer *m, const cpdit_ba
     if (!st)
         st = final_layer(m, be, &f, out, err);
     if (st) /* the peers may stop at other blocks: shared slots no longer in lockstep */
-        weight_loader_stream_abandon(&m->wl);
+        weight_loader_stream_abandon(&m->w.wl);
     return st;
 }

@@ -39,8 +39,8 @@ static cpdit_status add_param(bind_ctx *c, void *dst, weight_kind kind, const ch
                               const char *disk_name, int64_t disk_rows, int64_t row_off,
                               int64_t rows, int64_t cols, int swap)
 {
-    return weight_loader_add(&c->m->wl, c->group, kind, diff_name, disk_name, disk_rows, row_off,
-                             rows, cols, swap, dst, "this config needs", c->hint, NULL, c->err);
+    return weight_loader_add(&c->m->w.wl, c->group, kind, diff_name, disk_name, disk_rows, row_off,
+                               rows, cols, swap, dst, "this config needs", c->hint, NULL, c->err);
 }
 
 /* A linear layer `out x in` with bias. diffusers name `dname` (without .weight), BFL tensor
@@ -234,13 +234,11 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err)
     m->sgl = calloc((size_t)(cf->num_single_layers ? cf->num_single_layers : 1), sizeof *m->sgl);
     if (!m->dbl || !m->sgl)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->where, "out of memory");
-    cpdit_status st = weight_loader_open(&m->wl, m->set, m->where, NULL, err);
-    if (st)
-        return st;
-    m->wl_open = 1;
     /* streamed blocks (weights over the budget): the next one is read and converted while
      * the current one computes, in FLUX's order (globals, doubles, singles, globals) */
-    weight_loader_set_prefetch(&m->wl, 1);
+    cpdit_status st = weight_holder_open(&m->w, m->set, m->where, err);
+    if (st)
+        return st;
     bind_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -257,7 +255,7 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err)
         c.group = flux_group_single(m, i);
         st = bind_single(&c, i);
     }
-    const char *unused = st ? NULL : weight_loader_first_unused(&m->wl, NULL, 0);
+    const char *unused = st ? NULL : weight_loader_first_unused(&m->w.wl, NULL, 0);
     if (unused)
         st = cpdit_error_set(err, CPDIT_ERR_INPUT, m->where,
                              "unexpected tensor '%s': not part of a FLUX transformer with this "
@@ -268,15 +266,13 @@ cpdit_status flux_weights_bind(flux_transformer *m, cpdit_error *err)
                              m->layout == FLUX_LAYOUT_BFL ? "BFL" : "diffusers");
     if (st)
         return st;
-    m->n_params = m->wl.n_values;
+    m->n_params = m->w.wl.n_values;
     return CPDIT_OK;
 }
 
 void flux_weights_free(flux_transformer *m)
 {
-    if (m->wl_open)
-        weight_loader_close(&m->wl);
-    m->wl_open = 0;
+    weight_holder_close(&m->w);
     free(m->dbl);
     free(m->sgl);
     m->dbl = NULL;
@@ -285,8 +281,7 @@ void flux_weights_free(flux_transformer *m)
 
 cpdit_status flux_weights_acquire(flux_transformer *m, int gi, cpdit_error *err)
 {
-    cpdit_status st = weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
-    return st ? st : weight_loader_acquire(&m->wl, gi, err);
+    return weight_holder_acquire(&m->w, gi, err);
 }
 
 /* ------------------------------------------------------------------ config from shapes */

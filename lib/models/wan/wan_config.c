@@ -128,11 +128,9 @@ cpdit_status wan_transformer_config_from(const model_config *cfg, wan_transforme
                                          cpdit_error *err)
 {
     wan_transformer_config_defaults(c);
-    const char *cls = model_config_class_name(cfg);
-    if (cls && strcmp(cls, WAN_TRANSFORMER_CLASS))
-        return model_config_key_error(cfg, "_class_name", err,
-                                      "is \"%s\", expected \"%s\" (wrong component folder?)",
-                                      cls, WAN_TRANSFORMER_CLASS);
+    cpdit_status st = model_config_check_class(cfg, WAN_TRANSFORMER_CLASS, err);
+    if (st)
+        return st;
     for (size_t i = 0; i < sizeof WAN_UNSUPPORTED_KEYS / sizeof WAN_UNSUPPORTED_KEYS[0]; i++)
         if (model_config_has(cfg, WAN_UNSUPPORTED_KEYS[i]))
             return model_config_key_error(cfg, WAN_UNSUPPORTED_KEYS[i], err,
@@ -151,7 +149,7 @@ cpdit_status wan_transformer_config_from(const model_config *cfg, wan_transforme
         {"num_layers", &c->num_layers},
         {"rope_max_seq_len", &c->rope_max_seq_len},
     };
-    cpdit_status st = read_patch_size(cfg, c, err);
+    st = read_patch_size(cfg, c, err);
     for (size_t i = 0; !st && i < sizeof ints / sizeof ints[0]; i++)
         st = model_config_get_int_default(cfg, ints[i].key, *ints[i].dst, ints[i].dst, err);
     /* out_channels: None means in_channels */

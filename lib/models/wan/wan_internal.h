@@ -12,7 +12,7 @@
 
 #include "lib/io/safetensors.h"
 #include "lib/models/wan/wan_transformer.h"
-#include "lib/weights/weight_loader.h"
+#include "lib/weights/weight_holder.h"
 
 #define WAN_WHERE "wan"
 /* Modulation vectors of a block (scale_shift_table's (1, 6, inner)) and of the output. */
@@ -57,10 +57,7 @@ struct wan_transformer {
     safetensors_set *set;
     wan_global_weights global;
     wan_block_weights *blocks; /* [num_layers] */
-    weight_loader wl;         /* groups: globals (0), block i (1 + i) */
-    int wl_open;
-    size_t weight_budget;     /* bytes of resident weights (SIZE_MAX: all) */
-    cpdit_weight_format weight_format;
+    weight_holder w; /* loader, budget, format; groups: globals (0), block i (1 + i) */
     size_t n_params;
     void *acts;               /* activation workspace (backend memory), kept between calls */
     size_t acts_bytes;

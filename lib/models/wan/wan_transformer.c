@@ -27,8 +27,7 @@ cpdit_status wan_transformer_open_with_config(wan_transformer **out,
     if (!m)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, weights_path, "out of memory");
     m->cfg = *cfg;
-    m->weight_budget = SIZE_MAX;
-    m->weight_format = CPDIT_WEIGHT_NATIVE;
+    weight_holder_init(&m->w);
     cpdit_status st = wan_transformer_config_validate(&m->cfg, weights_path, err);
     if (!st)
         st = safetensors_set_open(&m->set, weights_path, err);
@@ -86,34 +85,33 @@ const wan_transformer_config *wan_transformer_config_of(const wan_transformer *m
 
 void wan_transformer_set_weight_cache(wan_transformer *m, size_t bytes)
 {
-    m->weight_budget = bytes;
+    weight_holder_set_cache(&m->w, bytes);
 }
 
 void wan_transformer_set_weight_prefetch(wan_transformer *m, int on)
 {
-    if (m->wl_open)
-        weight_loader_set_prefetch(&m->wl, on);
+    weight_holder_set_prefetch(&m->w, on);
 }
 
 void wan_transformer_set_weight_format(wan_transformer *m, cpdit_weight_format format)
 {
-    m->weight_format = format;
+    weight_holder_set_format(&m->w, format);
 }
 
 void wan_transformer_set_weight_arena(wan_transformer *m, const weight_arena_ops *ops)
 {
-    weight_loader_set_arena(&m->wl, ops);
+    weight_holder_set_arena(&m->w, ops);
 }
 
 cpdit_status wan_transformer_set_backend(wan_transformer *m, const cpdit_backend *be,
                                          cpdit_error *err)
 {
-    return weight_loader_set_backend(&m->wl, be ? be : cpdit_backend_default(), err);
+    return weight_holder_set_backend(&m->w, be, err);
 }
 
 cpdit_status wan_transformer_load_weights(wan_transformer *m, cpdit_error *err)
 {
-    return weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
+    return weight_holder_load(&m->w, err);
 }
 
 size_t wan_transformer_param_count(const wan_transformer *m)
@@ -123,12 +121,12 @@ size_t wan_transformer_param_count(const wan_transformer *m)
 
 size_t wan_transformer_weight_bytes(const wan_transformer *m)
 {
-    return m->wl_open ? weight_loader_bytes(&m->wl) : 0;
+    return weight_holder_bytes(&m->w);
 }
 
 int wan_transformer_weights_resident(const wan_transformer *m)
 {
-    return m->wl_open && m->wl.prepared && m->wl.resident;
+    return weight_holder_resident(&m->w);
 }
 
 size_t wan_transformer_workspace_bytes(const wan_transformer *m)
@@ -377,14 +375,10 @@ cpdit_status wan_transformer_forward(wan_transformer *m, const cpdit_backend *be
     cpdit_status st = check_inputs(m, cp, in, err);
     fwd_bufs f;
     if (!st)
-        st = weight_loader_set_backend(&m->wl, be, err);
+        st = weight_loader_set_backend(&m->w.wl, be, err);
     if (!st)
         st = alloc_bufs(&f, m, be, in, err);
-    if (cp && cp->grid)
-        weight_loader_set_lockstep(&m->wl, cp->grid->world_rank - cp->grid->cp_rank,
-                                   cp->grid->cp_size, cp->grid->world_rank);
-    else
-        weight_loader_set_lockstep(&m->wl, 0, 1, 0);
+    weight_holder_set_lockstep(&m->w, cp ? cp->grid : NULL);
     st = group_agree(cp, st, err);
     if (!st)
         st = wan_weights_acquire(m, wan_group_global(), err);
@@ -413,6 +407,6 @@ cpdit_status wan_transformer_forward(wan_transformer *m, const cpdit_backend *be
     if (!st)
         st = final_layer(m, be, &f, out, err);
     if (st)
-        weight_loader_stream_abandon(&m->wl);
+        weight_loader_stream_abandon(&m->w.wl);
     return st;
 }

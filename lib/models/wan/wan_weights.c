@@ -35,8 +35,8 @@ typedef struct bind_ctx {
 
 static cpdit_status add_vec(bind_ctx *c, const float **dst, const char *name, int n)
 {
-    return weight_loader_add(&c->m->wl, c->group, WEIGHT_VECTOR, name, name, n, 0, n, 0, 0, dst,
-                             WAN_NEEDS, c->hint, NULL, c->err);
+    return weight_loader_add(&c->m->w.wl, c->group, WEIGHT_VECTOR, name, name, n, 0, n, 0, 0, dst,
+                               WAN_NEEDS, c->hint, NULL, c->err);
 }
 
 /* prefix.weight (out, in) and prefix.bias (out). */
@@ -46,8 +46,8 @@ static cpdit_status add_linear(bind_ctx *c, wan_linear *L, const char *prefix, i
     L->out = out;
     L->in = in;
     snprintf(name, sizeof name, "%s.weight", prefix);
-    cpdit_status st = weight_loader_add(&c->m->wl, c->group, WEIGHT_MATRIX, name, name, out, 0,
-                                        out, in, 0, &L->w, WAN_NEEDS, c->hint, NULL, c->err);
+    cpdit_status st = weight_loader_add(&c->m->w.wl, c->group, WEIGHT_MATRIX, name, name, out, 0,
+                                          out, in, 0, &L->w, WAN_NEEDS, c->hint, NULL, c->err);
     if (st)
         return st;
     snprintf(name, sizeof name, "%s.bias", prefix);
@@ -59,8 +59,8 @@ static cpdit_status add_table(bind_ctx *c, const float **dst, const char *name, 
 {
     const int E = c->m->cfg.inner_dim;
     const int64_t shape[3] = {1, chunks, E};
-    return weight_loader_add_shaped(&c->m->wl, c->group, WEIGHT_HOST_VECTOR, name, shape, 3,
-                                    (int64_t)chunks * E, 0, dst, WAN_NEEDS, c->hint, c->err);
+    return weight_loader_add_shaped(&c->m->w.wl, c->group, WEIGHT_HOST_VECTOR, name, shape, 3,
+                                      (int64_t)chunks * E, 0, dst, WAN_NEEDS, c->hint, c->err);
 }
 
 static cpdit_status bind_globals(bind_ctx *c)
@@ -73,10 +73,10 @@ static cpdit_status bind_globals(bind_ctx *c)
                              cf->patch_size[2]};
     w->patch.out = E;
     w->patch.in = cf->patch_dim;
-    cpdit_status st = weight_loader_add_shaped(&m->wl, c->group, WEIGHT_MATRIX,
-                                               "patch_embedding.weight", conv, 5, E,
-                                               cf->patch_dim, &w->patch.w, WAN_NEEDS, c->hint,
-                                               c->err);
+    cpdit_status st = weight_loader_add_shaped(&m->w.wl, c->group, WEIGHT_MATRIX,
+                                                 "patch_embedding.weight", conv, 5, E,
+                                                 cf->patch_dim, &w->patch.w, WAN_NEEDS, c->hint,
+                                                 c->err);
     st = st ? st : add_vec(c, &w->patch.b, "patch_embedding.bias", E);
     st = st ? st
             : add_linear(c, &w->time_1, "condition_embedder.time_embedder.linear_1", E,
@@ -142,7 +142,7 @@ static const char *first_unused(const wan_transformer *m, cpdit_error *err, int 
             ignore[i] = names + (size_t)i * NAME_MAX_LEN;
             snprintf(ignore[i], NAME_MAX_LEN, "blocks.%d.%s", i, WAN_IGNORED_TENSOR);
         }
-        unused = weight_loader_first_unused(&m->wl, (const char *const *)ignore, n);
+        unused = weight_loader_first_unused(&m->w.wl, (const char *const *)ignore, n);
     } else {
         cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->where, "out of memory");
     }
@@ -157,13 +157,11 @@ cpdit_status wan_weights_bind(wan_transformer *m, cpdit_error *err)
     m->blocks = calloc((size_t)(cf->num_layers ? cf->num_layers : 1), sizeof *m->blocks);
     if (!m->blocks)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, m->where, "out of memory");
-    cpdit_status st = weight_loader_open(&m->wl, m->set, m->where, NULL, err);
-    if (st)
-        return st;
-    m->wl_open = 1;
     /* streamed blocks: the next one is made while the current one computes (globals, the
      * blocks in order, globals again: the loader's (g + 1) mod n order) */
-    weight_loader_set_prefetch(&m->wl, 1);
+    cpdit_status st = weight_holder_open(&m->w, m->set, m->where, err);
+    if (st)
+        return st;
     bind_ctx c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -189,21 +187,18 @@ cpdit_status wan_weights_bind(wan_transformer *m, cpdit_error *err)
                                "this config (%d blocks, cross_attn_norm %s, no image "
                                "conditioning)",
                                unused, cf->num_layers, cf->cross_attn_norm ? "true" : "false");
-    m->n_params = m->wl.n_values;
+    m->n_params = m->w.wl.n_values;
     return CPDIT_OK;
 }
 
 void wan_weights_free(wan_transformer *m)
 {
-    if (m->wl_open)
-        weight_loader_close(&m->wl);
-    m->wl_open = 0;
+    weight_holder_close(&m->w);
     free(m->blocks);
     m->blocks = NULL;
 }
 
 cpdit_status wan_weights_acquire(wan_transformer *m, int g, cpdit_error *err)
 {
-    cpdit_status st = weight_loader_prepare(&m->wl, m->weight_budget, m->weight_format, err);
-    return st ? st : weight_loader_acquire(&m->wl, g, err);
+    return weight_holder_acquire(&m->w, g, err);
 }
