@@ -42,7 +42,12 @@ static const char *fx(const char *name)
 /* Wan2.1-T2V-1.3B's transformer, filled by hand (its config.json's values). */
 static wan_transformer_config wan_1_3b(void)
 {
-    wan_transformer_config c = {{1, 2, 2}, 12, 128, 16, 16, 4096, 256, 8960, 30};
+    wan_transformer_config c;
+    memset(&c, 0, sizeof c);
+    c.patch_size[0] = 1, c.patch_size[1] = 2, c.patch_size[2] = 2;
+    c.num_attention_heads = 12, c.attention_head_dim = 128;
+    c.in_channels = 16, c.out_channels = 16, c.text_dim = 4096, c.freq_dim = 256;
+    c.ffn_dim = 8960, c.num_layers = 30;
     return c;
 }
 
@@ -98,7 +103,8 @@ static void test_wan_shape(void)
     memset(&s, 0, sizeof s);
     CHECK(wan_plan_shape(&s, &c, &r, &err) == CPDIT_OK && s.image_tokens == 30 * 52);
     /* 14B: 40 heads x 128, 40 layers, FFN 13824 */
-    wan_transformer_config big = {{1, 2, 2}, 40, 128, 16, 16, 4096, 256, 13824, 40};
+    wan_transformer_config big = c; /* the 1.3B's patch, channels and text width */
+    big.num_attention_heads = 40, big.ffn_dim = 13824, big.num_layers = 40;
     r = request(832, 480, 81);
     memset(&s, 0, sizeof s);
     CHECK(wan_plan_shape(&s, &big, &r, &err) == CPDIT_OK);

@@ -103,7 +103,7 @@ static cpdit_status generate(const char *model, int *got_image, cpdit_error *err
     cpdit_status st = pipeline_open(&p, model, err);
     if (st)
         return st;
-    pipeline_params prm = {"a red fox", "", 7, SIDE, SIDE, 1, 3.5f, 1.0f, 0, 0, {0}};
+    pipeline_params prm = {"a red fox", "", 7, SIDE, SIDE, 1, 3.5f, 1.0f, 0, 0, 0.0, {0}};
     pipeline_run run;
     memset(&run, 0, sizeof run);
     uint8_t *rgb = NULL;
