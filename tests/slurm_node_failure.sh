@@ -130,7 +130,7 @@ for run in 0 1; do
         f=$(echo "$line" | sed 's/.*"file":"\([^"]*\)".*/\1/')
         k=$((k + 1))
         "$CPDIT" run --model builtin:shapes --prompt "$p" --seed "$sd" --width $W --height $H \
-            --steps $STEPS --weight-format fp32 --output "ref$k" > "ref$k.log" 2>&1 ||
+            --steps $STEPS --true-cfg 1 --weight-format fp32 --output "ref$k" > "ref$k.log" 2>&1 ||
             { fail "1-rank render of '$p' seed $sd"; cat "ref$k.log"; continue; }
         d=$("$CMP" ref$k/*.png "fail/$(basename "$f")" 1) ||
             fail "$(basename "$f") (restart $run) vs its 1-rank render: $d"
