@@ -25,33 +25,8 @@
 # The node failure case (a node dies mid-job, Slurm requeues, the rerun resumes exactly) is
 # tests/slurm_node_failure.sh (make check-long). Exit 77 (skip) only where the Slurm or
 # munge programs are missing, or network namespaces, veth pairs or bridges cannot be made.
-: "${CPDIT:?CPDIT is set by make check}"
-top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
-top_builddir=$(cd "${top_builddir:-.}" && pwd)
-case "$CPDIT" in /*) ;; *) CPDIT=$PWD/$CPDIT ;; esac
-CMP=$top_builddir/tests/png_compare
-CLUSTER=$top_srcdir/tests/cluster
-# the work folder is the cluster's shared file system; not under /tmp (each node has its own)
-base=${CLUSTER_TMPDIR:-/var/tmp}
-work=$(mktemp -d "$base/cpdit-multinode-XXXXXX") || exit 1
-chmod 755 "$work"
-status=0
-fail() { echo "FAIL: $*"; status=1; }
-cleanup() {
-    "$CLUSTER/teardown.sh" "$work/cluster"
-    [ "${KEEP_WORK:-0}" = 1 ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-t0=$(date +%s)
-"$CLUSTER/start.sh" "$work/cluster"
-rc=$?
-[ $rc -eq 77 ] && { echo "slurm_multinode.sh: the cluster cannot be made here (above); skipping"; exit 77; }
-[ $rc -eq 0 ] || { echo "FAIL: the cluster did not start"; exit 1; }
-. "$work/cluster/env.sh"
-. "$CLUSTER/jobs.sh"
-
-cd "$work" || exit 1
+. "${top_srcdir:-.}/tests/cluster/session.sh"
+cluster_session multinode
 cat > auto.yaml <<'EOF'
 model: builtin:shapes
 output: {dir: auto}

@@ -18,31 +18,8 @@
 #    "to do" line.
 # Prints the measured times: node DOWN, job requeued, job ended on the nodes, job running
 # again, job completed (seconds after the kill). Exit 77 (skip) as slurm_multinode.sh.
-: "${CPDIT:?CPDIT is set by make check}"
-top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
-top_builddir=$(cd "${top_builddir:-.}" && pwd)
-case "$CPDIT" in /*) ;; *) CPDIT=$PWD/$CPDIT ;; esac
-CMP=$top_builddir/tests/png_compare
-CLUSTER=$top_srcdir/tests/cluster
-base=${CLUSTER_TMPDIR:-/var/tmp}
-work=$(mktemp -d "$base/cpdit-nodefail-XXXXXX") || exit 1
-chmod 755 "$work"
-status=0
-fail() { echo "FAIL: $*"; status=1; }
-cleanup() {
-    "$CLUSTER/teardown.sh" "$work/cluster"
-    [ "${KEEP_WORK:-0}" = 1 ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-t0=$(date +%s)
-"$CLUSTER/start.sh" "$work/cluster"
-rc=$?
-[ $rc -eq 77 ] && { echo "slurm_node_failure.sh: the cluster cannot be made here (above); skipping"; exit 77; }
-[ $rc -eq 0 ] || { echo "FAIL: the cluster did not start"; exit 1; }
-. "$work/cluster/env.sh"
-. "$CLUSTER/jobs.sh"
-cd "$work" || exit 1
+. "${top_srcdir:-.}/tests/cluster/session.sh"
+cluster_session nodefail
 
 W=256 H=256 STEPS=50 N=36
 cat > fail.yaml <<EOF
