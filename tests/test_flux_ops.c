@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/backend_cpu.h"
@@ -321,6 +322,74 @@ static cpdit_status forward_on(const char *dir, const cpdit_backend *be, const f
     return st;
 }
 
+/* Steady state: forwards 2..FAULT_STEPS of one model on one backend take no page faults
+ * (every workspace, weight and scratch buffer is kept between forwards; getrusage counts the
+ * whole process). 1 item, 7 text + 40 x 40 image tokens: the RoPE table (2 S D floats,
+ * 0.2 MiB) is above glibc's mmap threshold, so a table allocated per forward faults at the
+ * second forward (measured 50-115 faults before it was kept). */
+#define FAULT_STEPS 4
+#define FAULT_IMG 40
+
+static long faults_now(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt + ru.ru_majflt;
+}
+
+static void test_forward_faults(const char *dir, const cpdit_backend *be,
+                                const flux_transformer_config *c)
+{
+    const int T = FWD_TXT, I = FAULT_IMG * FAULT_IMG, A = c->n_axes;
+    const size_t out_n = (size_t)I * c->patch_size * c->patch_size * c->out_channels;
+    float *hs = rand_buf((size_t)I * c->in_channels, 1.0f);
+    float *ehs = rand_buf((size_t)T * c->joint_attention_dim, 1.0f);
+    float *pooled = rand_buf((size_t)c->pooled_projection_dim, 1.0f);
+    float *txt_ids = calloc((size_t)T * A, sizeof(float));
+    float *img_ids = calloc((size_t)I * A, sizeof(float));
+    float *out = calloc(out_n, sizeof(float));
+    for (int i = 0; i < I && A >= 3; i++) {
+        img_ids[(size_t)i * A + 1] = (float)(i / FAULT_IMG);
+        img_ids[(size_t)i * A + 2] = (float)(i % FAULT_IMG);
+    }
+    const float timestep = 0.5f, guidance = 3.5f;
+    const flux_inputs in = {.batch = 1, .txt_len = T, .img_len = I, .hidden_states = hs,
+                            .encoder_hidden_states = ehs, .pooled_projections = pooled,
+                            .timestep = &timestep,
+                            .guidance = c->guidance_embeds ? &guidance : NULL,
+                            .txt_ids = txt_ids, .img_ids = img_ids};
+    cpdit_error err;
+    cpdit_error_clear(&err);
+    flux_transformer *m = NULL;
+    cpdit_status st = flux_transformer_open(&m, dir, &err);
+    if (!st)
+        st = flux_transformer_set_backend(m, be, &err);
+    long faults[FAULT_STEPS] = {0};
+    for (int k = 0; k < FAULT_STEPS && !st; k++) {
+        const long f0 = faults_now();
+        st = flux_transformer_forward(m, be, NULL, &in, out, &err);
+        faults[k] = faults_now() - f0;
+    }
+    CHECK_MSG(st == CPDIT_OK, "%s: %s: %s", be->name, err.where, err.what);
+    long steady = 0;
+    for (int k = 1; k < FAULT_STEPS; k++)
+        steady += faults[k];
+    CHECK_MSG(steady == 0, "%s: forwards 2..%d took %ld page faults (want 0)", be->name,
+              FAULT_STEPS, steady);
+    fprintf(stderr, "%s forward, %d + %d tokens: page faults per forward %ld (first), then",
+            be->name, T, I, faults[0]);
+    for (int k = 1; k < FAULT_STEPS; k++)
+        fprintf(stderr, " %ld", faults[k]);
+    fprintf(stderr, "\n");
+    flux_transformer_close(m);
+    free(hs);
+    free(ehs);
+    free(pooled);
+    free(txt_ids);
+    free(img_ids);
+    free(out);
+}
+
 static void test_forward_bf16(void)
 {
     const cpdit_backend *f32 = cpdit_backend_by_name("cpu");
@@ -403,6 +472,8 @@ static void test_forward_bf16(void)
             "bytes (%.3f)\n",
             B, T, I, e, BF16_FORWARD_TOL, e_rms, BF16_FORWARD_RMS_TOL, ws16, ws32,
             ws32 ? (double)ws16 / ws32 : 0.0);
+    test_forward_faults(dir, f32, &c);
+    test_forward_faults(dir, bf16, &c);
 
     free(hs);
     free(ehs);

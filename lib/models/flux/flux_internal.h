@@ -71,6 +71,9 @@ struct flux_transformer {
     void *acts;
     size_t acts_bytes;
     const cpdit_backend *acts_be;
+    /* host staging of the RoPE table for device backends (2 S D + 1 floats), kept */
+    float *rope_host;
+    size_t rope_host_floats;
 };
 
 /* ---------------------------------------------------------------- flux_weights.c */
