@@ -52,6 +52,8 @@ typedef struct run_video {
     struct cpdit_video_writer *w; /* NULL on ranks that do not write */
     struct cpdit_error *err;      /* why writing a frame failed */
     int failed;
+    double encode_s; /* seconds inside the writer while frames were added (during the decode) */
+    double finish_s; /* seconds finishing the file (last packets, trailer, rename) */
 } run_video;
 /* The video's file name: NNNNN-SEED-SLUG + the format's extension. INPUT for an unknown or
  * unavailable --format. */

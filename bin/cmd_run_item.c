@@ -326,9 +326,16 @@ int run_item(const run_item_options *o_given)
                     g->dp_index, g->cp_rank, tm.cache.pattern);
         if (video.failed && st) /* the writer's own reason */
             err = verr;
-        if (o->is_video && writer)
+        if (o->is_video && writer) {
             st = run_video_finish(&video, st, &err);
-        else if (!st && g->cp_rank == 0 && g->dp_index == 0)
+            if (!st) /* as an image's line; frames are encoded while the decode runs */
+                fprintf(stderr, "cpdit: times: text %.3f s, %d steps %.3f s (%.3f s/step, "
+                        "slowest %.3f s), vae %.3f s%s (encoding frames %.3f s of it), "
+                        "write %.3f s\n", tm.text_s, tm.steps, tm.sample_s,
+                        tm.steps ? tm.sample_s / tm.steps : 0.0, tm.step_max_s,
+                        tm.vae_s + tm.vae_load_s, tm.vae_load_s > 0 ? " (with loading)" : "",
+                        video.encode_s, video.finish_s);
+        } else if (!st && g->cp_rank == 0 && g->dp_index == 0)
             st = write_and_report(o, p, &prm, rgb, &tm, name, g, vae_world, &err);
     } else if (!st && vae_world) { /* no part in the item: join its decode */
         cli_end_job_if_broken(pipeline_vae_world_idle(p, &run, &err), &err);

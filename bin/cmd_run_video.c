@@ -5,6 +5,7 @@
  * a temporary file and a rename, so a killed run leaves no torn file under the name). */
 #include "config.h"
 
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,8 +71,10 @@ int run_video_frame(void *ctx, int f, int n_frames, const uint8_t *rgb, int heig
     (void)width;
     if (!v->w || v->failed)
         return 1;
+    const double t0 = MPI_Wtime();
     if (cpdit_video_writer_add(v->w, rgb, 1, v->err))
         v->failed = 1;
+    v->encode_s += MPI_Wtime() - t0;
     return v->failed;
 }
 
@@ -85,7 +88,9 @@ int run_video_finish(run_video *v, int st, cpdit_error *err)
         return st;
     }
     cpdit_video_result res;
+    const double t0 = MPI_Wtime();
     st = cpdit_video_writer_finish(v->w, &res, err);
+    v->finish_s = MPI_Wtime() - t0;
     v->w = NULL;
     if (st)
         return st;
