@@ -173,24 +173,33 @@ static const char *vae_word(const batch_ctx *c)
                                                                                  : "group";
 }
 
-/* After the run's summary: the VAE decode time, summed over the groups (collective). */
+/* After the run's summary: the VAE decode time, summed over the groups, and how many decodes
+ * the ranks took part in, fewest and most (collective). */
 static void print_decode_time(const batch_ctx *c, int rank)
 {
     long n = 0;
     double t[2] = {c->p ? pipeline_decode_seconds(c->p, &n) : 0.0, 0.0}, sum[2];
     t[1] = (double)n;
     MPI_Reduce(t, sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    char world[64];
+    const long share = c->p ? pipeline_decode_shares(c->p) : 0;
+    long shares[2] = {-share, share}, ext[2] = {0, 0}; /* -min, max */
+    MPI_Reduce(shares, ext, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    char world[64], took[64];
     if (c->vae_world)
         snprintf(world, sizeof world, "split over all %d ranks of the job, one image after "
                  "the other", c->vae_world->cp_size);
+    if (-ext[0] == ext[1])
+        snprintf(took, sizeof took, "each rank took part in %ld", ext[1]);
+    else
+        snprintf(took, sizeof took, "the ranks took part in %ld to %ld", -ext[0], ext[1]);
     const char *what = c->video ? "clip" : "image";
     if (rank == 0 && sum[1] > 0)
-        fprintf(stderr, "vae decode: %.0f %ss, %.3f s total, %.3f s per %s (%s)\n", sum[1],
+        fprintf(stderr, "vae decode: %.0f %ss, %.3f s total, %.3f s per %s (%s; %s)\n", sum[1],
                 what, sum[0], sum[0] / sum[1], what,
                 c->vae_world ? world : c->vae_tiling ? "tiled, CP rank 0" : c->vae_single_rank
                                                           ? "CP rank 0 alone"
-                                                          : "split over each CP group");
+                                                          : "split over each CP group",
+                took);
 }
 
 /* `parallel: auto`: the planner (topology/grid_choice.h: the topology file, else a quick probe

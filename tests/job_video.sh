@@ -11,7 +11,10 @@
 #      hold before the write, CPDIT_TEST_HOLD) leaves temporary files only; a planted torn MP4
 #      under a final name and a torn index line; the rerun leaves exactly the set: six MP4s
 #      with 9 frames each, six index lines with six different files, no temporary name;
-#   5. png-frames and webp: a folder of 9 frame PNGs, an animated WebP; a rerun finds them done.
+#   5. png-frames and webp: a folder of 9 frame PNGs, an animated WebP; a rerun finds them done;
+#   6. --vae-parallel world on 3 ranks as 3 dp groups (2 clips: group 2 idles and still decodes):
+#      every frame PNG within 1/255 of the 1-rank frames, the index says "vae":"world" and the
+#      summary how the decode ran (each of the 3 ranks took part in both decodes).
 # Exit 77 (skip) without mp4 support or ffprobe.
 set -u
 top_builddir=${top_builddir:-.}
@@ -19,6 +22,7 @@ CPDIT=${CPDIT:-$top_builddir/cpdit}
 MPI_RUN=${MPI_RUN:-$top_builddir/tests/mpi-run.sh}
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 CPDIT=$(abs "$CPDIT") MPI_RUN=$(abs "$MPI_RUN") # the test works in its own folder
+PNGC=$(abs "$top_builddir/tests/png_compare")
 "$top_builddir/tests/video_writer_tool" available mp4 >/dev/null 2>&1 || {
     echo "skip: no mp4 in this build"; exit 77; }
 command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 || {
@@ -162,6 +166,27 @@ done
 head -c 4 webp/00001-3-a-paper-boat.webp | grep -q RIFF || fail "webp: not a RIFF file"
 grep -q '"format":"png-frames","codec":"png","file":"00000-3-a-red-fox"' png-frames/index.jsonl ||
     fail "png-frames index line"
+
+# 6. the world decode: every rank of the job decodes each clip, frames gathered on its owner
+sed -e "s/output: {dir: out}/output: {dir: world, format: png-frames}/" \
+    -e 's/seeds: \[1, 2\]/seeds: [3]/' m.yaml > w.yaml
+"$MPI_RUN" -np 3 "$CPDIT" run w.yaml --output world --dp 3 --vae-parallel world \
+    > world.log 2>&1 || { fail "world decode, 3 ranks"; cat world.log; }
+nf=0
+for d in png-frames/0000*/; do
+    b=$(basename "$d")
+    for f in "$d"frame_*.png; do
+        nf=$((nf + 1))
+        "$PNGC" "$f" "world/$b/$(basename "$f")" 1 > cmp.out 2>&1 ||
+            fail "world decode: $b/$(basename "$f") vs 1 rank: $(cat cmp.out)"
+    done
+done
+[ $nf -eq 18 ] || fail "world decode: compared $nf frames, want 18"
+[ "$(grep -c '"vae":"world"' world/index.jsonl)" -eq 2 ] ||
+    { fail "world decode: index lines"; cat world/index.jsonl; }
+grep -q 'vae decode: 2 clips, .*split over all 3 ranks of the job.*; each rank took part in 2)' world.log ||
+    { fail "world decode: the summary"; cat world.log; }
+[ $status -eq 0 ] && echo "ok: world decode: 18 frames of 2 clips on 3 ranks within 1/255 of 1 rank"
 
 [ $status -eq 0 ] && echo "ok: job_video.sh"
 exit $status

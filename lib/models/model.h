@@ -203,11 +203,13 @@ struct model_family {
     /* ---- video families (output VIDEO; NULL for images, which the pipeline decodes with
      * lib/vae): latents (C, F', H', W') as sampled, de-normalised here as the family's
      * pipeline does, decoded over grid (NULL: this rank alone; collective over grid->cp),
-     * each frame handed to fn on CP rank 0 as soon as it is decoded. latents may be
+     * each frame handed to fn on CP rank sink (0 without a grid) as soon as it is decoded
+     * (the same frames whatever sink; fn matters there only). latents may be
      * overwritten. A failure inside the split decode may leave peers waiting (as the image
      * VAE's): the caller ends the job. */
     cpdit_status (*decode_video)(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
-                                 float *latents, model_frame_fn fn, void *ctx, cpdit_error *err);
+                                 int sink, float *latents, model_frame_fn fn, void *ctx,
+                                 cpdit_error *err);
 
     /* ---- `cpdit forward --component transformer` (NULL: not yet for this family) */
     cpdit_status (*forward_file)(const model_forward_file *a, model_forward_result *r,

@@ -99,6 +99,11 @@ double pipeline_decode_seconds(const pipeline *p, long *count)
     return p->decode_seconds;
 }
 
+long pipeline_decode_shares(const pipeline *p)
+{
+    return p->decode_shares;
+}
+
 const char *pipeline_model_dir(const pipeline *p)
 {
     return p->model_dir;
@@ -320,5 +325,5 @@ cpdit_status pipeline_vae_world_idle(pipeline *p, const pipeline_run *run, cpdit
     cpdit_error_clear(&local);
     if (!run->vae_world)
         return CPDIT_OK;
-    return pipeline_vae_world_round(p, run, NULL, 0, 0, NULL, NULL, err ? err : &local);
+    return pipeline_vae_world_round(p, run, NULL, NULL, NULL, NULL, err ? err : &local);
 }

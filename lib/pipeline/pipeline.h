@@ -112,8 +112,9 @@ typedef struct pipeline_run {
     /* A video family's frames (model_family.output VIDEO): NULL = pipeline_generate returns
      * all frames in *rgb, (frames, H, W, 3) uint8; else each frame goes to on_frame on CP rank
      * 0 as soon as it is decoded (*rgb stays NULL), e.g. into a video writer. Videos are
-     * decoded on the CP group (split by rows) or on CP rank 0 (vae_single_rank, vae_tiling);
-     * vae_world is not used for them (their ranks join the world round with nothing). */
+     * decoded on the CP group (split by rows), on CP rank 0 (vae_single_rank, vae_tiling), or
+     * in vae_world's round like images (every rank of the job decodes each clip, its frames
+     * gathered on the clip's owner and handed on there). */
     pipeline_frame_fn on_frame;
     void *frame_ctx;
 } pipeline_run;
@@ -152,6 +153,9 @@ void pipeline_weight_stats(const pipeline *p, struct model_weight_stats *s);
 /* Wall seconds this rank spent in VAE decodes as CP rank 0 of its group (the decode time of
  * its images), and how many (*count, may be NULL). */
 double pipeline_decode_seconds(const pipeline *p, long *count);
+/* How many decodes (images or clips, its own or others') this rank took part in: every rank of
+ * a split decode counts it, CP rank 0 alone when it decodes alone. */
+long pipeline_decode_shares(const pipeline *p);
 
 /* The folder the model was loaded from (for "builtin:tiny": the cache folder). */
 const char *pipeline_model_dir(const pipeline *p);

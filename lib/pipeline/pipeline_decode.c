@@ -3,9 +3,9 @@
  * AutoencoderKL for image families, split by rows over the CP group (vae_decode_group, exact),
  * on CP rank 0 alone (--vae-parallel off), tiled on CP rank 0 (approximate), or in a round over
  * every rank of the job (pipeline_vae_world.c); then RGB8 on the image's owner. A video family
- * decodes with its own decoder (model_family.decode_video: split by rows over the CP group or
- * on CP rank 0), each frame converted to RGB8 as it comes and handed on (pipeline_run.on_frame)
- * or kept in one (frames, H, W, 3) buffer.
+ * decodes with its own decoder (model_family.decode_video: split by rows over the CP group, on
+ * CP rank 0, or over the world in the same round as images), each frame converted to RGB8 as it
+ * comes and handed on (pipeline_run.on_frame) or kept in one (frames, H, W, 3) buffer.
  */
 #include "lib/pipeline/pipeline_internal.h"
 
@@ -15,7 +15,7 @@
 #include "lib/cp/comm.h"
 #include "lib/pipeline/image_postprocess.h"
 
-/* One round over run->vae_world (the leader of each group owns its image). */
+/* One round over run->vae_world (the leader of each group owns its image or clip). */
 static cpdit_status decode_world(pipeline *p, pipeline_item *it, uint8_t **rgb, int *joined,
                                  cpdit_error *err)
 {
@@ -32,9 +32,8 @@ static cpdit_status decode_world(pipeline *p, pipeline_item *it, uint8_t **rgb, 
     uint8_t *pix = NULL;
     cpdit_error werr;
     cpdit_error_clear(&werr);
-    cpdit_status wst = pipeline_vae_world_round(p, it->run, z, g->latent_h, g->latent_w,
-                                                z ? &pix : NULL, &it->tm->vae_load_s,
-                                                z ? err : &werr);
+    cpdit_status wst = pipeline_vae_world_round(p, it->run, z ? g : NULL, z, z ? &pix : NULL,
+                                                &it->tm->vae_load_s, z ? err : &werr);
     if (!z && wst == CPDIT_ERR_BROKEN) /* no item of its own, but the job must end */
         *err = werr;
     if (z || wst == CPDIT_ERR_BROKEN)
@@ -67,6 +66,7 @@ static cpdit_status decode_group(pipeline *p, pipeline_item *it, int vae_par, ui
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     }
     const double t_dec = pipeline_now_seconds();
+    p->decode_shares++;
     if (!st) {
         if (it->run->vae_tiling)
             st = vae_decode_tiled(p->vae, it->latents, 1, lh, lw, it->image, err);
@@ -94,9 +94,9 @@ static cpdit_status decode_group(pipeline *p, pipeline_item *it, int vae_par, ui
     return CPDIT_OK;
 }
 
-/* The frames of one clip on CP rank 0: each converted to RGB8 and handed on, or kept. */
+/* The frames of one clip on its sink rank: each converted to RGB8 and handed on, or kept. */
 typedef struct video_sink {
-    pipeline_item *it;
+    const pipeline_run *run;
     int n_frames, height, width;
     uint8_t *frame;   /* (H, W, 3): the frame being handed on (on_frame) */
     uint8_t *all;     /* (n_frames, H, W, 3) without on_frame */
@@ -107,7 +107,7 @@ typedef struct video_sink {
 static int video_frame(void *ctx, int f, const float *chw, int C, int H, int W)
 {
     video_sink *vs = ctx;
-    const pipeline_run *run = vs->it->run;
+    const pipeline_run *run = vs->run;
     if (f < 0 || f >= vs->n_frames || H != vs->height || W != vs->width) {
         cpdit_error_set(vs->err, CPDIT_ERR_RUNTIME, "pipeline",
                         "decoder frame %d of %dx%d: expected %d frames of %dx%d", f, W, H,
@@ -126,45 +126,46 @@ static int video_frame(void *ctx, int f, const float *chw, int C, int H, int W)
     return 0;
 }
 
-/* A video item: the family's decoder on the group (vae_par) or on CP rank 0 (collective over
- * the group when vae_par). */
-static cpdit_status decode_video(pipeline *p, pipeline_item *it, int vae_par, uint8_t **rgb,
-                                 cpdit_error *err)
+cpdit_status pipeline_decode_clip(pipeline *p, const pipeline_run *run, const model_geometry *g,
+                                  const cp_grid *grid, int sink, float *latents, uint8_t **rgb,
+                                  cpdit_error *err)
 {
-    const model_geometry *g = &it->geo;
-    const int H = g->height, W = g->width, cp_rank = it->cp_rank;
+    const model_family *fam = p->m->family;
+    const int H = g->height, W = g->width, me = grid ? grid->cp_rank : 0;
+    const int collective = grid && grid->cp_size > 1;
     cpdit_error ferr; /* a frame's own failure (the decoder then says only "stopped") */
     cpdit_error_clear(&ferr);
-    video_sink vs = {it, g->frames, H, W, NULL, NULL, &ferr, 0};
+    video_sink vs = {run, g->frames, H, W, NULL, NULL, &ferr, 0};
     cpdit_status st = CPDIT_OK;
-    if (cp_rank == 0) {
+    if (me == sink) {
         const size_t frame_bytes = (size_t)H * W * 3;
-        if (it->run->on_frame)
+        if (run->on_frame)
             vs.frame = malloc(frame_bytes);
         else
             vs.all = malloc(frame_bytes * (size_t)vs.n_frames);
         if (!vs.frame && !vs.all)
             st = cpdit_error_set(err, CPDIT_ERR_RUNTIME, "pipeline", "out of memory");
     }
-    if (vae_par) /* a rank short of memory must not leave the others in the decode */
-        st = cpdit_comm_agree(it->run->grid->cp, st, err);
+    if (collective) /* a rank short of memory must not leave the others in the decode */
+        st = cpdit_comm_agree(grid->cp, st, err);
     const double t_dec = pipeline_now_seconds();
+    p->decode_shares++;
     if (!st)
-        st = it->family->decode_video(p->m, g, vae_par ? it->run->grid : NULL, it->latents,
-                                      cp_rank == 0 ? video_frame : NULL, &vs, err);
+        st = fam->decode_video(p->m, g, grid, sink, latents, me == sink ? video_frame : NULL,
+                               &vs, err);
     if (vs.failed && st) { /* the frame's own reason, not "stopped" */
         if (err)
             *err = ferr;
         st = ferr.status;
     }
-    if (st == CPDIT_ERR_RUNTIME && vae_par)
-        st = pipeline_broken(err, cp_rank, "video decode");
-    if (cp_rank == 0) {
+    if (st && st != CPDIT_ERR_BROKEN && collective)
+        st = pipeline_broken(err, me, "video decode");
+    if (me == sink) {
         p->decode_seconds += pipeline_now_seconds() - t_dec;
         p->decodes++;
     }
     free(vs.frame);
-    if (st || cp_rank != 0) {
+    if (st || me != sink || !rgb) {
         free(vs.all);
         return st;
     }
@@ -179,6 +180,8 @@ cpdit_status pipeline_decode(pipeline *p, pipeline_item *it, uint8_t **rgb, int 
         const pipeline_run *vrun = it->run;
         if (it->cfg_rank != 0) /* the negative branch's group: no clip of its own */
             return CPDIT_OK;
+        if (vrun->vae_world)
+            return decode_world(p, it, rgb, joined, err);
         const int par = vrun->grid && vrun->grid->cp_size > 1 && !vrun->vae_single_rank &&
                         !vrun->vae_tiling;
         if (!par && it->cp_rank != 0)
@@ -189,8 +192,8 @@ cpdit_status pipeline_decode(pipeline *p, pipeline_item *it, uint8_t **rgb, int 
         if (vst)
             return vst;
         it->family->unpack(vg, it->tokens, it->latents);
-        (void)joined; /* the world round is joined with nothing (pipeline_generate) */
-        return decode_video(p, it, par, rgb, err);
+        return pipeline_decode_clip(p, vrun, vg, par ? vrun->grid : NULL, 0, it->latents, rgb,
+                                    err);
     }
     const pipeline_run *run = it->run;
     const cp_grid *grid = run->grid;

@@ -20,6 +20,7 @@ struct pipeline {
     cpdit_weight_format weight_format; /* of every model (pipeline_options.format) */
     double decode_seconds;     /* VAE decodes of this rank's images: wall time, count */
     long decodes;
+    long decode_shares;        /* decodes this rank took part in (pipeline_decode_shares) */
 };
 
 /* How true CFG runs (the strategy of the step stage). */
@@ -105,17 +106,29 @@ cpdit_status pipeline_broken(cpdit_error *err, int rank, const char *what);
  * *load_s += the seconds it took (load_s may be NULL). */
 cpdit_status pipeline_load_vae(pipeline *p, double *load_s, cpdit_error *err);
 
+/* One clip (a video family's latents (C, F', H', W') of geometry g, before denormalisation)
+ * decoded over grid (NULL: this rank alone; collective over grid->cp), its frames gathered on
+ * CP rank sink of grid and converted to RGB8 there: handed to run->on_frame, or all of them in
+ * *rgb ((frames, H, W, 3), malloc'd; rgb may be NULL on other ranks). The sink's decode time
+ * goes to p->decode_seconds. A failure on a grid of more than one rank is CPDIT_ERR_BROKEN.
+ * latents may be overwritten. */
+cpdit_status pipeline_decode_clip(pipeline *p, const pipeline_run *run, const model_geometry *g,
+                                  const cp_grid *grid, int sink, float *latents, uint8_t **rgb,
+                                  cpdit_error *err);
+
 /* One decode round over run->vae_world (collective over run->vae_world->cp; see
- * pipeline_run.vae_world): z (latent_channels, lh, lw), the sampled latents before
- * denormalisation, on the rank whose image it is (its group's CP rank 0); NULL on every other
- * rank. Every image of the round is decoded by all ranks, in world rank order; each owner
- * gets its (lh·8, lw·8, 3) RGB8 pixels in *rgb (malloc'd) and its decode time added to
- * p->decode_seconds. Returns the owner's item status (a VAE that cannot be loaded on some rank
- * fails every image of the round); on a rank without an image: CPDIT_OK, or the load failure.
- * A failure inside the decode (a collective may then be broken) is CPDIT_ERR_BROKEN, on every
- * rank where it happened: the program must end the job, as after a failed forward. */
-cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, const float *z,
-                                      int lh, int lw, uint8_t **rgb, double *load_s,
-                                      cpdit_error *err);
+ * pipeline_run.vae_world): z, the sampled latents before denormalisation ((C, H', W') of an
+ * image family, (C, F', H', W') of a video family), of geometry g, on the rank whose image or
+ * clip it is (its group's CP rank 0); g and z NULL on every other rank. Every image or clip of
+ * the round is decoded by all ranks, in world rank order; each owner gets its (H, W, 3) RGB8
+ * pixels in *rgb (malloc'd; a clip: its frames handed to run->on_frame as they come, or all
+ * of them in *rgb) and its decode time added to p->decode_seconds. Returns the owner's item
+ * status (a VAE that cannot be loaded on some rank fails every image of the round); on a rank
+ * without an image: CPDIT_OK, or the load failure. A failure inside the decode (a collective
+ * may then be broken) is CPDIT_ERR_BROKEN, on every rank where it happened: the program must
+ * end the job, as after a failed forward. */
+cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run,
+                                      const model_geometry *g, const float *z, uint8_t **rgb,
+                                      double *load_s, cpdit_error *err);
 
 #endif

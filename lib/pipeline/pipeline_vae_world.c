@@ -6,7 +6,9 @@
  * nothing of their own. The image of owner o: its latents are broadcast from o, decoded (the
  * RGB rows gathered on world rank 0 as in any vae_decode_group), then sent to o as floats;
  * o checks them and converts to RGB8. The result is the single-rank decode to rounding, as on
- * a CP group (the decode is exact for any row split).
+ * a CP group (the decode is exact for any row split). A video family's clip goes the same way:
+ * its geometry and latents broadcast from o, the family's decoder split over all ranks, each
+ * frame gathered on o itself (the decoder's sink) and handed on there as it comes.
  */
 #include "lib/pipeline/pipeline_internal.h"
 
@@ -19,7 +21,7 @@
 
 /* Message tag of an image sent from world rank 0 to its owner. */
 #define VAE_WORLD_TAG 78
-/* Per rank in the round's table: has an image, its latent height and width. */
+/* Per rank in the round's table: has an image or clip, its latent height and width. */
 enum { INFO_HAS, INFO_LH, INFO_LW, INFO_N };
 
 /* A failure inside the round: collectives are pending on the other ranks and it cannot be
@@ -62,6 +64,7 @@ static cpdit_status world_decode_one(pipeline *p, const pipeline_run *run, int o
     }
     vae_latents_denormalize(vc, zb, nz);
     const double t0 = pipeline_now_seconds();
+    p->decode_shares++;
     if (vae_decode_group(p->vae, w, zb, 1, olh, olw, me == 0 ? img : NULL, &cerr)) {
         st = world_broken(err, &cerr, me, "the decode");
         goto done;
@@ -100,9 +103,43 @@ done:
     return st;
 }
 
-cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, const float *z,
-                                      int lh, int lw, uint8_t **rgb, double *load_s,
+/* Decode the clip of owner o (geometry og and latents z on o) with every rank of the world;
+ * its frames are gathered on o and handed on there (pipeline_decode_clip). */
+static cpdit_status world_decode_clip(pipeline *p, const pipeline_run *run, int o,
+                                      const model_geometry *og, const float *z, uint8_t **rgb,
                                       cpdit_error *err)
+{
+    const cp_grid *w = run->vae_world;
+    const int me = w->cp_rank, n = w->cp_size;
+    cpdit_error cerr;
+    cpdit_error_clear(&cerr);
+    model_geometry g;
+    memset(&g, 0, sizeof g);
+    if (me == o)
+        g = *og;
+    if (n > 1 && cpdit_comm_bcast(w->cp, &g, sizeof g, o, &cerr))
+        return world_broken(err, &cerr, me, "broadcasting the clip's geometry");
+    const size_t nz = pipeline_latent_count(&g);
+    float *zb = malloc(nz * sizeof *zb);
+    if (!zb)
+        return world_broken(err, NULL, me, "the clip's latents");
+    if (me == o)
+        memcpy(zb, z, nz * sizeof *zb);
+    cpdit_status st = CPDIT_OK;
+    if (n > 1 && cpdit_comm_bcast(w->cp, zb, nz * sizeof *zb, o, &cerr))
+        st = world_broken(err, &cerr, me, "broadcasting the latents");
+    else
+        st = pipeline_decode_clip(p, run, &g, w, o, zb, me == o ? rgb : NULL,
+                                  me == o ? err : &cerr);
+    if (st && me != o && err) /* this rank's own view of the broken round */
+        *err = cerr;
+    free(zb);
+    return st;
+}
+
+cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run,
+                                      const model_geometry *g, const float *z, uint8_t **rgb,
+                                      double *load_s, cpdit_error *err)
 {
     const cp_grid *w = run->vae_world;
     const int me = w->cp_rank, n = w->cp_size;
@@ -116,8 +153,8 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
         return world_broken(err, NULL, me, "the round's table");
     if (z) {
         info[(size_t)me * INFO_N + INFO_HAS] = 1;
-        info[(size_t)me * INFO_N + INFO_LH] = lh;
-        info[(size_t)me * INFO_N + INFO_LW] = lw;
+        info[(size_t)me * INFO_N + INFO_LH] = g->latent_h;
+        info[(size_t)me * INFO_N + INFO_LW] = g->latent_w;
     }
     cpdit_status st = CPDIT_OK;
     if (n > 1 && cpdit_comm_allreduce(w->cp, info, (size_t)n * INFO_N, CPDIT_COMM_INT64,
@@ -132,8 +169,11 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
         free(info);
         return CPDIT_OK;
     }
-    /* 2. every rank decodes: the VAE on all of them, or on none */
-    st = cpdit_comm_agree(w->cp, pipeline_load_vae(p, load_s, err), err);
+    /* 2. every rank decodes: the VAE on all of them, or on none (a video family's decoder is
+     * part of its model, loaded with it) */
+    const model_family *fam = p->m->family;
+    const int video = fam->output == MODEL_OUTPUT_VIDEO && fam->decode_video;
+    st = cpdit_comm_agree(w->cp, video ? CPDIT_OK : pipeline_load_vae(p, load_s, err), err);
     if (st) {
         free(info);
         return st;
@@ -142,7 +182,9 @@ cpdit_status pipeline_vae_world_round(pipeline *p, const pipeline_run *run, cons
     /* 3. each image in world rank order, decoded by all ranks */
     for (int o = 0; !st && o < n; o++) {
         const long long *in = info + (size_t)o * INFO_N;
-        if (in[INFO_HAS])
+        if (in[INFO_HAS] && video)
+            st = world_decode_clip(p, run, o, g, z, rgb, err);
+        else if (in[INFO_HAS])
             st = world_decode_one(p, run, o, z, (int)in[INFO_LH], (int)in[INFO_LW], rgb, &mine,
                                   err);
     }

@@ -47,7 +47,8 @@ static int relay_frame(void *ctx, int b, int f, const float *rgb, int C, int H, 
 }
 
 cpdit_status wan_decode_video(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
-                              float *latents, model_frame_fn fn, void *ctx, cpdit_error *err)
+                              int sink, float *latents, model_frame_fn fn, void *ctx,
+                              cpdit_error *err)
 {
     wan_model *wm = wan_model_of(m);
     if (!wm->vae)
@@ -57,6 +58,6 @@ cpdit_status wan_decode_video(cpdit_model *m, const model_geometry *g, const cp_
     const int T = g->latent_frames > 0 ? g->latent_frames : 1;
     wan_vae_latents_denormalize(vc, latents, 1, T, g->latent_h, g->latent_w);
     frame_relay r = {fn, ctx};
-    return wan_vae_decode_frames(wm->vae, grid, latents, 1, T, g->latent_h, g->latent_w,
-                                 relay_frame, &r, err);
+    return wan_vae_decode_frames_to(wm->vae, grid, sink, latents, 1, T, g->latent_h,
+                                    g->latent_w, relay_frame, &r, err);
 }

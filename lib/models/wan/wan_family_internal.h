@@ -53,6 +53,7 @@ cpdit_status wan_schedule_open(const cpdit_model *m, const model_geometry *g, in
 /* wan_family_decode.c: vae/ of dir opened and checked against the transformer's channels. */
 cpdit_status wan_decoder_open(cpdit_model *m, const char *dir, cpdit_error *err);
 cpdit_status wan_decode_video(cpdit_model *m, const model_geometry *g, const cp_grid *grid,
-                              float *latents, model_frame_fn fn, void *ctx, cpdit_error *err);
+                              int sink, float *latents, model_frame_fn fn, void *ctx,
+                              cpdit_error *err);
 
 #endif

@@ -120,6 +120,12 @@ typedef int (*wan_vae_frame_fn)(void *ctx, int b, int f, const float *rgb, int C
 cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z, int B, int T,
                                    int h, int w, wan_vae_frame_fn fn, void *ctx,
                                    cpdit_error *err);
+/* The same with the frames gathered on CP rank sink of g instead of 0 (fn called there; the
+ * --vae-parallel world round hands each clip's frames to its owner this way). The result does
+ * not depend on sink. INPUT when sink is not a rank of the group (0 without a group). */
+cpdit_status wan_vae_decode_frames_to(wan_vae *d, const cp_grid *g, int sink, const float *z,
+                                      int B, int T, int h, int w, wan_vae_frame_fn fn, void *ctx,
+                                      cpdit_error *err);
 /* The same into out (B, out_channels, F, H, W) on CP rank 0 (NULL elsewhere). */
 cpdit_status wan_vae_decode_group(wan_vae *d, const cp_grid *g, const float *z, int B, int T,
                                   int h, int w, float *out, cpdit_error *err);

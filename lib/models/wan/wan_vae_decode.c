@@ -6,8 +6,9 @@
  * convs, which keep a cache of their last WAN_VAE_CACHE_T input frames (wan_vae_internal.h),
  * and upsample3d, whose time_conv turns one frame into two (each pushed on through the rest of the
  * decoder before the next), except for the clip's first frame, which passes without it
- * (diffusers' first-chunk rule: its feat_cache holds "Rep"). Each RGB frame is gathered on CP
- * rank 0 and handed to the caller as soon as it exists. Memory: the caches (2 frames per
+ * (diffusers' first-chunk rule: its feat_cache holds "Rep"). Each RGB frame is gathered on one
+ * CP rank (the sink: 0, or the owner of a clip in a --vae-parallel world round) and handed to
+ * the caller as soon as it exists. Memory: the caches (2 frames per
  * causal conv at its level, as diffusers' feat_cache) plus a few frames in flight (pooled):
  * flat in T.
  *
@@ -58,6 +59,7 @@ typedef struct ctx {
     void *zeros;              /* host zeros for a device table's zero fills */
     size_t zeros_bytes;
     int rank, size, up, down;
+    int sink;                 /* the CP rank that gathers the frames and calls fn */
     const int *lat_rows;      /* [size] */
     int h, w;                 /* latent size */
     void *ws;
@@ -66,8 +68,8 @@ typedef struct ctx {
     int started[WAN_VAE_MAX_LEVELS]; /* upsample3d of block i has seen the clip's first frame */
     int item, frame;          /* the item decoded, the next output frame */
     int clamp;                /* clamp the frames to [-1, 1] (0: the tiled decode blends first) */
-    cpdit_buf *img, *chw;     /* rank 0: one RGB frame (H·W, oc) and (oc, H·W) */
-    float *host;              /* rank 0: (oc, H, W) */
+    cpdit_buf *img, *chw;     /* the sink: one RGB frame (H·W, oc) and (oc, H·W) */
+    float *host;              /* the sink: (oc, H, W) */
     wan_vae_frame_fn fn;
     void *fn_ctx;
     cpdit_error *err;
@@ -349,26 +351,27 @@ static cpdit_status upsample(ctx *c, const wv_conv *cv, cpdit_buf *x, int rows, 
     return CPDIT_OK;
 }
 
-/* The RGB frame y (rows, W, oc) of this rank's band: gathered on rank 0, to the caller. */
+/* The RGB frame y (rows, W, oc) of this rank's band: gathered on the sink, to the caller. */
 static cpdit_status emit(ctx *c, const cpdit_buf *y, int rows, int W, int H)
 {
     const cpdit_backend *be = c->be;
     const int oc = c->d->cfg.out_channels, f = H / c->h;
     const size_t row = (size_t)W * oc;
     cpdit_status st = CPDIT_OK;
-    if (c->rank != 0) {
+    if (c->rank != c->sink) {
         if (rows)
-            st = cpdit_comm_send(c->comm, c->act_type, y, (size_t)rows * row, 0, GATHER_TAG,
-                                 c->err);
+            st = cpdit_comm_send(c->comm, c->act_type, y, (size_t)rows * row, c->sink,
+                                 GATHER_TAG, c->err);
         c->frame++;
         return st;
     }
-    if (rows)
-        be->copy_rows(c->img, (int)row, y, (int)row, (size_t)rows, (int)row);
-    for (int r = 1; r < c->size && !st; r++) {
+    for (int r = 0; r < c->size && !st; r++) {
         int s0, n0;
         cp_shard_balanced(c->h, c->size, r, &s0, &n0);
-        if (n0)
+        if (r == c->rank && rows) /* its own band */
+            be->copy_rows(cpdit_buf_at(be, c->img, (ptrdiff_t)((size_t)s0 * f * row)),
+                          (int)row, y, (int)row, (size_t)rows, (int)row);
+        else if (r != c->rank && n0)
             st = cpdit_comm_recv(c->comm, c->act_type,
                                  cpdit_buf_at(be, c->img, (ptrdiff_t)((size_t)s0 * f * row)),
                                  (size_t)n0 * f * row, r, GATHER_TAG, c->err);
@@ -525,12 +528,19 @@ cpdit_status wan_vae_decode_frames(wan_vae *d, const cp_grid *g, const float *z,
                                    int h, int w, wan_vae_frame_fn fn, void *fn_ctx,
                                    cpdit_error *err)
 {
-    return wan_vae_decode_frames_clamp(d, g, z, B, T, h, w, 1, fn, fn_ctx, err);
+    return wan_vae_decode_frames_clamp(d, g, 0, z, B, T, h, w, 1, fn, fn_ctx, err);
 }
 
-cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, const float *z, int B,
-                                         int T, int h, int w, int clamp, wan_vae_frame_fn fn,
-                                         void *fn_ctx, cpdit_error *err)
+cpdit_status wan_vae_decode_frames_to(wan_vae *d, const cp_grid *g, int sink, const float *z,
+                                      int B, int T, int h, int w, wan_vae_frame_fn fn,
+                                      void *fn_ctx, cpdit_error *err)
+{
+    return wan_vae_decode_frames_clamp(d, g, sink, z, B, T, h, w, 1, fn, fn_ctx, err);
+}
+
+cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, int sink, const float *z,
+                                         int B, int T, int h, int w, int clamp,
+                                         wan_vae_frame_fn fn, void *fn_ctx, cpdit_error *err)
 {
     const cpdit_backend *be = d->be ? d->be : cpdit_backend_default();
     const wan_vae_config *cf = &d->cfg;
@@ -555,6 +565,10 @@ cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, const flo
     c.act_type = cpdit_comm_act_type(be->act_dtype);
     c.rank = c.comm ? g->cp_rank : 0;
     c.size = c.comm ? g->cp_size : 1;
+    if (sink < 0 || sink >= c.size)
+        return cpdit_error_set(err, CPDIT_ERR_INPUT, "wan vae",
+                               "frames gathered on CP rank %d of %d", sink, c.size);
+    c.sink = sink;
     int *lat_rows = malloc((size_t)c.size * sizeof *lat_rows);
     if (!lat_rows)
         return oom(&c);
@@ -572,13 +586,13 @@ cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, const flo
     const size_t ws = st ? 0 : workspace_bytes(d, be, W);
     c.ws = ws ? be->alloc(ws) : NULL;
     c.win = calloc((size_t)d->n_windows, sizeof *c.win);
-    if (c.rank == 0) {
+    if (c.rank == c.sink) {
         c.img = cpdit_act_alloc(be, pix);
         c.chw = cpdit_act_alloc(be, pix);
         c.host = malloc(pix * sizeof *c.host);
     }
     if (!st && (!stage || !zin || !zt || (ws && !c.ws) || !c.win ||
-                (c.rank == 0 && (!c.img || !c.chw || !c.host))))
+                (c.rank == c.sink && (!c.img || !c.chw || !c.host))))
         st = oom(&c);
     for (int b = 0; b < B && !st; b++) {
         c.item = b;

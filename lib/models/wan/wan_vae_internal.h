@@ -78,11 +78,11 @@ struct wan_vae {
 cpdit_status wan_vae_prepare(wan_vae *d, const cpdit_backend *be, cpdit_error *err);
 /* Release the backend's weights. */
 void wan_vae_unprepare(wan_vae *d);
-/* wan_vae_decode_frames with clamp = 0: the frames as the decoder makes them (the tiled
+/* wan_vae_decode_frames_to with clamp = 0: the frames as the decoder makes them (the tiled
  * decode blends them before it clamps). */
-cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, const float *z, int B,
-                                         int T, int h, int w, int clamp, wan_vae_frame_fn fn,
-                                         void *fn_ctx, cpdit_error *err);
+cpdit_status wan_vae_decode_frames_clamp(wan_vae *d, const cp_grid *g, int sink, const float *z,
+                                         int B, int T, int h, int w, int clamp,
+                                         wan_vae_frame_fn fn, void *fn_ctx, cpdit_error *err);
 /* Every conv of d in forward order into list (NULL: count only); returns the count. */
 int wan_vae_convs(wan_vae *d, wv_conv **list);
 

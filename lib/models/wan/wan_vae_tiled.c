@@ -106,7 +106,7 @@ static cpdit_status decode_tile(wan_vae *d, const wan_vae_tiling *tl, const floa
     if (!(t->px = malloc((size_t)c->out_channels * F * t->H * t->W * sizeof *t->px)))
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "wan vae", "out of memory for a tile");
     tile_sink s = {t, F};
-    return wan_vae_decode_frames_clamp(d, NULL, sub, 1, T, rows, cols, 0, store, &s, err);
+    return wan_vae_decode_frames_clamp(d, NULL, 0, sub, 1, T, rows, cols, 0, store, &s, err);
 }
 
 /* Tile (ti, tj)'s first stride pixels into out (item b). */
