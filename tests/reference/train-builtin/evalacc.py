@@ -12,13 +12,15 @@ training (the held-out evaluation): colours, shape kind and place, from the imag
   place    the centroid of those pixels in the 3 x 3 grid of thirds: "top left" ... "center"
            (only judged where the prompt names a place)
 """
+import math
+
 import torch
 
 import shapes_data as data
 
 PALETTE = torch.tensor([data.COLOURS[c] for c in data.COLOUR_NAMES], dtype=torch.float32)
 MIN_SHAPE_PIXELS = 40
-STAR_FILL, TRIANGLE_TOP, SQUARE_FILL, CIRCLE_FILL = 0.52, 0.42, 0.87, 0.72
+ANGLE_BINS, ROUND_MAX, STAR_WEIGHT = 36, 0.03, 1.0
 ROWS, COLS = ["top", "", "bottom"], ["left", "", "right"]
 
 
@@ -41,14 +43,35 @@ def features(mask):
     return n, fill, top, xs.float().mean().item() + 0.5, ys.float().mean().item() + 0.5
 
 
-def kind_of(fill, top):
-    if fill < STAR_FILL:
-        return "star"
-    if top < TRIANGLE_TOP:
-        return "triangle"
-    if fill >= SQUARE_FILL:
-        return "square"
-    return "circle" if fill >= CIRCLE_FILL else "diamond"
+def outline_harmonics(mask, cx, cy):
+    """The outline seen from the centroid: r(theta) = the farthest mask pixel in each of
+    ANGLE_BINS directions; -> (a3, a4, a5 relative to the mean radius, real part of the 4th
+    harmonic's phase factor: > 0 corners on the axes (diamond), < 0 on the diagonals)."""
+    ys, xs = torch.nonzero(mask, as_tuple=True)
+    dx, dy = xs.double() + 0.5 - cx, ys.double() + 0.5 - cy
+    th = torch.atan2(-dy, dx)
+    b = ((th + math.pi) / (2 * math.pi) * ANGLE_BINS).long().clamp(0, ANGLE_BINS - 1)
+    r = torch.zeros(ANGLE_BINS, dtype=torch.float64).scatter_reduce(
+        0, b, torch.sqrt(dx * dx + dy * dy) + 0.5, reduce="amax", include_self=True)
+    if (r > 0).sum() < ANGLE_BINS // 2:
+        return 0.0, 0.0, 0.0, 0.0
+    r[r == 0] = r[r > 0].mean()
+    ang = (torch.arange(ANGLE_BINS, dtype=torch.float64) + 0.5) / ANGLE_BINS * 2 * math.pi - math.pi
+    c = [(r * torch.exp(-1j * k * ang.to(torch.complex128))).sum() / (ANGLE_BINS * r.mean())
+         for k in (3, 4, 5)]
+    a = [2 * abs(v.item()) for v in c]
+    return a[0], a[1], a[2], c[1].real.item() / max(abs(c[1].item()), 1e-12)
+
+
+def kind_of(mask, cx, cy):
+    """The kind of shape the mask is (module docstring)."""
+    a3, a4, a5, diag = outline_harmonics(mask, cx, cy)
+    if max(a3, a4, a5) < ROUND_MAX:
+        return "circle"
+    k = max((a3, "triangle"), (a4, "four"), (a5 * STAR_WEIGHT, "star"))[1]
+    if k == "four":
+        return "diamond" if diag > 0 else "square"
+    return k
 
 
 def check(img_u8, scene):
@@ -66,7 +89,7 @@ def check(img_u8, scene):
         else -1
     ci = data.COLOUR_NAMES.index(c)
     n, fill, top, cx, cy = features(near == ci)
-    kind = kind_of(fill, top) if n >= MIN_SHAPE_PIXELS else "none"
+    kind = kind_of(near == ci, cx, cy) if n >= MIN_SHAPE_PIXELS else "none"
     place = place_of(cx, cy, W, H) if n >= MIN_SHAPE_PIXELS else "none"
     return {"colours": fg == ci and bg == data.COLOUR_NAMES.index(b), "kind": kind,
             "kind_right": kind == s, "place": place, "place_right": place == p}
