@@ -2,7 +2,9 @@
 same numbers: the C side writes the configs, this side trains weights that fit them."""
 
 VAE = {
-    "block_out_channels": [8, 16, 32, 32],  # 4 levels: 8x, as FLUX (cpdit's pipeline needs it)
+    # 4 levels: 8x, as FLUX (cpdit's pipeline needs it); the last (full-resolution) level
+    # holds the anchor and +-1 copies of the 8 fields (vae_fields.py)
+    "block_out_channels": [24, 16, 16, 16],
     "layers_per_block": 1,
     "norm_num_groups": 1,  # one group: see models.analytic_init
     "latent_channels": 8,
@@ -13,11 +15,11 @@ TRANSFORMER = {
     "in_channels": 32,            # 8 latent channels packed 2x2
     "num_layers": 1,              # double-stream blocks
     "num_single_layers": 2,
-    "attention_head_dim": 16,
-    "num_attention_heads": 4,     # inner 64; 4 heads: Ulysses 2 and 4 split them evenly
+    "attention_head_dim": 24,
+    "num_attention_heads": 4,     # inner 96; 4 heads: Ulysses 2 and 4 split them evenly
     "joint_attention_dim": 64,    # T5 d_model
     "pooled_projection_dim": 32,  # CLIP projection_dim
-    "axes_dims_rope": [4, 6, 6],
+    "axes_dims_rope": [8, 8, 8],
     "guidance_embeds": False,     # true CFG with an empty negative prompt (see README)
     "patch_size": 1,
 }

@@ -1,30 +1,29 @@
 #!/usr/bin/python3
 """train_flux.py — stage 2 of builtin:shapes: the FluxTransformer2DModel, trained with the
-rectified-flow (flow-matching) loss on the stage-1 VAE's latents, conditioned as FluxPipeline
-conditions (CLIP pooled output + T5 tokens, both frozen at the weights cpdit generates).
+rectified-flow (flow-matching) loss on the latent fields of shapes_data.py (decoded by the VAE of
+vae_fields.py), conditioned as FluxPipeline conditions (CLIP pooled output + T5 tokens, both
+frozen at the weights cpdit generates).
 
-    /usr/bin/python3 tests/reference/train-builtin/train_flux.py WORKDIR TEXTDIR [--steps N] [--seed S]
+    nice -n 19 /usr/bin/python3 tests/reference/train-builtin/train_flux.py WORKDIR TEXTDIR [--steps N]
 
 TEXTDIR: `cpdit builtin write TEXTDIR --name shapes --text-only` (configs, tokenizers, text
-encoders). WORKDIR: holds vae.safetensors and vae_stats.json from train_vae.py.
+encoders). WORKDIR: holds vae_stats.json from vae_fields.py.
 
-Loss: x0 = (VAE mean latent - shift) * scale, packed 2x2; noise n; sigma drawn from a
-logit-normal; x_sigma = (1 - sigma) x0 + sigma n; the model predicts v = n - x0 (FluxPipeline's
-Euler step x <- x + (sigma_next - sigma) v integrates it from sigma 1 to 0). A caption is
-replaced by "" with probability P_UNCOND so that true CFG with an empty negative prompt works.
+Loss: x0 = (fields - shift) * scale, packed 2x2; noise n; sigma uniform on (0, 1) or
+logit-normal(0, 1) (half the batch each); x_sigma = (1 - sigma) x0 + sigma n; the model predicts
+v = n - x0. A caption is replaced by "" with probability P_UNCOND (true CFG with the empty
+negative prompt).
 
-Speed: every caption of the grammar is encoded once (WORKDIR/text_emb.pt), so a step costs
-only the transformer. Conditioning: the frozen encoders' outputs share a large common part
-(cosine 0.96-0.98 between prompts one word apart); the first layers that read them
-(context_embedder, time_text_embed.text_embedder.linear_1) are initialised to standardise
-their input per feature (mean and std over the grammar folded into weight and bias), which
-is the same function class, so the C side loads the result unchanged.
+Captions: a pool of POOL (scene, wording) pairs in training wordings (shapes_data.random_caption),
+encoded once (WORKDIR/captions.pt); each step draws pool rows, re-draws the size / place a
+wording leaves out, jitters the geometry and computes the fields afresh.
 
-Deterministic from the seed; step k's batch comes from a generator seeded with (seed, k); the
-checkpoint (WORKDIR/flux.ckpt, every CKPT_SECONDS) holds the model, its EMA and Adam's state.
-Every EVAL_EVERY steps: the loss with true vs shuffled captions on a fixed batch, and the
-colour check of tests/shapes_accuracy.sh (evalacc.py) on the 16 held-out prompts sampled with
-the EMA weights (20 steps, true CFG), printed and drawn into WORKDIR/flux_samples.png.
+Checkpoints: WORKDIR/flux.ckpt (model, EMA, Adam) every --ckpt-seconds; the compact one that
+is committed (CKPT_DIR: model and EMA weights in fp16, step and time in state.json) every
+--commit-seconds. A run resumes from WORKDIR/flux.ckpt, else from CKPT_DIR (Adam restarts
+with a short warm-up). Every --eval-every steps: the held-out check (evalacc.py) on
+EVAL_PROMPTS of heldout_prompts.txt with the EMA weights (20 steps, true CFG 4), printed and
+drawn into WORKDIR/flux_samples.png, and appended to WORKDIR/eval.log.
 """
 import argparse
 import copy
@@ -39,6 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # st_io
 import evalacc  # noqa: E402
+import flux_ckpt  # noqa: E402
 import models  # noqa: E402
 import sampler  # noqa: E402
 import shapes_config as cfg  # noqa: E402
@@ -49,58 +49,31 @@ import text  # noqa: E402
 BATCH = 32
 LR = 1e-3
 WARMUP = 200
-DECAY_FROM = 7000    # the learning rate decays (cosine) to 0 from this step to --steps
+RESUME_WARMUP = 100  # Adam restarted from the compact checkpoint
 EMA = 0.999
 P_UNCOND = 0.1
-POOL_TOLERANCE = 0.02
-POOL = 4096          # pre-encoded (scene, latent) pairs; images re-rendered with new jitter
-CKPT_SECONDS = 300
+POOL = 24576         # pre-encoded (scene, wording) pairs
 LOG_EVERY = 100
-EVAL_EVERY = 1000
 SAMPLE_STEPS = 20
 SAMPLE_CFG = 4.0
-# Noise levels: logit-normal(0, 1) for the first steps (mid noise: the colours are learned
-# there), then uniform on (0, 1), the sampler's own grid (the layout is decided at high noise,
-# which the logit-normal hardly visits): see README.md for the numbers.
-SIGMA_UNIFORM_FROM = 3000
+EVAL_PROMPTS = 48   # the first prompts of heldout_prompts.txt (seed 1) checked while training
 
 
-def build_pool(workdir, vae, stats, seed, scenes, n_pool):
-    """n_pool random scenes with jitter, encoded: (scene indices, latents (n, C, 16, 16)).
-
-    The VAE's encoder (models.analytic_init, kept frozen) computes 8x8 block means of the
-    RGB channels into latent channels 0-2 and zeros elsewhere; the pool is computed that way
-    directly (cheap on a shared CPU), after checking it against the encoder on 64 images."""
-    path = os.path.join(workdir, "latents.pt")
+def build_captions(workdir, te, seed, scenes, n_pool):
+    """n_pool (scene, training wording) pairs, encoded once: {"scene", "names_size",
+    "names_place" (n_pool), "pooled" (n_pool + 1, 32), "t5" (n_pool + 1, L, 64)}; row 0 of
+    the encodings is "", row 1 + i is pair i's wording."""
+    path = os.path.join(workdir, "captions.pt")
     if os.path.exists(path):
         return torch.load(path)
     g = torch.Generator().manual_seed(seed * 31 + 7)
-    idx = torch.randint(len(scenes), (n_pool,), generator=g)
-    zs = []
-    with torch.no_grad():
-        for at in range(0, n_pool, 64):
-            x = torch.stack([data.render(scenes[i], g) for i in idx[at:at + 64].tolist()])
-            m = torch.zeros(x.shape[0], vae.latent, x.shape[2] // 8, x.shape[3] // 8)
-            m[:, :3] = torch.nn.functional.avg_pool2d(x, 8)
-            if at == 0:
-                e, _ = vae.encode(x.contiguous(memory_format=torch.channels_last))
-                err = (e - m).abs().max().item()
-                print("pool: block means vs the encoder: max difference %.2e" % err, flush=True)
-                if err > POOL_TOLERANCE:
-                    raise SystemExit("the VAE's encoder is not the block mean: encode the pool")
-            zs.append((m - stats["shift_factor"]) * stats["scaling_factor"])
-    pool = {"idx": idx, "latents": torch.cat(zs).contiguous()}
-    torch.save(pool, path)
-    return pool
-
-
-def build_embeddings(workdir, te, scenes):
-    """Every training caption and "" encoded once: {"captions": list, "pooled", "t5"};
-    captions[i] is encoded in row i, row 0 is ""."""
-    path = os.path.join(workdir, "text_emb.pt")
-    if os.path.exists(path):
-        return torch.load(path)
-    caps = [""] + sorted({w for sc in scenes for w, _, _ in data.captions(*sc)})
+    idx = torch.randint(len(scenes), (n_pool,), generator=g).tolist()
+    caps, ns, npl = [""], [], []
+    for i in idx:
+        c, a, b = data.random_caption(g, scenes[i])
+        caps.append(c)
+        ns.append(a)
+        npl.append(b)
     pooled, t5 = [], []
     t = time.time()
     for at in range(0, len(caps), 256):
@@ -108,10 +81,12 @@ def build_embeddings(workdir, te, scenes):
         te.cache.clear()
         pooled.append(p)
         t5.append(e)
-    emb = {"captions": caps, "pooled": torch.cat(pooled), "t5": torch.cat(t5)}
-    torch.save(emb, path)
+    pool = {"scene": torch.tensor(idx), "names_size": torch.tensor(ns),
+            "names_place": torch.tensor(npl), "captions": caps,
+            "pooled": torch.cat(pooled), "t5": torch.cat(t5)}
+    torch.save(pool, path)
     print("encoded %d captions in %.0fs" % (len(caps), time.time() - t), flush=True)
-    return emb
+    return pool
 
 
 def standardise_input(linear, x):
@@ -124,75 +99,98 @@ def standardise_input(linear, x):
         linear.weight.copy_(w.float())
 
 
-def lr_at(step, total):
-    if step < WARMUP:
-        return LR * (step + 1) / WARMUP
-    at = min(DECAY_FROM, total)
-    if step < at:
+def lr_at(step, total, decay_from, warm_from):
+    """Warm-up (from step warm_from), constant LR, a cosine to 0 from decay_from to total."""
+    w = WARMUP if warm_from == 0 else RESUME_WARMUP
+    if step - warm_from < w:
+        return LR * (step - warm_from + 1) / w
+    if step < decay_from:
         return LR
-    return LR * 0.5 * (1 + math.cos(math.pi * (step - at) / max(1.0, total - at)))
+    return LR * 0.5 * (1 + math.cos(math.pi * (step - decay_from) / max(1.0, total - decay_from)))
 
 
-def batch_at(seed, step, n, pool, scenes, cap_index):
-    """(pool rows, caption rows) of step's batch (n of each), from a generator seeded by step."""
+def batch_at(seed, step, n, pool, scenes, stats):
+    """Step's batch from a generator seeded by step: x0 (n, 8, 16, 16) normalised fields,
+    caption rows (n) into pool["pooled"] / pool["t5"] (0 = ""), the generator."""
     g = torch.Generator().manual_seed(seed * 1000003 + step)
-    pick = torch.randint(pool["latents"].shape[0], (n,), generator=g)
-    rows = []
-    for i in pool["idx"][pick].tolist():
-        ws = data.captions(*scenes[i])
-        rows.append(cap_index[ws[torch.randint(len(ws), (1,), generator=g).item()][0]])
-    rows = torch.tensor(rows)
-    drop = torch.rand(n, generator=g) < P_UNCOND
-    rows[drop] = 0
-    return pick, rows, g
+    pick = torch.randint(len(pool["scene"]), (n,), generator=g).tolist()
+    xs = []
+    for i in pick:
+        c, s, b, z, p = scenes[pool["scene"][i].item()]
+        r = torch.randint(1 << 20, (2,), generator=g).tolist()
+        if not pool["names_size"][i]:
+            z = data.SIZES[r[0] % len(data.SIZES)]
+        if not pool["names_place"][i]:
+            p = data.PLACES[r[1] % len(data.PLACES)]
+        sc = (c, s, b, z, p)
+        xs.append(data.fields_at(sc, data.jittered(sc, g)))
+    x0 = (torch.stack(xs) - stats["shift_factor"]) * stats["scaling_factor"]
+    rows = torch.tensor(pick) + 1
+    rows[torch.rand(n, generator=g) < P_UNCOND] = 0
+    return x0, rows, g
 
 
-def flow_loss(model, x0, pooled, t5, g, img_ids, txt_ids, uniform):
+def flow_loss(model, x0, pooled, t5, g, img_ids, txt_ids):
+    """Rectified-flow loss; sigma uniform for the first half of the batch, logit-normal for
+    the rest (the layout is decided at high noise, the colours at mid noise)."""
     n = x0.shape[0]
-    if uniform:
-        sigma = torch.rand(n, generator=g)
-    else:
-        sigma = torch.sigmoid(torch.randn(n, generator=g))  # logit-normal(0, 1)
+    sigma = torch.rand(n, generator=g)
+    h = n // 2
+    sigma[h:] = torch.sigmoid(torch.randn(n - h, generator=g))
     noise = torch.randn(x0.shape, generator=g)
     xs = (1 - sigma[:, None, None]) * x0 + sigma[:, None, None] * noise
     v = model(xs, t5, pooled, sigma, img_ids, txt_ids)
     return ((v - (noise - x0)) ** 2).mean()
 
 
+def heldout(n=None):
+    """The held-out prompts (seed, prompt, scene, names_size, names_place), the first n."""
+    out = data.heldout_prompts()
+    return out if n is None else out[:n]
+
+
 @torch.no_grad()
-def evaluate(ema, vae, te, stats, workdir, pool, scenes, emb, cap_index, seed, img_ids, txt_ids):
-    """(loss with captions, loss with shuffled captions, held-out scenes right of 16, shape
-    colours right, backgrounds right)."""
-    pick, rows, _ = batch_at(seed + 999, 0, 256, pool, scenes, cap_index)
-    keep = rows != 0
-    pick, rows = pick[keep], rows[keep]
-    x0 = models.pack_latents(pool["latents"][pick])
-    shuf = rows[torch.randperm(len(rows), generator=torch.Generator().manual_seed(5))]
-    out = []
-    for r in (rows, shuf):
-        g = torch.Generator().manual_seed(11)
-        out.append(flow_loss(ema, x0, emb["pooled"][r], emb["t5"][r], g, img_ids,
-                             txt_ids, True).item())
-    prompts = [data.caption_full(*s) for s in data.HELD_OUT]
-    imgs = sampler.sample(ema, vae, te, stats, prompts, seed=7, steps=SAMPLE_STEPS,
-                          true_cfg=SAMPLE_CFG, size=cfg.IMAGE)
-    u8 = [st_io.to_u8(i) for i in imgs]
-    res = [evalacc.check(torch.from_numpy(u).permute(2, 0, 1), s)
-           for u, s in zip(u8, data.HELD_OUT)]
-    st_io.write_png(os.path.join(workdir, "flux_samples.png"), st_io.grid(u8, 4))
-    return (out[0], out[1], sum(a and b for a, b in res), sum(a for a, _ in res),
-            sum(b for _, b in res))
+def evaluate(ema, vae, te, stats, workdir, items, sample_path=None):
+    """Held-out check of items (heldout()): counts of colours right, kinds right, places right
+    (of those naming a place), all right; and the number naming a place."""
+    res, u8s = [], []
+    for seed, prompt, sc, _, names_place in items:
+        img = sampler.sample(ema, vae, te, stats, [prompt], seed=seed, steps=SAMPLE_STEPS,
+                             true_cfg=SAMPLE_CFG, size=cfg.IMAGE)[0]
+        u8 = st_io.to_u8(img)
+        u8s.append(u8)
+        r = evalacc.check(torch.from_numpy(u8).permute(2, 0, 1), sc)
+        r["names_place"] = names_place
+        res.append(r)
+    if sample_path:
+        st_io.write_png(sample_path, st_io.grid(u8s, 8))
+    named = [r for r in res if r["names_place"]]
+    return {"n": len(res), "colours": sum(r["colours"] for r in res),
+            "kind": sum(r["kind_right"] for r in res),
+            "place": sum(r["place_right"] for r in named), "named_place": len(named),
+            "all": sum(r["colours"] and r["kind_right"] and
+                       (r["place_right"] or not r["names_place"]) for r in res)}
+
+
+def eval_line(step, ev):
+    return ("eval step %d: held-out %d prompts: colours %d, kind %d, place %d/%d, all %d"
+            % (step, ev["n"], ev["colours"], ev["kind"], ev["place"], ev["named_place"],
+               ev["all"]))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workdir")
     ap.add_argument("textdir")
-    ap.add_argument("--steps", type=int, default=8500)
+    ap.add_argument("--steps", type=int, default=60000)
+    ap.add_argument("--decay-from", type=int, default=50000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pool", type=int, default=POOL)
-    ap.add_argument("--ckpt-seconds", type=int, default=CKPT_SECONDS)
+    ap.add_argument("--ckpt-seconds", type=int, default=600)
+    ap.add_argument("--commit-seconds", type=int, default=1800)
+    ap.add_argument("--eval-every", type=int, default=1000)
+    ap.add_argument("--stop-after", type=int, default=0, help="stop after this many steps")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -203,43 +201,34 @@ def main():
     vae.eval()
     scenes = data.all_scenes()
     te = text.TextEncoders(a.textdir, cfg.MAX_SEQUENCE_LENGTH)
-    pool = build_pool(a.workdir, vae, stats, a.seed, scenes, a.pool)
-    emb = build_embeddings(a.workdir, te, scenes)
-    cap_index = {c: i for i, c in enumerate(emb["captions"])}
-    lat = pool["latents"]
-    N, C, H, W = lat.shape
-    img_ids = models.latent_image_ids(H // 2, W // 2)
+    pool = build_captions(a.workdir, te, a.seed, scenes, a.pool)
+    n_lat = data.IMAGE_SIZE // data.BLOCK
+    img_ids = models.latent_image_ids(n_lat // 2, n_lat // 2)
     txt_ids = torch.zeros(cfg.MAX_SEQUENCE_LENGTH, 3)
 
     model = models.FluxTransformer(cfg.TRANSFORMER)
-    standardise_input(model.context_embedder, emb["t5"])
-    standardise_input(model.time_text_embed.text_embedder.linear_1, emb["pooled"])
+    standardise_input(model.context_embedder, pool["t5"])
+    standardise_input(model.time_text_embed.text_embedder.linear_1, pool["pooled"])
     ema = copy.deepcopy(model)
     for p in ema.parameters():
         p.requires_grad_(False)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0, betas=(0.9, 0.99))
-    ckpt = os.path.join(a.workdir, "flux.ckpt")
-    step, seconds = 0, 0.0
-    if os.path.exists(ckpt):
-        st = torch.load(ckpt)
-        model.load_state_dict(st["model"])
-        ema.load_state_dict(st["ema"])
-        opt.load_state_dict(st["opt"])
-        step, seconds = st["step"], st.get("seconds", 0.0)
-        print("resumed at step %d" % step, flush=True)
-    print("transformer parameters: %d" % sum(p.numel() for p in model.parameters()), flush=True)
-
+    st = flux_ckpt.load(a.workdir, model, ema, opt)
+    step, seconds, warm_from = st["step"], st["seconds"], st["warm_from"]
+    print("transformer parameters: %d; start at step %d (%s)" %
+          (sum(p.numel() for p in model.parameters()), step, st["source"]), flush=True)
+    items = heldout(EVAL_PROMPTS)
     t_start = time.time() - seconds
-    last_ckpt = time.time()
-    acc = 0.0
-    while step < a.steps:
-        pick, rows, g = batch_at(a.seed, step, BATCH, pool, scenes, cap_index)
-        x0 = models.pack_latents(lat[pick])
-        lr = lr_at(step, a.steps)
+    t_run = time.time()
+    last_ckpt = last_commit = time.time()
+    acc, first = 0.0, step
+    while step < a.steps and (a.stop_after == 0 or step - first < a.stop_after):
+        x0, rows, g = batch_at(a.seed, step, BATCH, pool, scenes, stats)
+        x0 = models.pack_latents(x0)
+        lr = lr_at(step, a.steps, a.decay_from, warm_from)
         for pg in opt.param_groups:
             pg["lr"] = lr
-        loss = flow_loss(model, x0, emb["pooled"][rows], emb["t5"][rows], g, img_ids, txt_ids,
-                         step >= SIGMA_UNIFORM_FROM)
+        loss = flow_loss(model, x0, pool["pooled"][rows], pool["t5"][rows], g, img_ids, txt_ids)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -251,23 +240,27 @@ def main():
         step += 1
         acc += loss.item()
         if step % LOG_EVERY == 0:
-            print("flux step %d loss %.4f lr %.2e %.0fs" %
-                  (step, acc / LOG_EVERY, lr, time.time() - t_start), flush=True)
+            el = time.time() - t_run
+            print("flux step %d loss %.4f lr %.2e %.0fs (%.2f steps/s this run)" %
+                  (step, acc / LOG_EVERY, lr, time.time() - t_start, (step - first) / el),
+                  flush=True)
             acc = 0.0
-        if step % EVAL_EVERY == 0 or step == a.steps:
-            ev = evaluate(ema, vae, te, stats, a.workdir, pool, scenes, emb, cap_index, a.seed,
-                          img_ids, txt_ids)
-            print("eval step %d: loss %.4f, shuffled captions %.4f (gap %.4f); held-out "
-                  "%d/16 right (shape colour %d, background %d) at cfg %g" %
-                  ((step, ev[0], ev[1], ev[1] - ev[0]) + ev[2:] + (SAMPLE_CFG,)), flush=True)
-        if time.time() - last_ckpt > a.ckpt_seconds or step == a.steps:
-            tmp = ckpt + ".tmp"
-            torch.save({"model": model.state_dict(), "ema": ema.state_dict(),
-                        "opt": opt.state_dict(), "step": step,
-                        "seconds": time.time() - t_start}, tmp)
-            os.replace(tmp, ckpt)
+        if step % a.eval_every == 0 or step == a.steps:
+            ev = evaluate(ema, vae, te, stats, a.workdir, items,
+                          os.path.join(a.workdir, "flux_samples.png"))
+            line = eval_line(step, ev)
+            print(line, flush=True)
+            with open(os.path.join(a.workdir, "eval.log"), "a") as f:
+                f.write(line + "\n")
+        done = step == a.steps or (a.stop_after and step - first >= a.stop_after)
+        if time.time() - last_ckpt > a.ckpt_seconds or done:
+            flux_ckpt.save_full(a.workdir, model, ema, opt, step, time.time() - t_start,
+                                warm_from)
             last_ckpt = time.time()
-    print("trained %d steps in %.0fs" % (step, time.time() - t_start), flush=True)
+        if time.time() - last_commit > a.commit_seconds or done:
+            flux_ckpt.save_compact(ema, model, step, time.time() - t_start)
+            last_commit = time.time()
+    print("trained to step %d, %.0fs in all" % (step, time.time() - t_start), flush=True)
     return 0
 
 
