@@ -44,6 +44,8 @@
 #ifndef ATTN_BLOCK_KV /* overridable at build time for tuning */
 #define ATTN_BLOCK_KV 256
 #endif
+/* The thread count the query blocks are sized for, whatever the pool (see the block choice). */
+#define ATTN_SPLIT_THREADS 8
 /* Upper bound on worker threads (also bounded by the task count). */
 #define ATTN_MAX_THREADS CPU_POOL_MAX_THREADS
 
@@ -195,9 +197,13 @@ cpdit_status attention_cpu_flash(float *out, float *lse, const float *q, const f
     if ((long)B * H * Sq == 0)
         return CPDIT_OK;
     long nthreads = attention_cpu_get_num_threads();
-    /* smaller query blocks when there would be too few tasks to keep every thread busy */
+    /* smaller query blocks when there would be too few tasks to keep ATTN_SPLIT_THREADS threads
+     * busy: a fixed count, not this pool's size, so that the sgemm shapes (and OpenBLAS's
+     * choice of kernel for them, which changes the rounding: its small-matrix path on AVX-512)
+     * and hence the bits do not depend on the thread count */
     while (job.block_q > ATTN_BLOCK_Q_MIN &&
-           (long)B * H * ((Sq + job.block_q - 1) / job.block_q) < ATTN_TASKS_PER_THREAD * nthreads)
+           (long)B * H * ((Sq + job.block_q - 1) / job.block_q) <
+               ATTN_TASKS_PER_THREAD * ATTN_SPLIT_THREADS)
         job.block_q /= 2;
     if (job.block_q > Sq)
         job.block_q = Sq;
