@@ -3,8 +3,9 @@
  * random weights, "shapes" trained on procedural shapes), written out as a normal
  * diffusers-layout folder. --text-only writes what tests/reference/train-builtin/ trains against:
  * configs, tokenizers and text encoders, without the transformer's and VAE's weights.
- * `cpdit builtin sheet DIR [--cols N]`: a contact sheet of an output folder (contact_sheet.h),
- * with builtin:shapes' colour check of each image (reported, not an exit status). */
+ * `cpdit builtin sheet DIR [--cols N]`: a contact sheet of an output folder's images or clips
+ * (first, middle and last frame; contact_sheet.h), with builtin:shapes' colour check of each
+ * (reported, not an exit status). */
 #include "config.h"
 
 #include <stdio.h>
@@ -52,12 +53,10 @@ static int write_model(const char *name, const char *dir, int text_only)
     return CLI_EXIT_OK;
 }
 
-#define SHEET_DEFAULT_COLS 4
-
 static int sheet(int argc, char **argv)
 {
     const char *dir = NULL;
-    long cols = SHEET_DEFAULT_COLS;
+    long cols = 0; /* contact_sheet.h: 4 for images, 1 for clips */
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--cols") == 0 && i + 1 < argc) {
             if (cli_parse_int(SUB, "--cols", argv[++i], 1, 64, &cols))
@@ -75,7 +74,13 @@ static int sheet(int argc, char **argv)
     contact_sheet_result r;
     if (contact_sheet_write(dir, (int)cols, &r, &err))
         return cli_report(&err);
-    printf("%s/contact-sheet.png: %d images; %s/contact-sheet.txt: prompts", dir, r.images, dir);
+    if (r.clips)
+        printf("%s/contact-sheet.png: %d clips (first, middle, last frame)%s%.0d%s; "
+               "%s/contact-sheet.txt: prompts", dir, r.clips, r.images > r.clips ? " and " : "",
+               r.images - r.clips, r.images > r.clips ? " images" : "", dir);
+    else
+        printf("%s/contact-sheet.png: %d images; %s/contact-sheet.txt: prompts", dir, r.images,
+               dir);
     if (r.checked)
         printf("; builtin:shapes colour check: %d/%d right", r.right, r.checked);
     printf("\n");

@@ -303,19 +303,21 @@ static const cli_command commands[] = {
      cmd_bench},
     {"builtin", "list the built-in models or write one out as a diffusers folder",
      "usage: cpdit builtin list\n"
-     "       cpdit builtin write DIR [--name tiny|shapes] [--text-only]\n"
+     "       cpdit builtin write DIR [--name tiny|shapes|wan-tiny] [--text-only]\n"
      "       cpdit builtin sheet OUTPUT_DIR [--cols N]\n"
      "\n"
      "The built-in models have FLUX.1's architecture at tiny sizes and run anywhere without a\n"
      "download: builtin:shapes was trained on procedural shapes and draws prompts of its\n"
      "grammar (\"a large red circle in the center on a blue background\"; see README.md),\n"
-     "builtin:tiny has random weights generated from a fixed seed (a smoke-test model)\n"
+     "builtin:tiny has random weights generated from a fixed seed (a smoke-test model),\n"
+     "builtin:wan-tiny is a Wan 2.1 text-to-video pipeline with random weights (clips)\n"
      "(`--model builtin:shapes`, `model: builtin:shapes` in a manifest). `write` stores one as a\n"
      "normal diffusers-layout folder (model_index.json, transformer/, vae/, text_encoder/,\n"
      "text_encoder_2/, tokenizer/, tokenizer_2/, scheduler/); `run` caches it under\n"
      "$CPDIT_CACHE (default ~/.cache/cpdit) on first use; --text-only leaves out the\n"
      "transformer's and the VAE's weights (for tests/reference/train-builtin/).\n"
-     "`sheet` puts the images of a `cpdit run` output folder in one grid,\n"
+     "`sheet` puts the images of a `cpdit run` output folder in one grid (4 per row), or its\n"
+     "clips as their first, middle and last frame (1 clip per row; --cols N per row),\n"
      "OUTPUT_DIR/contact-sheet.png, with the prompts in OUTPUT_DIR/contact-sheet.txt, and\n"
      "checks the colours of builtin:shapes images whose prompt names a full scene.\n",
      cmd_builtin},
