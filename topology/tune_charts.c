@@ -106,7 +106,8 @@ cpdit_status tune_chart_bandwidth(const topology *t, const char *dir, cpdit_erro
     unsigned char *buf = begin();
     if (!buf)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "bandwidth chart", "out of memory");
-    plenv(floor(xmin), ceil(xmax), floor(ymin), ceil(ymax), 0, 30); /* log x and y */
+    /* log x and y; a decade of headroom for the legend (bandwidth rises to the top right) */
+    plenv(floor(xmin), ceil(xmax), floor(ymin), ceil(ymax) + 1, 0, 30);
     pllab("message size (bytes)", "bandwidth (GB/s), higher is better",
           "point-to-point bandwidth per link class");
     int series = 0;
@@ -185,7 +186,7 @@ cpdit_status tune_chart_collectives(const topology *t, const char *dir, cpdit_er
     unsigned char *buf = begin();
     if (!buf)
         return cpdit_error_set(err, CPDIT_ERR_RUNTIME, "collectives chart", "out of memory");
-    plenv(floor(xmin), ceil(xmax), floor(ymin), ceil(ymax), 0, 30);
+    plenv(floor(xmin), ceil(xmax), floor(ymin), ceil(ymax) + 1, 0, 30); /* headroom: legend */
     pllab("bytes sent per rank", "time per call (us), lower is better",
           "collectives per group (op, ranks, link class)");
     int series = 0;
